@@ -1,0 +1,1 @@
+//! efa-attn (under construction).

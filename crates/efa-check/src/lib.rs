@@ -1,0 +1,1 @@
+//! efa-check (under construction).

@@ -1,0 +1,2 @@
+//! efa-cli (under construction).
+fn main() {}

@@ -1,0 +1,1 @@
+//! efa-expfam (under construction).

@@ -1,0 +1,1 @@
+//! efa-model (under construction).

@@ -1,0 +1,6 @@
+//! Numerics core of efa: the sealed [`Real`] trait (f32, f64), stable scalar functions
+//! ([`scalar`]) and SIMD row kernels with run-time dispatch ([`simd`]).
+
+pub mod real;
+
+pub use real::Real;

@@ -1,0 +1,1 @@
+//! efa-optim (under construction).

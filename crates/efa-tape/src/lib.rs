@@ -1,0 +1,1 @@
+//! efa-tape (under construction).
