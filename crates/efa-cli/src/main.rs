@@ -1,2 +1,43 @@
-//! efa-cli (under construction).
-fn main() {}
+//! `efa`: train, reproduce, audit and benchmark Exponential Family Attention models.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod bench_cmd;
+mod error;
+mod expfam_cmd;
+
+pub use error::CliError;
+
+/// Exponential Family Attention on the CPU: reproduce the paper's experiments, audit gradients,
+/// check exponential-family numerics and benchmark the kernels.
+#[derive(Parser)]
+#[command(name = "efa", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Exponential-family numerics: check against a high-precision reference file.
+    Expfam(expfam_cmd::ExpfamArgs),
+    /// Benchmarks of the kernels (attention) with same-run baselines.
+    Bench(bench_cmd::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    error::install_panic_hook();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Expfam(args) => expfam_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
