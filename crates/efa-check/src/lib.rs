@@ -1,1 +1,104 @@
-//! efa-check (under construction).
+//! Gradient audit toolkit for efa, on plain closures (no tape dependency).
+//!
+//! * [`Tolerance`]: an element passes if `|a − n| ≤ abs + rel·|n|` (analytic `a`, numeric `n`).
+//! * [`fd`]: central finite differences `(f(θ+h) − f(θ−h)) / 2h` with step
+//!   `h = rel_step·max(1, |θ|)`, optionally Richardson-extrapolated `(4·D(h/2) − D(h)) / 3`.
+//! * [`audit`]: audit a function of several named tensors ([`ParamSpec`]) against claimed
+//!   gradients, element by element ([`Mode::Full`]) or along seeded random unit directions
+//!   ([`Mode::Directions`]); the result is a [`Report`].
+//! * [`determinism`]: bitwise run-to-run comparison and linearity of a vector-Jacobian product
+//!   in its cotangent.
+
+pub mod audit;
+pub mod determinism;
+pub mod fd;
+pub mod report;
+
+pub use audit::{audit_params, check_gradient, CheckError, CheckOptions, Mode, ParamSpec};
+pub use determinism::{
+    check_cotangent_linearity, check_determinism, check_determinism_bits, DeterminismReport,
+};
+pub use fd::{central_difference, directional_difference, FdOptions};
+pub use report::{Failure, Location, ParamSummary, Report};
+
+/// Per-element acceptance rule: an analytic value `a` passes against a numeric value `n` iff
+/// `|a − n| ≤ abs + rel·|n|`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// Absolute part of the bound.
+    pub abs: f64,
+    /// Relative part of the bound (times `|numeric|`).
+    pub rel: f64,
+}
+
+impl Default for Tolerance {
+    /// `abs = 1e-5`, `rel = 1e-3` (DESIGN §7).
+    fn default() -> Self {
+        Tolerance {
+            abs: 1e-5,
+            rel: 1e-3,
+        }
+    }
+}
+
+impl Tolerance {
+    /// Builds a tolerance `|a − n| ≤ abs + rel·|n|`.
+    pub fn new(abs: f64, rel: f64) -> Self {
+        Tolerance { abs, rel }
+    }
+
+    /// True iff `|analytic − numeric| ≤ abs + rel·|numeric|`; a NaN on either side fails.
+    pub fn passes(&self, analytic: f64, numeric: f64) -> bool {
+        let err = (analytic - numeric).abs();
+        err <= self.abs + self.rel * numeric.abs()
+    }
+}
+
+/// Relative error `|a − n| / max(|a|, |n|)`, defined as 0 when both are 0.
+pub fn rel_err(analytic: f64, numeric: f64) -> f64 {
+    let err = (analytic - numeric).abs();
+    let scale = analytic.abs().max(numeric.abs());
+    if scale == 0.0 {
+        0.0
+    } else {
+        err / scale
+    }
+}
+
+/// Row-major multi-index of flat position `flat` in a tensor of shape `shape`.
+pub fn unravel(flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    let mut rest = flat;
+    for (d, &n) in shape.iter().enumerate().rev() {
+        if n > 0 {
+            idx[d] = rest % n;
+            rest /= n;
+        }
+    }
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerance_bound_is_abs_plus_rel_times_numeric() {
+        let t = Tolerance::new(1e-5, 1e-3);
+        // bound at n = 10 is 1e-5 + 1e-2 = 0.01001
+        assert!(t.passes(10.01, 10.0));
+        assert!(!t.passes(10.0101, 10.0));
+        assert!(!t.passes(f64::NAN, 1.0));
+        assert!(!t.passes(1.0, f64::NAN));
+        assert_eq!(Tolerance::default(), Tolerance::new(1e-5, 1e-3));
+    }
+
+    #[test]
+    fn unravel_row_major() {
+        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
+        assert_eq!(unravel(7, &[2, 2, 2]), vec![1, 1, 1]);
+        assert_eq!(unravel(0, &[]), Vec::<usize>::new());
+        assert_eq!(rel_err(0.0, 0.0), 0.0);
+        assert_eq!(rel_err(2.0, 1.0), 0.5);
+    }
+}

@@ -1,13 +1,231 @@
-//! `efa bench …` (owned by the attention work).
+//! `efa bench …`: kernel benchmarks with same-run baselines (the naive reference kernel and a
+//! matrixmultiply sgemm 2048³ ceiling on the same thread pool).
 
 use crate::CliError;
-use clap::Args;
+use clap::{Args, Subcommand, ValueEnum};
+use efa_attn::{backward, forward, forward_flops, naive, Mask, Par};
+use ndarray::{Array3, Array4};
+use std::time::Instant;
 
 /// Arguments of `efa bench`.
 #[derive(Args)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+/// What to benchmark.
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Fused attention forward (and backward) throughput in GFLOP/s.
+    Attention(AttentionArgs),
+}
+
+/// Mask of the attention benchmark.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum BenchMask {
+    /// Every key visible: 4·B·H·N²·D forward FLOPs.
+    None,
+    /// Causal: the useful half, 4·B·H·N(N+1)/2·D forward FLOPs.
+    Causal,
+}
+
+/// Element type of the attention benchmark.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Dtype {
+    F32,
+    F64,
+}
+
+/// `efa bench attention` options.
+#[derive(Args)]
+struct AttentionArgs {
+    /// Batch size B.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Heads H.
+    #[arg(long, default_value_t = 8)]
+    heads: usize,
+    /// Sequence length N (queries = keys).
+    #[arg(long, default_value_t = 512)]
+    len: usize,
+    /// Head dimension D (= value dimension).
+    #[arg(long, default_value_t = 64)]
+    dim: usize,
+    /// Mask.
+    #[arg(long, value_enum, default_value_t = BenchMask::None)]
+    mask: BenchMask,
+    /// Also time forward + backward.
+    #[arg(long)]
+    backward: bool,
+    /// Threads of the rayon pool (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print exactly one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Timed repetitions (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Element type.
+    #[arg(long, value_enum, default_value_t = Dtype::F32)]
+    dtype: Dtype,
+    /// Skip the naive kernel and the sgemm ceiling (for profiling the kernel alone).
+    #[arg(long)]
+    no_baselines: bool,
+}
 
 /// Runs `efa bench`.
-pub fn run(_args: BenchArgs) -> Result<(), CliError> {
-    Err(CliError::new("efa bench: not built yet"))
+pub fn run(args: BenchArgs) -> Result<(), CliError> {
+    match args.command {
+        BenchCommand::Attention(a) => attention(a),
+    }
+}
+
+fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[t.len() / 2]
+}
+
+/// Deterministic values in [-1, 1) (a fixed linear congruential sequence).
+fn filled<T: efa_num::Real>(shape: [usize; 4], seed: u64) -> Array4<T> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    Array4::from_shape_fn(shape, |_| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        T::from_f64(((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0)
+    })
+}
+
+struct Timings {
+    fwd_ms: f64,
+    fwdbwd_ms: Option<f64>,
+    naive_ms: Option<f64>,
+}
+
+fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Timings, CliError> {
+    let (b, h, n, d) = (a.batch, a.heads, a.len, a.dim);
+    let q = filled::<T>([b, h, n, d], 1);
+    let k = filled::<T>([b, h, n, d], 2);
+    let v = filled::<T>([b, h, n, d], 3);
+    let g = filled::<T>([b, h, n, d], 4);
+    let scale = T::from_f64(1.0 / (d.max(1) as f64).sqrt());
+    let err = |e: efa_attn::AttnError| CliError::new(e.to_string());
+    let fwd = || forward(q.view(), k.view(), v.view(), mask, scale, Par::Rayon);
+    for _ in 0..2 {
+        fwd().map_err(err)?;
+    }
+    let fwd_ms = median_ms(a.reps, || {
+        std::hint::black_box(fwd().expect("checked in warm-up"));
+    });
+    let fwdbwd_ms = if a.backward {
+        let step = || -> Result<_, efa_attn::AttnError> {
+            let (o, l): (Array4<T>, Array3<T>) = fwd()?;
+            backward(q.view(), k.view(), v.view(), o.view(), l.view(), g.view(), None, mask, scale, Par::Rayon)
+        };
+        for _ in 0..2 {
+            step().map_err(err)?;
+        }
+        Some(median_ms(a.reps, || {
+            std::hint::black_box(step().expect("checked in warm-up"));
+        }))
+    } else {
+        None
+    };
+    // The naive f64 reference only where it finishes in about a second.
+    let work = (b * h) as f64 * (n as f64) * (n as f64) * d as f64;
+    let naive_ms = if work <= 1.5e8 && !a.no_baselines {
+        let nreps = if work <= 2e7 { 3 } else { 1 };
+        Some(median_ms(nreps, || {
+            std::hint::black_box(naive::forward(q.view(), k.view(), v.view(), mask, scale.to_f64()).expect("checked"));
+        }))
+    } else {
+        None
+    };
+    Ok(Timings { fwd_ms, fwdbwd_ms, naive_ms })
+}
+
+/// GFLOP/s of a 2048³ sgemm (matrixmultiply), row blocks split over the current rayon pool.
+fn sgemm_ceiling() -> f64 {
+    use rayon::prelude::*;
+    let n = 2048;
+    let a: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32) * 0.01).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| ((i % 89) as f32) * 0.01).collect();
+    let mut c = vec![0f32; n * n];
+    let threads = rayon::current_num_threads().max(1);
+    let rows = n.div_ceil(threads);
+    let mut run = || {
+        c.par_chunks_mut(rows * n).enumerate().for_each(|(t, cb)| {
+            let m = cb.len() / n;
+            // SAFETY: a is n×n, rows [t·rows, t·rows + m) are in bounds; b is n×n; cb is m×n.
+            unsafe {
+                matrixmultiply::sgemm(m, n, n, 1.0, a.as_ptr().add(t * rows * n), n as isize, 1, b.as_ptr(),
+                    n as isize, 1, 0.0, cb.as_mut_ptr(), n as isize, 1);
+            }
+        });
+    };
+    run();
+    let ms = median_ms(3, &mut run);
+    2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e9
+}
+
+fn attention(a: AttentionArgs) -> Result<(), CliError> {
+    if a.batch == 0 || a.heads == 0 || a.len == 0 || a.dim == 0 {
+        return Err(CliError::new("efa bench attention: --batch, --heads, --len and --dim must be positive"));
+    }
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    if threads == 0 {
+        return Err(CliError::new("efa bench attention: --threads must be positive"));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| CliError::new(format!("efa bench attention: thread pool: {e}")))?;
+    let causal = a.mask == BenchMask::Causal;
+    let mask = if causal { Mask::causal() } else { Mask::None };
+    let (t, sgemm) = pool.install(|| -> Result<_, CliError> {
+        let t = match a.dtype {
+            Dtype::F32 => time_attention::<f32>(&a, &mask)?,
+            Dtype::F64 => time_attention::<f64>(&a, &mask)?,
+        };
+        Ok((t, if a.no_baselines { f64::NAN } else { sgemm_ceiling() }))
+    })?;
+    let flops = forward_flops(a.batch, a.heads, a.len, a.len, a.dim, causal);
+    let gf = |ms: f64, mult: f64| mult * flops / (ms * 1e-3) / 1e9;
+    let dtype = if a.dtype == Dtype::F32 { "f32" } else { "f64" };
+    let mask_name = if causal { "causal" } else { "none" };
+    if a.json {
+        let mut obj = serde_json::json!({
+            "batch": a.batch, "heads": a.heads, "len": a.len, "dim": a.dim, "mask": mask_name,
+            "threads": threads, "dtype": dtype, "fwd_ms": t.fwd_ms, "fwd_gflops": gf(t.fwd_ms, 1.0),
+        });
+        if let Some(ms) = t.fwdbwd_ms {
+            obj["fwdbwd_ms"] = serde_json::json!(ms);
+            obj["fwdbwd_gflops"] = serde_json::json!(gf(ms, 3.5));
+        }
+        obj["naive_fwd_ms"] = serde_json::json!(t.naive_ms);
+        obj["sgemm_gflops"] = if sgemm.is_nan() { serde_json::Value::Null } else { serde_json::json!(sgemm) };
+        println!("{obj}");
+    } else {
+        println!(
+            "attention {dtype} B={} H={} N={} D={} mask={mask_name} threads={threads} simd={}",
+            a.batch, a.heads, a.len, a.dim, efa_num::simd::active().name()
+        );
+        println!("  forward           {:9.3} ms  {:7.1} GFLOP/s", t.fwd_ms, gf(t.fwd_ms, 1.0));
+        if let Some(ms) = t.fwdbwd_ms {
+            println!("  forward+backward  {:9.3} ms  {:7.1} GFLOP/s (3.5× forward FLOPs)", ms, gf(ms, 3.5));
+        }
+        match t.naive_ms {
+            Some(ms) => println!("  naive f64 forward {:9.3} ms  ({:.1}× slower)", ms, ms / t.fwd_ms),
+            None => println!("  naive f64 forward skipped (too large)"),
+        }
+        println!("  sgemm 2048³       {:9.1} GFLOP/s ceiling (same pool)", sgemm);
+    }
+    Ok(())
 }

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 mod bench_cmd;
 mod error;
 mod expfam_cmd;
+mod plot;
+mod report;
+mod reproduce_cmd;
 
 pub use error::CliError;
 
@@ -24,6 +27,9 @@ enum Command {
     Expfam(expfam_cmd::ExpfamArgs),
     /// Benchmarks of the kernels (attention) with same-run baselines.
     Bench(bench_cmd::BenchArgs),
+    /// Reproduce one of the paper's experiments: trains EFA and FM side by side and prints
+    /// ours beside the paper's numbers.
+    Reproduce(reproduce_cmd::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Expfam(args) => expfam_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Reproduce(args) => reproduce_cmd::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

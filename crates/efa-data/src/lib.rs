@@ -1,1 +1,50 @@
-//! efa-data (under construction).
+//! efa-data: the paper's data, exactly as its notebooks prepared it.
+//!
+//! * [`rng`]: numpy-compatible MT19937 (`RandomState`), sklearn's `train_test_split`, pandas'
+//!   one-row group sample.
+//! * [`synthetic`]: the synthetic movie-rating generator (PAPER §2.1).
+//! * [`samples`]: per-position EFA / FM samples for the rating experiments (§2.2, §4.3) and the
+//!   rating → embedding-row mappings (§2.3).
+//! * [`item_samples`]: per-position samples for the categorical item experiments (§3.3, §5).
+//! * [`movielens`], [`instacart`], [`temperature`]: loaders for the original files and the
+//!   experiments' preprocessing and splits (§3–§6).
+//!
+//! Errors ([`DataError`]) name file, line, field and value; rows that cannot be used are an
+//! error or are counted in the returned reports, never silently dropped.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod instacart;
+pub mod item_samples;
+pub mod movielens;
+pub mod rng;
+pub mod samples;
+pub mod synthetic;
+pub mod temperature;
+
+pub use error::{DataError, Location};
+pub use item_samples::{
+    item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample,
+};
+pub use rng::{
+    pandas_sample_one, train_test_split, train_test_split_frac, NumpyRng, NumpyRngState,
+};
+pub use samples::{
+    rating_row, CompactRatingTable, Direction, EfaSample, FmSample, RatingData, SampleRef,
+    Sequence, Split,
+};
+pub use synthetic::{generate_synthetic, sequences_by_user, RatingRow, SyntheticConfig};
+
+use std::path::PathBuf;
+
+/// The default data directory: `../shared/data` relative to the current directory, if it
+/// exists (the CLI overrides it with `--data DIR`).
+pub fn default_data_dir() -> Option<PathBuf> {
+    let p = std::env::current_dir()
+        .ok()?
+        .join("..")
+        .join("shared")
+        .join("data");
+    p.is_dir().then_some(p)
+}

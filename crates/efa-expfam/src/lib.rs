@@ -1,1 +1,38 @@
-//! efa-expfam (under construction).
+//! Exponential families for efa (DESIGN §4).
+//!
+//! A density p(y | η) = h(y) exp(⟨t(y), η⟩ − A(η)) is described by its log-partition A(η),
+//! the mean ∇A(η) = E t(y), the covariance ∇²A(η) (Fisher information in η), the sufficient
+//! statistic t(y) and the base measure log h(y). The negative log-likelihood
+//! nll(y, η) = A(η) − ⟨t(y), η⟩ − log h(y) and its gradient ∂nll/∂η = ∇A(η) − t(y) are
+//! computed per family in a stable form (never as that difference of large terms).
+//! Conventions follow `shared/reference/README.md` exactly.
+//!
+//! * [`Family`]: the closed set of families with per-observation methods (slices, generic over
+//!   [`Real`] = f32 / f64), including support checks that return [`ExpfamError`] naming the
+//!   family, the value and the row.
+//! * [`nll_batch`] and [`ordinal_nll_batch`]: batched nll + gradient over rows with a mask,
+//!   parallel over rows for large batches (the model crate wraps them as tape ops).
+//! * One module per family with the formulas.
+
+pub mod batch;
+pub mod bernoulli;
+pub mod beta;
+pub mod binomial;
+pub mod categorical;
+mod common;
+pub mod error;
+pub mod exponential;
+pub mod family;
+pub mod gamma;
+pub mod gaussian;
+pub mod gaussian_known;
+pub mod multinomial;
+pub mod negbin;
+pub mod ordinal;
+pub mod poisson;
+pub mod refcheck;
+
+pub use batch::{nll_batch, ordinal_nll_batch, PAR_MIN_ROWS};
+pub use efa_num::Real;
+pub use error::ExpfamError;
+pub use family::Family;

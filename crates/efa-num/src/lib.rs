@@ -2,5 +2,7 @@
 //! ([`scalar`]) and SIMD row kernels with run-time dispatch ([`simd`]).
 
 pub mod real;
+pub mod scalar;
+pub mod simd;
 
 pub use real::Real;

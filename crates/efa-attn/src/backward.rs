@@ -1,0 +1,316 @@
+//! Backward pass, mirroring the forward: forward computed `P = exp(S − LSE)` tile by tile and
+//! `O = P·V`, so per tile we recompute `P`, then `dV += Pᵀ·dO`, `dP = dO·Vᵀ`,
+//! `dS = P ∘ (dP − D)` with `Dᵢ = ⟨dOᵢ, Oᵢ⟩ − dlseᵢ`, `dQ += scale·dS·K`, `dK += scale·dSᵀ·Q`.
+//!
+//! No atomics: either one task per (batch, head) computes everything in a fixed order, or two
+//! passes split the work so that each task owns its output rows (key tiles own `dK`, `dV`;
+//! query tiles own `dQ`). See [`crate::FUSED_MIN_HEADS`].
+
+use crate::micro::{ds_row, gemm, padded, probabilities};
+use crate::problem::{expect_shape, head3, pack_cols, pack_rows, pads, run_tasks, split_lens, tiles, zeros, Problem};
+use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis};
+
+/// Gradients `(dq, dk, dv)` with the shapes of `(q, k, v)`.
+pub type Grads<T> = (Array4<T>, Array4<T>, Array4<T>);
+
+struct Scratch<T> {
+    qs: Vec<T>,
+    dop: Vec<T>,
+    dd: Vec<T>,
+    lse: Vec<T>,
+    kt: Vec<T>,
+    kp: Vec<T>,
+    vt: Vec<T>,
+    s: Vec<T>,
+    dp: Vec<T>,
+    dk: Vec<T>,
+    dv: Vec<T>,
+    dq: Vec<T>,
+    cnt: Vec<usize>,
+}
+
+impl<T: Real> Scratch<T> {
+    /// Buffers for tiles, with `rows` query rows held at once (the whole head when fused).
+    fn new(p: &Problem<T>, rows: usize) -> Self {
+        let (dpad, dvpad) = pads(p);
+        let bk = BLOCK_K.min(p.nk).max(1);
+        let bq = BLOCK_Q.min(p.nq).max(1);
+        let bkp = padded(bk);
+        Scratch {
+            qs: zeros(rows * dpad),
+            dop: zeros(rows * dvpad),
+            dd: zeros(rows),
+            lse: zeros(rows),
+            kt: zeros(p.d * bkp),
+            kp: zeros(bk * dpad),
+            vt: zeros(p.dv * bkp),
+            s: zeros(bq * bkp),
+            dp: zeros(bq * bkp),
+            dk: zeros(bk * dpad),
+            dv: zeros(bk * dvpad),
+            dq: zeros(rows * dpad),
+            cnt: vec![0; bq],
+        }
+    }
+}
+
+/// Attention backward: given the forward's `o`, `lse` and the cotangents `d_o` (and optionally
+/// `d_lse`), returns `(dq, dk, dv)`:
+/// `dSᵢⱼ = Pᵢⱼ·(⟨dOᵢ, vⱼ⟩ − ⟨dOᵢ, oᵢ⟩ + dlseᵢ)`, `dqᵢ = scale·Σⱼ dSᵢⱼ kⱼ`,
+/// `dkⱼ = scale·Σᵢ dSᵢⱼ qᵢ`, `dvⱼ = Σᵢ Pᵢⱼ dOᵢ`, with `P = exp(scale·QKᵀ − lse)` on visible
+/// pairs and 0 elsewhere (rows with `lse = −∞` get zero gradients).
+///
+/// # Errors
+/// Shape mismatches (naming the tensor), an unfit mask, or a non-finite `scale`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward<'a, 'm, T: Real>(
+    q: ArrayView4<'a, T>,
+    k: ArrayView4<'a, T>,
+    v: ArrayView4<'a, T>,
+    o: ArrayView4<'a, T>,
+    lse: ArrayView3<'a, T>,
+    d_o: ArrayView4<'a, T>,
+    d_lse: Option<ArrayView3<'a, T>>,
+    mask: &Mask<'m>,
+    scale: T,
+    par: Par,
+) -> Result<Grads<T>, AttnError> {
+    backward_with(q, k, v, o, lse, d_o, d_lse, mask, scale, par, simd::active())
+}
+
+/// [`backward`] with an explicit SIMD variant (the scalar path if the CPU lacks it).
+///
+/// # Errors
+/// As [`backward`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_with<'a, 'm, T: Real>(
+    q: ArrayView4<'a, T>,
+    k: ArrayView4<'a, T>,
+    v: ArrayView4<'a, T>,
+    o: ArrayView4<'a, T>,
+    lse: ArrayView3<'a, T>,
+    d_o: ArrayView4<'a, T>,
+    d_lse: Option<ArrayView3<'a, T>>,
+    mask: &Mask<'m>,
+    scale: T,
+    par: Par,
+    isa: Isa,
+) -> Result<Grads<T>, AttnError> {
+    let p = Problem::new(q.view(), k.view(), v.view(), mask, scale, isa)?;
+    let (bsz, hn, nq, nk, d, dv) = (p.batch, p.heads, p.nq, p.nk, p.d, p.dv);
+    expect_shape("o", o.shape(), &[bsz, hn, nq, dv])?;
+    expect_shape("d_o", d_o.shape(), &[bsz, hn, nq, dv])?;
+    expect_shape("lse", lse.shape(), &[bsz, hn, nq])?;
+    if let Some(g) = &d_lse {
+        expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
+    }
+    // D = rowsum(dO ∘ O) − dlse: forward's lse enters every score's gradient with weight P.
+    let mut dd = Array3::<T>::zeros((bsz, hn, nq));
+    for ((idx, x), (orow, grow)) in dd
+        .indexed_iter_mut()
+        .zip(o.lanes(Axis(3)).into_iter().zip(d_o.lanes(Axis(3))))
+    {
+        let mut s = T::ZERO;
+        for (&a, &g) in orow.iter().zip(grow.iter()) {
+            s += a * g;
+        }
+        *x = match &d_lse {
+            Some(dl) => s - dl[idx],
+            None => s,
+        };
+    }
+    let mut dq = Array4::<T>::zeros((bsz, hn, nq, d));
+    let mut dk = Array4::<T>::zeros((bsz, hn, nk, d));
+    let mut dvv = Array4::<T>::zeros((bsz, hn, nk, dv));
+    let bh_count = bsz * hn;
+    let (lse_v, d_o_v, dd_v) = (lse.view(), d_o.view(), dd.view());
+    let ctx = Ctx { p: &p, lse: &lse_v, dd: &dd_v, d_o: &d_o_v };
+    let dq_s = dq.as_slice_mut().expect("contiguous");
+    let dk_s = dk.as_slice_mut().expect("contiguous");
+    let dv_s = dvv.as_slice_mut().expect("contiguous");
+    if bh_count >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN {
+        let parts = split_lens(dq_s, (0..bh_count).map(|_| nq * d))
+            .into_iter()
+            .zip(split_lens(dk_s, (0..bh_count).map(|_| nk * d)))
+            .zip(split_lens(dv_s, (0..bh_count).map(|_| nk * dv)))
+            .enumerate()
+            .map(|(bh, ((a, b), c))| (bh, a, b, c))
+            .collect();
+        run_tasks(par, parts, || Scratch::new(&p, nq.max(1)), |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c));
+    } else {
+        let kparts: Vec<_> = split_lens(dk_s, (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)))
+            .into_iter()
+            .zip(split_lens(dv_s, (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv))))
+            .enumerate()
+            .collect();
+        let per = tiles(nk, BLOCK_K).count().max(1);
+        run_tasks(par, kparts, || Scratch::new(&p, BLOCK_Q.min(nq).max(1)), |sc, (t, (a, b))| {
+            key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b)
+        });
+        let qparts: Vec<_> =
+            split_lens(dq_s, (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d))).into_iter().enumerate().collect();
+        let per = tiles(nq, BLOCK_Q).count().max(1);
+        run_tasks(par, qparts, || Scratch::new(&p, BLOCK_Q.min(nq).max(1)), |sc, (t, a)| {
+            query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a)
+        });
+    }
+    Ok((dq, dk, dvv))
+}
+
+struct Ctx<'c, 'a, T> {
+    p: &'c Problem<'a, T>,
+    lse: &'c ArrayView3<'a, T>,
+    dd: &'c ArrayView3<'c, T>,
+    d_o: &'c ArrayView4<'a, T>,
+}
+
+impl<T: Real> Ctx<'_, '_, T> {
+    /// Packs the query-side rows `[i0, i0+mq)` of head `bh` into the scratch at row `at`:
+    /// `scale·Q`, `dO`, `lse`, `D`.
+    fn pack_queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize, at: usize) {
+        let p = self.p;
+        let (dpad, dvpad) = pads(p);
+        pack_rows(&p.head(&p.q, bh), i0, mq, p.scale, &mut sc.qs[at * dpad..], dpad);
+        pack_rows(&p.head(self.d_o, bh), i0, mq, T::ONE, &mut sc.dop[at * dvpad..], dvpad);
+        let (l, dd) = (head3(self.lse, p.heads, bh), head3(self.dd, p.heads, bh));
+        for r in 0..mq {
+            sc.lse[at + r] = l[i0 + r];
+            sc.dd[at + r] = dd[i0 + r];
+        }
+    }
+
+    /// Packs key tile `[j0, j0+bk)` of head `bh`: `Kᵀ`, `K`, `Vᵀ`.
+    fn pack_keys(&self, sc: &mut Scratch<T>, bh: usize, j0: usize, bk: usize) {
+        let p = self.p;
+        let (dpad, _) = pads(p);
+        let bkp = padded(bk);
+        let kh = p.head(&p.k, bh);
+        pack_cols(&kh, j0, bk, &mut sc.kt, bkp);
+        pack_rows(&kh, j0, bk, T::ONE, &mut sc.kp, dpad);
+        pack_cols(&p.head(&p.v, bh), j0, bk, &mut sc.vt, bkp);
+    }
+
+    /// One (query tile, key tile) pair; query-side data at scratch row `at`.
+    #[allow(clippy::too_many_arguments)]
+    fn pair(&self, sc: &mut Scratch<T>, b: usize, h: usize, i0: usize, mq: usize, at: usize, j0: usize, bk: usize, kv: bool, dq: bool) {
+        let p = self.p;
+        let isa = p.isa;
+        let (dpad, dvpad) = pads(p);
+        let bkp = padded(bk);
+        let qs = sc.qs[at * dpad..].as_ptr();
+        let dop = sc.dop[at * dvpad..].as_ptr();
+        // S = (scale·Q)·Kᵀ
+        // SAFETY (all gemm calls): buffers were sized by Scratch::new for these tile shapes;
+        // widths passed as n are multiples of PAD; outputs do not alias inputs.
+        unsafe { gemm(isa, mq, bkp, p.d, qs, dpad as isize, 1, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(), bkp as isize, false) };
+        // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
+        for r in 0..mq {
+            let i = i0 + r;
+            let cnt = p.rules.hi(b, i).saturating_sub(j0).min(bk);
+            sc.cnt[r] = cnt;
+            if cnt > 0 && p.rules.has_pointwise() {
+                for (c, x) in sc.s[r * bkp..r * bkp + cnt].iter_mut().enumerate() {
+                    if !p.rules.pointwise(b, h, i, j0 + c) {
+                        *x = T::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+        // SAFETY: buffers sized by Scratch::new for this tile.
+        let k_eff = unsafe { probabilities(isa, mq, &mut sc.s, bkp, &sc.cnt, &sc.lse[at..]) };
+        if k_eff == 0 {
+            return;
+        }
+        let kp_w = padded(k_eff);
+        unsafe {
+            if kv {
+                // dV += Pᵀ·dO (Pᵀ read through transposed strides).
+                gemm(isa, k_eff, dvpad, mq, sc.s.as_ptr(), 1, bkp as isize, dop, dvpad as isize, sc.dv.as_mut_ptr(), dvpad as isize, true);
+            }
+            // dP = dO·Vᵀ
+            gemm(isa, mq, kp_w, p.dv, dop, dvpad as isize, 1, sc.vt.as_ptr(), bkp as isize, sc.dp.as_mut_ptr(), bkp as isize, false);
+        }
+        // dS = P ∘ (dP − D)
+        for r in 0..mq {
+            let (pr, dr) = (&sc.s[r * bkp..r * bkp + kp_w], &mut sc.dp[r * bkp..r * bkp + kp_w]);
+            ds_row(isa, pr, dr, sc.dd[at + r]);
+        }
+        unsafe {
+            if kv {
+                // dK += dSᵀ·(scale·Q)
+                gemm(isa, k_eff, dpad, mq, sc.dp.as_ptr(), 1, bkp as isize, qs, dpad as isize, sc.dk.as_mut_ptr(), dpad as isize, true);
+            }
+            if dq {
+                // dQ += dS·K (scale applied when written out)
+                let c = sc.dq[at * dpad..].as_mut_ptr();
+                gemm(isa, mq, dpad, k_eff, sc.dp.as_ptr(), bkp as isize, 1, sc.kp.as_ptr(), dpad as isize, c, dpad as isize, true);
+            }
+        }
+    }
+
+    /// Copies `rows` accumulated rows (padded width `w`, true width `n`) into `out`, times `alpha`.
+    fn write(out: &mut [T], acc: &[T], rows: usize, n: usize, w: usize, alpha: T) {
+        for r in 0..rows {
+            for (o, &a) in out[r * n..(r + 1) * n].iter_mut().zip(&acc[r * w..]) {
+                *o = alpha * a;
+            }
+        }
+    }
+}
+
+/// One task per (batch, head): all key tiles, all query tiles, every gradient.
+fn fused<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]) {
+    let p = c.p;
+    let (b, h) = p.split(bh);
+    let (dpad, dvpad) = pads(p);
+    c.pack_queries(sc, bh, 0, p.nq, 0);
+    sc.dq[..p.nq * dpad].fill(T::ZERO);
+    for (j0, bk) in tiles(p.hi_max(b, 0, p.nq), BLOCK_K) {
+        c.pack_keys(sc, bh, j0, bk);
+        sc.dk[..bk * dpad].fill(T::ZERO);
+        sc.dv[..bk * dvpad].fill(T::ZERO);
+        let first = p.first_row_seeing(b, j0);
+        for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
+            c.pair(sc, b, h, i0, mq, i0, j0, bk, true, true);
+        }
+        Ctx::write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, T::ONE);
+        Ctx::write(&mut dv[j0 * p.dv..], &sc.dv, bk, p.dv, dvpad, T::ONE);
+    }
+    Ctx::write(dq, &sc.dq, p.nq, p.d, dpad, p.scale);
+}
+
+/// Pass 1 task: key tile `[j0, j0 + bk)` of head `bh`, owning those rows of `dK`, `dV`.
+fn key_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, j0: usize, dk: &mut [T], dv: &mut [T]) {
+    let p = c.p;
+    let (b, h) = p.split(bh);
+    let (dpad, dvpad) = pads(p);
+    let bk = BLOCK_K.min(p.nk - j0);
+    c.pack_keys(sc, bh, j0, bk);
+    sc.dk[..bk * dpad].fill(T::ZERO);
+    sc.dv[..bk * dvpad].fill(T::ZERO);
+    let first = p.first_row_seeing(b, j0);
+    for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
+        c.pack_queries(sc, bh, i0, mq, 0);
+        c.pair(sc, b, h, i0, mq, 0, j0, bk, true, false);
+    }
+    Ctx::write(dk, &sc.dk, bk, p.d, dpad, T::ONE);
+    Ctx::write(dv, &sc.dv, bk, p.dv, dvpad, T::ONE);
+}
+
+/// Pass 2 task: query tile starting at `i0` of head `bh`, owning those rows of `dQ`.
+fn query_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, dq: &mut [T]) {
+    let p = c.p;
+    let (b, h) = p.split(bh);
+    let (dpad, _) = pads(p);
+    let mq = BLOCK_Q.min(p.nq - i0);
+    c.pack_queries(sc, bh, i0, mq, 0);
+    sc.dq[..mq * dpad].fill(T::ZERO);
+    for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
+        c.pack_keys(sc, bh, j0, bk);
+        c.pair(sc, b, h, i0, mq, 0, j0, bk, false, true);
+    }
+    Ctx::write(dq, &sc.dq, mq, p.d, dpad, p.scale);
+}

@@ -1,0 +1,194 @@
+//! Shape checks, tile packing and task splitting shared by forward and backward.
+
+use crate::mask::{Mask, Rules};
+use crate::micro::padded;
+use crate::{AttnError, Par};
+use efa_num::simd::Isa;
+use efa_num::Real;
+use ndarray::{ArrayView2, ArrayView3, ArrayView4, Axis};
+use rayon::prelude::*;
+
+/// A validated attention problem.
+pub(crate) struct Problem<'a, T> {
+    pub q: ArrayView4<'a, T>,
+    pub k: ArrayView4<'a, T>,
+    pub v: ArrayView4<'a, T>,
+    pub batch: usize,
+    pub heads: usize,
+    pub nq: usize,
+    pub nk: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub scale: T,
+    pub rules: Rules<'a>,
+    pub isa: Isa,
+}
+
+/// Errors unless `got` equals `want`.
+pub(crate) fn expect_shape(name: &'static str, got: &[usize], want: &[usize]) -> Result<(), AttnError> {
+    if got != want {
+        return Err(AttnError::new(name, got.to_vec(), format!("expected shape {want:?}")));
+    }
+    Ok(())
+}
+
+impl<'a, T: Real> Problem<'a, T> {
+    pub fn new<'m: 'a>(
+        q: ArrayView4<'a, T>,
+        k: ArrayView4<'a, T>,
+        v: ArrayView4<'a, T>,
+        mask: &Mask<'m>,
+        scale: T,
+        isa: Isa,
+    ) -> Result<Self, AttnError> {
+        let [batch, heads, nq, d] = [q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]];
+        let nk = k.shape()[2];
+        expect_shape("k", k.shape(), &[batch, heads, nk, d])?;
+        let dv = v.shape()[3];
+        expect_shape("v", v.shape(), &[batch, heads, nk, dv])?;
+        if !scale.is_finite() {
+            return Err(AttnError::new("scale", vec![], format!("must be finite, got {scale}")));
+        }
+        let rules = Rules::new(mask, batch, heads, nq, nk)?;
+        Ok(Problem { q, k, v, batch, heads, nq, nk, d, dv, scale, rules, isa: isa.or_scalar() })
+    }
+
+    /// (batch, head) of a flat index `b·H + h`.
+    #[inline]
+    pub fn split(&self, bh: usize) -> (usize, usize) {
+        (bh / self.heads, bh % self.heads)
+    }
+
+    /// The `[len, dim]` matrix of one (batch, head).
+    #[inline]
+    pub fn head<'v>(&self, x: &ArrayView4<'v, T>, bh: usize) -> ArrayView2<'v, T> {
+        let (b, h) = self.split(bh);
+        x.clone().index_axis_move(Axis(0), b).index_axis_move(Axis(0), h)
+    }
+
+    /// End (exclusive) of the keys any query row in `[i0, i0 + mq)` can see.
+    #[inline]
+    pub fn hi_max(&self, b: usize, i0: usize, mq: usize) -> usize {
+        if mq == 0 { 0 } else { self.rules.hi(b, i0 + mq - 1) }
+    }
+
+    /// First query row whose visible prefix reaches past key `j0` (rows before it see nothing
+    /// at or beyond `j0`; the prefix end grows with the row index).
+    pub fn first_row_seeing(&self, b: usize, j0: usize) -> usize {
+        let (mut lo, mut hi) = (0, self.nq);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.rules.hi(b, mid) > j0 { hi = mid } else { lo = mid + 1 }
+        }
+        lo
+    }
+}
+
+/// The `[B, H, N]` vector of one (batch, head).
+pub(crate) fn head3<'v, T>(x: &ArrayView3<'v, T>, heads: usize, bh: usize) -> ndarray::ArrayView1<'v, T> {
+    x.clone().index_axis_move(Axis(0), bh / heads).index_axis_move(Axis(0), bh % heads)
+}
+
+/// `dst[r·stride + c] = alpha·src[r0 + r, c]` for `r < rows`, `c < cols`, zero for
+/// `cols ≤ c < stride`.
+pub(crate) fn pack_rows<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, alpha: T, dst: &mut [T], stride: usize) {
+    let cols = src.shape()[1];
+    if rows == 0 {
+        return;
+    }
+    assert!(r0 + rows <= src.shape()[0] && dst.len() >= rows * stride && cols <= stride);
+    let (rs, cs) = (src.strides()[0], src.strides()[1]);
+    // SAFETY: r0 + rows ≤ src rows and c < cols address elements of the view.
+    let base = unsafe { src.as_ptr().offset(r0 as isize * rs) };
+    for r in 0..rows {
+        let out = &mut dst[r * stride..(r + 1) * stride];
+        let row = unsafe { base.offset(r as isize * rs) };
+        if cs == 1 {
+            let s = unsafe { std::slice::from_raw_parts(row, cols) };
+            if alpha == T::ONE {
+                for (o, &x) in out[..cols].iter_mut().zip(s) {
+                    *o = x;
+                }
+            } else {
+                for (o, &x) in out[..cols].iter_mut().zip(s) {
+                    *o = alpha * x;
+                }
+            }
+        } else {
+            for (c, o) in out[..cols].iter_mut().enumerate() {
+                *o = alpha * unsafe { *row.offset(c as isize * cs) };
+            }
+        }
+        out[cols..].fill(T::ZERO);
+    }
+}
+
+/// Transposed pack: `dst[c·stride + r] = src[r0 + r, c]` for `r < rows`, zero for
+/// `rows ≤ r < stride`, for every column `c`.
+pub(crate) fn pack_cols<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, dst: &mut [T], stride: usize) {
+    let cols = src.shape()[1];
+    assert!(r0 + rows <= src.shape()[0] && rows <= stride && dst.len() >= cols * stride);
+    let (rs, cs) = (src.strides()[0], src.strides()[1]);
+    for c in 0..cols {
+        dst[c * stride + rows..(c + 1) * stride].fill(T::ZERO);
+    }
+    if rows == 0 {
+        return;
+    }
+    // SAFETY: as in pack_rows.
+    let base = unsafe { src.as_ptr().offset(r0 as isize * rs) };
+    for c in 0..cols {
+        let out = &mut dst[c * stride..c * stride + rows];
+        let col = unsafe { base.offset(c as isize * cs) };
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = unsafe { *col.offset(r as isize * rs) };
+        }
+    }
+}
+
+/// Splits `buf` into consecutive pieces of the given lengths (lengths may be 0).
+pub(crate) fn split_lens<'s, T>(mut buf: &'s mut [T], lens: impl Iterator<Item = usize>) -> Vec<&'s mut [T]> {
+    let mut out = Vec::new();
+    for n in lens {
+        let (a, b) = std::mem::take(&mut buf).split_at_mut(n);
+        out.push(a);
+        buf = b;
+    }
+    out
+}
+
+/// Tile starts and lengths covering `0..n` in steps of `block`.
+pub(crate) fn tiles(n: usize, block: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).step_by(block.max(1)).map(move |s| (s, block.min(n - s)))
+}
+
+/// Runs `f(scratch, task)` over all tasks, sequentially or on rayon's current pool; each rayon
+/// job makes its own scratch with `init`.
+pub(crate) fn run_tasks<S, X: Send>(
+    par: Par,
+    tasks: Vec<X>,
+    init: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, X) + Sync + Send,
+) {
+    match par {
+        Par::Sequential => {
+            let mut s = init();
+            for t in tasks {
+                f(&mut s, t);
+            }
+        }
+        Par::Rayon => {
+            tasks.into_par_iter().with_min_len(crate::MIN_TASKS_PER_JOB).for_each_init(init, f);
+        }
+    }
+}
+
+/// Scratch vector of `n` zeros.
+pub(crate) fn zeros<T: Real>(n: usize) -> Vec<T> {
+    vec![T::ZERO; n]
+}
+
+/// Padded widths `(dpad, dvpad)`.
+pub(crate) fn pads<T: Real>(p: &Problem<T>) -> (usize, usize) {
+    (padded(p.d), padded(p.dv))
+}

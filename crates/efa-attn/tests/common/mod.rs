@@ -1,0 +1,78 @@
+//! Shared test helpers: seeded random tensors, mask catalogue, comparisons, central differences.
+#![allow(dead_code)]
+
+use efa_attn::{Mask, MaskSet};
+use efa_num::Real;
+use ndarray::{Array3, Array4, ArrayD, Dimension};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Uniform [-amp, amp) tensor from a fixed seed.
+pub fn rand4<T: Real>(shape: [usize; 4], amp: f64, seed: u64) -> Array4<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Array4::from_shape_fn(shape, |_| T::from_f64(rng.random_range(-amp..amp)))
+}
+
+pub fn rand3<T: Real>(shape: [usize; 3], amp: f64, seed: u64) -> Array3<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Array3::from_shape_fn(shape, |_| T::from_f64(rng.random_range(-amp..amp)))
+}
+
+/// Random visibility with probability `p_true`, broadcast over heads.
+pub fn rand_dense(b: usize, nq: usize, nk: usize, seed: u64) -> Array4<bool> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Array4::from_shape_fn((b, 1, nq, nk), |_| rng.random_range(0.0..1.0) < 0.7)
+}
+
+/// Key lengths per batch row: varied, including 0 and full when there is room.
+pub fn lengths(b: usize, nk: usize) -> Vec<usize> {
+    (0..b).map(|i| match i % 3 {
+        0 => nk,
+        1 => nk / 2,
+        _ => 0,
+    }).collect()
+}
+
+/// Every mask kind (and the combinations the model uses) for a problem; names for messages.
+pub fn masks<'a>(nq: usize, nk: usize, lens: &'a [usize], dense: &'a Array4<bool>) -> Vec<(&'static str, Mask<'a>)> {
+    vec![
+        ("none", Mask::None),
+        ("causal", Mask::Causal { offset: 0 }),
+        ("causal_offset", Mask::Causal { offset: nk as isize - nq as isize }),
+        ("key_padding", Mask::KeyPadding(lens)),
+        ("exclude_self", Mask::ExcludeSelf),
+        ("dense", Mask::Dense(dense.view())),
+        ("padding+causal", Mask::Combined(MaskSet { causal: Some(0), key_lengths: Some(lens), ..Default::default() })),
+        ("padding+exclude_self", Mask::Combined(MaskSet { key_lengths: Some(lens), exclude_self: true, ..Default::default() })),
+    ]
+}
+
+/// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed.
+pub fn assert_close<D: Dimension, A: Real>(a: &ndarray::Array<A, D>, b: &ndarray::Array<f64, D>, atol: f64, rtol: f64, what: &str) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
+    for ((idx, x), y) in a.indexed_iter().zip(b.iter()) {
+        let x = x.to_f64();
+        if x == *y {
+            continue;
+        }
+        let err = (x - y).abs();
+        assert!(err <= atol + rtol * y.abs(), "{what}: at {idx:?}: got {x}, want {y} (err {err:e})");
+    }
+}
+
+/// Central differences of `f` at `x` (f64), step `eps·max(1, |xᵢ|)`.
+pub fn central_diff(x: &ArrayD<f64>, f: impl Fn(&ArrayD<f64>) -> f64) -> ArrayD<f64> {
+    let mut g = ArrayD::zeros(x.raw_dim());
+    let mut xp = x.clone();
+    for (i, gi) in g.iter_mut().enumerate() {
+        let orig = x.as_slice().unwrap()[i];
+        let h = 1e-6 * orig.abs().max(1.0);
+        xp.as_slice_mut().unwrap()[i] = orig + h;
+        let fp = f(&xp);
+        xp.as_slice_mut().unwrap()[i] = orig - h;
+        let fm = f(&xp);
+        xp.as_slice_mut().unwrap()[i] = orig;
+        *gi = (fp - fm) / (2.0 * h);
+    }
+    g
+}

@@ -1,0 +1,125 @@
+//! Shared output of the `reproduce` commands: progress bars, the results table, `results.json`
+//! and the loss-curve SVG.
+
+use crate::plot::{line_chart, Series};
+use crate::CliError;
+use efa_model::experiments::RunResult;
+use efa_model::train::EpochLog;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::path::Path;
+
+/// A progress bar over the epochs of one run (hidden when stderr is not a terminal).
+pub fn epoch_bar(label: &str, max_epochs: usize, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(max_epochs as u64);
+    let style = ProgressStyle::with_template("{prefix:>28} [{elapsed_precise}] {bar:30} epoch {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_prefix(label.to_string());
+    bar
+}
+
+/// Updates `bar` after an epoch.
+pub fn on_epoch(bar: &ProgressBar, log: &EpochLog) {
+    bar.set_position(log.epoch as u64);
+    bar.set_message(format!(
+        "train {:.4}  val {:.4}  {:.0} samples/s",
+        log.train_loss, log.val_loss, log.samples_per_s
+    ));
+}
+
+/// Prints `setting | model | metric | ours | paper` with the epochs and time of each run.
+pub fn print_table(rows: &[RunResult]) {
+    println!(
+        "{:<24} | {:<5} | {:<10} | {:>10} | {:>8} | {:>6} | {:>5} | {:>8}",
+        "setting", "model", "metric", "ours", "paper", "epochs", "best", "seconds"
+    );
+    println!("{}", "-".repeat(24 + 5 + 10 + 10 + 8 + 6 + 5 + 8 + 21));
+    for r in rows {
+        println!(
+            "{:<24} | {:<5} | {:<10} | {:>10.6} | {:>8.3} | {:>6} | {:>5} | {:>8.1}",
+            r.setting, r.model, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds
+        );
+    }
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    setting: &'a str,
+    model: &'a str,
+    metric: &'a str,
+    value: f64,
+    paper: f64,
+    epochs: usize,
+    best_epoch: usize,
+    seconds: f64,
+    params: usize,
+}
+
+#[derive(Serialize)]
+struct Results<'a, C: Serialize> {
+    experiment: &'a str,
+    rows: Vec<Row<'a>>,
+    config: &'a C,
+    history: Vec<History<'a>>,
+}
+
+#[derive(Serialize)]
+struct History<'a> {
+    setting: &'a str,
+    model: &'a str,
+    epochs: &'a [EpochLog],
+}
+
+/// Writes `results.json` and `loss_curves.svg` into `out` (created if needed).
+pub fn write_outputs<C: Serialize>(out: &Path, experiment: &str, rows: &[RunResult], config: &C) -> Result<(), CliError> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| CliError::new(format!("cannot create output directory {}: {e}", out.display())))?;
+    let results = Results {
+        experiment,
+        rows: rows
+            .iter()
+            .map(|r| Row {
+                setting: &r.setting,
+                model: &r.model,
+                metric: &r.metric,
+                value: r.value,
+                paper: r.paper,
+                epochs: r.epochs,
+                best_epoch: r.best_epoch,
+                seconds: r.seconds,
+                params: r.params,
+            })
+            .collect(),
+        config,
+        history: rows.iter().map(|r| History { setting: &r.setting, model: &r.model, epochs: &r.history }).collect(),
+    };
+    let json = serde_json::to_string_pretty(&results).map_err(|e| CliError::new(e.to_string()))?;
+    write_file(&out.join("results.json"), &json)?;
+    let mut series = Vec::new();
+    for r in rows {
+        let tag = format!("{} {}", r.model, r.setting);
+        series.push(Series {
+            label: format!("{tag} train"),
+            points: r.history.iter().map(|h| (h.epoch as f64, h.train_loss)).collect(),
+        });
+        series.push(Series {
+            label: format!("{tag} val"),
+            points: r.history.iter().map(|h| (h.epoch as f64, h.val_loss)).collect(),
+        });
+    }
+    let metric = rows.first().map_or("loss", |r| r.metric.as_str());
+    let svg = line_chart(&format!("{experiment}: loss per epoch"), "epoch", metric.trim_start_matches("test_"), &series);
+    write_file(&out.join("loss_curves.svg"), &svg)
+}
+
+/// Writes a file atomically (temporary file, then rename), naming it in errors.
+pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, contents).map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+}

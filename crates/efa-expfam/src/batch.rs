@@ -1,0 +1,162 @@
+//! Batched nll + gradient over rows (the entry points the model crate wraps as tape ops).
+//!
+//! Rows are independent: row i has observation `y[i, ..]` (length `obs_dim`) and natural
+//! parameter `eta[i, ..]` (length `eta_dim`). A row whose mask entry is `false` is skipped: its
+//! nll and gradient are exactly 0 and its inputs are not checked (padding may hold anything).
+//! Batches of at least [`PAR_MIN_ROWS`] rows are split into fixed chunks processed in parallel
+//! with rayon; results (including the ordinal cut-point gradient, reduced in chunk order) are
+//! bitwise independent of the thread count. The first invalid row (lowest index) is reported.
+
+use crate::{ordinal, ExpfamError, Family};
+use efa_num::Real;
+use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+use rayon::prelude::*;
+
+/// Batches with at least this many rows run in parallel over chunks of [`CHUNK_ROWS`] rows.
+pub const PAR_MIN_ROWS: usize = 8192;
+/// Rows per parallel chunk (fixed, so the reduction order never depends on the thread count).
+const CHUNK_ROWS: usize = 4096;
+
+fn shape_err(family: &'static str, what: &'static str, expected: usize, got: usize) -> ExpfamError {
+    ExpfamError::Shape { family, what, expected, got }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_shapes<T: Real>(
+    name: &'static str,
+    obs_dim: usize,
+    eta_dim: usize,
+    y: &ArrayView2<T>,
+    eta: &ArrayView2<T>,
+    mask: Option<&[bool]>,
+    out_nll: &[T],
+    out_grad: &ArrayViewMut2<T>,
+) -> Result<(), ExpfamError> {
+    let rows = eta.nrows();
+    let checks = [
+        ("y rows", rows, y.nrows()),
+        ("y columns (obs_dim)", obs_dim, y.ncols()),
+        ("eta columns (eta_dim)", eta_dim, eta.ncols()),
+        ("out_nll", rows, out_nll.len()),
+        ("out_grad rows", rows, out_grad.nrows()),
+        ("out_grad columns (eta_dim)", eta_dim, out_grad.ncols()),
+        ("mask", rows, mask.map_or(rows, <[bool]>::len)),
+    ];
+    for (what, expected, got) in checks {
+        if expected != got {
+            return Err(shape_err(name, what, expected, got));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `f(first_row, nll_chunk, grad_chunk)` over the whole batch, or over fixed chunks in
+/// parallel for large batches; returns the per-chunk results in row order (first error wins).
+fn chunked<T, A, F>(out_nll: &mut [T], mut out_grad: ArrayViewMut2<T>, f: F) -> Result<Vec<A>, ExpfamError>
+where
+    T: Real,
+    A: Send,
+    F: Fn(usize, &mut [T], ArrayViewMut2<T>) -> Result<A, ExpfamError> + Sync,
+{
+    if out_nll.len() < PAR_MIN_ROWS {
+        return Ok(vec![f(0, out_nll, out_grad)?]);
+    }
+    let pieces: Vec<_> = out_nll
+        .chunks_mut(CHUNK_ROWS)
+        .zip(out_grad.axis_chunks_iter_mut(Axis(0), CHUNK_ROWS))
+        .enumerate()
+        .map(|(i, (n, g))| (i * CHUNK_ROWS, n, g))
+        .collect();
+    let results: Vec<Result<A, ExpfamError>> =
+        pieces.into_par_iter().map(|(start, n, g)| f(start, n, g)).collect();
+    results.into_iter().collect()
+}
+
+/// Batched negative log-likelihood and gradient for every family except the ordinal model
+/// (see [`ordinal_nll_batch`]):
+///
+/// `out_nll[i] = nll(y[i], eta[i])` and `out_grad[i, ..] = ∂nll/∂η = ∇A(eta[i]) − t(y[i])`,
+/// with `y` rows × `obs_dim`, `eta` and `out_grad` rows × `eta_dim`, and `mask[i] == false`
+/// meaning "row i does not contribute" (nll and gradient exactly 0). Every unmasked row is
+/// support- and domain-checked; the error names the family, the value and the row.
+pub fn nll_batch<T: Real>(
+    family: &Family,
+    y: ArrayView2<T>,
+    eta: ArrayView2<T>,
+    mask: Option<&[bool]>,
+    out_nll: &mut [T],
+    out_grad: ArrayViewMut2<T>,
+) -> Result<(), ExpfamError> {
+    family.validate()?;
+    if let Family::OrdinalLogit { .. } = family {
+        return Err(ExpfamError::Unsupported {
+            family: family.name(),
+            what: "nll_batch without cut-points (use ordinal_nll_batch)",
+        });
+    }
+    let (od, ed) = (family.obs_dim(), family.eta_dim());
+    check_shapes(family.name(), od, ed, &y, &eta, mask, out_nll, &out_grad)?;
+    chunked(out_nll, out_grad, |start, nll, mut grad| {
+        let (mut yb, mut eb, mut gb) = (vec![T::ZERO; od], vec![T::ZERO; ed], vec![T::ZERO; ed]);
+        for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {
+            let row = start + i;
+            if mask.is_some_and(|m| !m[row]) {
+                *n = T::ZERO;
+                g.fill(T::ZERO);
+                continue;
+            }
+            yb.iter_mut().zip(y.row(row)).for_each(|(b, &v)| *b = v);
+            eb.iter_mut().zip(eta.row(row)).for_each(|(b, &v)| *b = v);
+            family.check_obs(&yb, row)?;
+            family.check_eta(&eb, row)?;
+            *n = family.nll_grad_checked(&yb, &eb, &mut gb);
+            g.iter_mut().zip(&gb).for_each(|(o, &v)| *o = v);
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Batched nll and gradients of the ordinal cumulative-logit model with shared cut-points
+/// (K = `cutpoints.len() + 1` categories, P(Y ≤ k) = σ(c_k − η)):
+///
+/// `out_nll[i] = −ln P(Y = y[i] | eta[i])`, `out_grad_eta[i, 0] = ∂nll_i/∂η_i`, and
+/// `out_grad_cut = Σ_i ∂nll_i/∂c` (overwritten, not accumulated). `y`, `eta` and
+/// `out_grad_eta` are rows × 1; masked rows (`mask[i] == false`) contribute 0.
+pub fn ordinal_nll_batch<T: Real>(
+    cutpoints: &[T],
+    y: ArrayView2<T>,
+    eta: ArrayView2<T>,
+    mask: Option<&[bool]>,
+    out_nll: &mut [T],
+    out_grad_eta: ArrayViewMut2<T>,
+    out_grad_cut: &mut [T],
+) -> Result<(), ExpfamError> {
+    ordinal::check_cutpoints(cutpoints)?;
+    let k = cutpoints.len() + 1;
+    if out_grad_cut.len() != cutpoints.len() {
+        return Err(shape_err(ordinal::NAME, "out_grad_cut", cutpoints.len(), out_grad_cut.len()));
+    }
+    check_shapes(ordinal::NAME, 1, 1, &y, &eta, mask, out_nll, &out_grad_eta)?;
+    let partials = chunked(out_nll, out_grad_eta, |start, nll, mut grad| {
+        let mut gc = vec![T::ZERO; k - 1];
+        for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {
+            let row = start + i;
+            if mask.is_some_and(|m| !m[row]) {
+                *n = T::ZERO;
+                g[0] = T::ZERO;
+                continue;
+            }
+            let cls = ordinal::check_obs(k, y[[row, 0]], row)?;
+            let e = eta[[row, 0]];
+            ordinal::check_eta(e, row)?;
+            *n = ordinal::nll_grad(cutpoints, cls, e, &mut g[0], &mut gc);
+        }
+        Ok(gc)
+    })?;
+    out_grad_cut.iter_mut().for_each(|v| *v = T::ZERO);
+    for part in partials {
+        out_grad_cut.iter_mut().zip(&part).for_each(|(o, &v)| *o += v);
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Negative binomial(r): η = ln p < 0 (p the success probability, y the successes before the
+//! r-th failure), t(y) = y, log h = lnΓ(y + r) − lnΓ(r) − lnΓ(y + 1), A(η) = −r ln(1 − e^η).
+
+use crate::common::{domain, is_count, support};
+use crate::ExpfamError;
+use efa_num::scalar::{lbeta, log1mexp};
+use efa_num::Real;
+use rand::Rng;
+use rand_distr::{Distribution, Gamma, Poisson};
+
+/// Reference name.
+pub const NAME: &str = "negative_binomial";
+
+/// Support check: y a non-negative integer.
+pub fn check_obs<T: Real>(y: T, row: usize) -> Result<(), ExpfamError> {
+    if is_count(y) {
+        Ok(())
+    } else {
+        Err(support(NAME, row, 0, y, "a non-negative integer count"))
+    }
+}
+
+/// Domain check: η < 0 finite.
+pub fn check_eta<T: Real>(eta: T, row: usize) -> Result<(), ExpfamError> {
+    if eta.is_finite() && eta < T::ZERO {
+        Ok(())
+    } else {
+        Err(domain(NAME, row, 0, eta, "eta = log p < 0"))
+    }
+}
+
+/// A(η) = −r log1mexp(η).
+pub fn log_partition<T: Real>(r: T, eta: T) -> T {
+    -r * log1mexp(eta)
+}
+
+/// q = e^η/(1 − e^η) = 1/expm1(−η).
+#[inline]
+fn odds<T: Real>(eta: T) -> T {
+    T::ONE / (-eta).exp_m1()
+}
+
+/// ∇A(η) = r q, q = 1/expm1(−η).
+pub fn mean<T: Real>(r: T, eta: T) -> T {
+    r * odds(eta)
+}
+
+/// ∇²A(η) = r q (1 + q).
+pub fn hessian<T: Real>(r: T, eta: T) -> T {
+    let q = odds(eta);
+    r * q * (T::ONE + q)
+}
+
+/// log h(y) = −lβ(r, y + 1) − ln(y + r), with the stable lβ; exactly 0 for y = 0 and for
+/// r = 1 (h = C(y + r − 1, y) = 1).
+pub fn log_base<T: Real>(r: T, y: T) -> T {
+    if y == T::ZERO || r == T::ONE {
+        T::ZERO
+    } else {
+        -lbeta(r, y + T::ONE) - (y + r).ln()
+    }
+}
+
+/// nll = lβ(r, y + 1) + ln(y + r) − yη − r log1mexp(η); ∂nll/∂η = r q − y.
+pub fn nll_grad<T: Real>(r: T, y: T, eta: T) -> (T, T) {
+    let a = -r * log1mexp(eta);
+    let g = r * odds(eta) - y;
+    if y == T::ZERO {
+        return (a, g);
+    }
+    (-log_base(r, y) - y * eta + a, g)
+}
+
+/// Mean → natural: η = −ln_1p(r/m), m > 0.
+pub fn natural_from_mean<T: Real>(r: T, m: T, row: usize) -> Result<T, ExpfamError> {
+    if m > T::ZERO && m.is_finite() {
+        Ok(-(r / m).ln_1p())
+    } else {
+        Err(domain(NAME, row, 0, m, "mean > 0"))
+    }
+}
+
+/// Draws y as a Gamma–Poisson mixture: G ~ Gamma(r, scale q), y ~ Poisson(G).
+pub fn sample<T: Real, R: Rng + ?Sized>(r: f64, eta: T, rng: &mut R) -> T {
+    let q = 1.0 / (-eta.to_f64()).exp_m1();
+    let g = Gamma::new(r, q).expect("r > 0, q > 0").sample(rng);
+    if g <= 0.0 {
+        return T::ZERO;
+    }
+    T::from_f64(Poisson::new(g).expect("g > 0").sample(rng))
+}

@@ -1,0 +1,132 @@
+//! Sample sets and minibatches: the plain arrays a model reads, with no tape in sight.
+
+use ndarray::{Array2, Axis};
+
+/// What a sample predicts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Targets {
+    /// A real value per sample (ratings, temperatures, counts).
+    Real(Vec<f64>),
+    /// A class index per sample (next item).
+    Class(Vec<usize>),
+}
+
+impl Targets {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        match self {
+            Targets::Real(v) => v.len(),
+            Targets::Class(v) => v.len(),
+        }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn select(&self, idx: &[usize]) -> Targets {
+        match self {
+            Targets::Real(v) => Targets::Real(idx.iter().map(|&i| v[i]).collect()),
+            Targets::Class(v) => Targets::Class(idx.iter().map(|&i| v[i]).collect()),
+        }
+    }
+}
+
+/// A set of samples (or a minibatch of them): one row per sample.
+///
+/// * EFA models read `tokens` (the item at each position, 0 = padding), optionally `values`
+///   (the row of the value table at each position, the target's being the [MASK] row),
+///   `lengths` (positions `< length` are valid keys) and `pred_idx` (the target position).
+/// * Factor models read `tokens` as the context items, `weights` as per-context multipliers
+///   (ratings, or 1), `center` as the target's own item, and `lengths` as the context size.
+#[derive(Clone, Debug)]
+pub struct Samples {
+    /// Item ids `[n, len]`.
+    pub tokens: Array2<usize>,
+    /// Value-table rows `[n, len]` (EFA with an observed value per position).
+    pub values: Option<Array2<usize>>,
+    /// Real context weights `[n, len]` (factor models over rated items).
+    pub weights: Option<Array2<f64>>,
+    /// The target's own item (factor models over rated items).
+    pub center: Option<Vec<usize>>,
+    /// Valid length per sample.
+    pub lengths: Vec<usize>,
+    /// Target position per sample.
+    pub pred_idx: Vec<usize>,
+    /// Targets.
+    pub targets: Targets,
+}
+
+impl Samples {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.tokens.nrows()
+    }
+
+    /// True when there are no samples.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sequence width.
+    pub fn width(&self) -> usize {
+        self.tokens.ncols()
+    }
+
+    /// The samples at `idx`, in that order (a minibatch).
+    pub fn select(&self, idx: &[usize]) -> Samples {
+        Samples {
+            tokens: self.tokens.select(Axis(0), idx),
+            values: self.values.as_ref().map(|v| v.select(Axis(0), idx)),
+            weights: self.weights.as_ref().map(|w| w.select(Axis(0), idx)),
+            center: self.center.as_ref().map(|c| idx.iter().map(|&i| c[i]).collect()),
+            lengths: idx.iter().map(|&i| self.lengths[i]).collect(),
+            pred_idx: idx.iter().map(|&i| self.pred_idx[i]).collect(),
+            targets: self.targets.select(idx),
+        }
+    }
+
+    /// Checks that every per-sample array has `len()` rows and every index is in range,
+    /// naming the first offending field and row.
+    pub fn validate(&self, what: &str) -> Result<(), String> {
+        let n = self.len();
+        let w = self.width();
+        let fail = |field: &str, detail: String| Err(format!("{what}: field `{field}`: {detail}"));
+        if let Some(v) = &self.values {
+            if v.dim() != (n, w) {
+                return fail("values", format!("shape {:?}, expected [{n}, {w}]", v.shape()));
+            }
+        }
+        if let Some(v) = &self.weights {
+            if v.dim() != (n, w) {
+                return fail("weights", format!("shape {:?}, expected [{n}, {w}]", v.shape()));
+            }
+        }
+        if let Some(c) = &self.center {
+            if c.len() != n {
+                return fail("center", format!("{} entries, expected {n}", c.len()));
+            }
+        }
+        if self.lengths.len() != n || self.pred_idx.len() != n || self.targets.len() != n {
+            return fail(
+                "lengths/pred_idx/targets",
+                format!(
+                    "{}/{}/{} entries, expected {n}",
+                    self.lengths.len(),
+                    self.pred_idx.len(),
+                    self.targets.len()
+                ),
+            );
+        }
+        for i in 0..n {
+            if self.lengths[i] > w {
+                return fail("lengths", format!("row {i}: {} > width {w}", self.lengths[i]));
+            }
+            if self.pred_idx[i] >= w.max(1) {
+                return fail("pred_idx", format!("row {i}: {} >= width {w}", self.pred_idx[i]));
+            }
+        }
+        Ok(())
+    }
+}

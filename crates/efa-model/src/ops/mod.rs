@@ -1,0 +1,3 @@
+//! Tape ops that wrap the tape-free kernels of other crates through `efa_tape::FusedOp`.
+
+pub mod attention;

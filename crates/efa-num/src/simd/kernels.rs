@@ -1,0 +1,405 @@
+//! Row kernels: one `#[inline(always)]` body per kernel, generic over [`SimdVec`], three
+//! instantiations (scalar, AVX2 + FMA, AVX-512F) and a typed front end for `T: Real`.
+
+use super::{Isa, SimdElem, SimdVec};
+use crate::Real;
+
+/// Generates `unsafe fn $disp::<E: SimdElem>(isa, args…)`, which calls `$body` instantiated for the scalar lane,
+/// AVX2 or AVX-512 vector type inside a `#[target_feature]` wrapper.
+#[macro_export]
+macro_rules! simd_variants {
+    ($vis:vis $body:ident, $disp:ident, ($($a:ident : $t:ty),*) -> $r:ty) => {
+        /// Dispatches to the variant `isa`.
+        ///
+        /// # Safety
+        /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
+        #[inline]
+        #[allow(dead_code, clippy::too_many_arguments)]
+        $vis unsafe fn $disp<E: $crate::simd::SimdElem>(isa: $crate::simd::Isa, $($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn v512<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
+                unsafe { $body::<E::Avx512>($($a),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn v256<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
+                unsafe { $body::<E::Avx2>($($a),*) }
+            }
+            unsafe {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    $crate::simd::Isa::Avx512 => v512::<E>($($a),*),
+                    #[cfg(target_arch = "x86_64")]
+                    $crate::simd::Isa::Avx2 => v256::<E>($($a),*),
+                    _ => $body::<E::One>($($a),*),
+                }
+            }
+        }
+    };
+}
+use crate::simd_variants as variants;
+
+/// Runs `$e` with the type alias `$E` set to the concrete element type of `$T` and converts the
+/// result back (identity conversion: `T` is exactly that type).
+#[macro_export]
+macro_rules! simd_by_kind {
+    ($T:ty, $E:ident => $e:expr) => {
+        match $crate::simd::elem_kind::<$T>() {
+            $crate::simd::ElemKind::F32 => {
+                #[allow(dead_code)]
+                type $E = f32;
+                let r = $e;
+                // SAFETY: T == f32 here, so the result type is identical.
+                #[allow(clippy::useless_transmute)]
+                unsafe {
+                    std::mem::transmute_copy(&r)
+                }
+            }
+            $crate::simd::ElemKind::F64 => {
+                #[allow(dead_code)]
+                type $E = f64;
+                let r = $e;
+                // SAFETY: T == f64 here.
+                #[allow(clippy::useless_transmute)]
+                unsafe {
+                    std::mem::transmute_copy(&r)
+                }
+            }
+        }
+    };
+}
+use crate::simd_by_kind as by_kind;
+
+// ---------------------------------------------------------------- bodies
+
+#[inline(always)]
+unsafe fn dot_body<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let z = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1, mut s2, mut s3) = (z, z, z, z);
+        let mut i = 0;
+        while i + 4 * w <= n {
+            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
+            s1 = V::load(a.add(i + w)).fma(V::load(b.add(i + w)), s1);
+            s2 = V::load(a.add(i + 2 * w)).fma(V::load(b.add(i + 2 * w)), s2);
+            s3 = V::load(a.add(i + 3 * w)).fma(V::load(b.add(i + 3 * w)), s3);
+            i += 4 * w;
+        }
+        while i + w <= n {
+            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
+            i += w;
+        }
+        let mut s = s0.add(s1).add(s2.add(s3)).reduce_sum();
+        while i < n {
+            s = (*a.add(i)).mul_add(*b.add(i), s);
+            i += 1;
+        }
+        s
+    }
+}
+variants!(dot_body, dot_d, (a: *const E, b: *const E, n: usize) -> E);
+
+#[inline(always)]
+unsafe fn axpy_body<V: SimdVec>(alpha: V::Elem, x: *const V::Elem, y: *mut V::Elem, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let va = V::splat(alpha);
+        let mut i = 0;
+        while i + w <= n {
+            va.fma(V::load(x.add(i)), V::load(y.add(i))).store(y.add(i));
+            i += w;
+        }
+        while i < n {
+            *y.add(i) = alpha.mul_add(*x.add(i), *y.add(i));
+            i += 1;
+        }
+    }
+}
+variants!(axpy_body, axpy_d, (alpha: E, x: *const E, y: *mut E, n: usize) -> ());
+
+#[inline(always)]
+unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let va = V::splat(alpha);
+        let mut i = 0;
+        while i + w <= n {
+            V::load(x.add(i)).mul(va).store(x.add(i));
+            i += w;
+        }
+        while i < n {
+            *x.add(i) *= alpha;
+            i += 1;
+        }
+    }
+}
+variants!(scale_body, scale_d, (alpha: E, x: *mut E, n: usize) -> ());
+
+#[inline(always)]
+unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let z = V::splat(V::Elem::NEG_INFINITY);
+        let (mut m0, mut m1) = (z, z);
+        let mut i = 0;
+        // max(x, acc) returns acc when x is NaN: NaNs are ignored.
+        while i + 2 * w <= n {
+            m0 = V::load(x.add(i)).max(m0);
+            m1 = V::load(x.add(i + w)).max(m1);
+            i += 2 * w;
+        }
+        while i + w <= n {
+            m0 = V::load(x.add(i)).max(m0);
+            i += w;
+        }
+        let mut m = m0.max(m1).reduce_max();
+        while i < n {
+            let v = *x.add(i);
+            if v > m {
+                m = v;
+            }
+            i += 1;
+        }
+        m
+    }
+}
+variants!(max_body, max_d, (x: *const E, n: usize) -> E);
+
+#[inline(always)]
+unsafe fn sum_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let z = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1, mut s2, mut s3) = (z, z, z, z);
+        let mut i = 0;
+        while i + 4 * w <= n {
+            s0 = s0.add(V::load(x.add(i)));
+            s1 = s1.add(V::load(x.add(i + w)));
+            s2 = s2.add(V::load(x.add(i + 2 * w)));
+            s3 = s3.add(V::load(x.add(i + 3 * w)));
+            i += 4 * w;
+        }
+        while i + w <= n {
+            s0 = s0.add(V::load(x.add(i)));
+            i += w;
+        }
+        let mut s = s0.add(s1).add(s2.add(s3)).reduce_sum();
+        while i < n {
+            s += *x.add(i);
+            i += 1;
+        }
+        s
+    }
+}
+variants!(sum_body, sum_d, (x: *const E, n: usize) -> E);
+
+#[inline(always)]
+unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let vm = V::splat(m);
+        let z = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1) = (z, z);
+        let mut i = 0;
+        while i + 2 * w <= n {
+            s0 = s0.add(V::load(x.add(i)).sub(vm).exp());
+            s1 = s1.add(V::load(x.add(i + w)).sub(vm).exp());
+            i += 2 * w;
+        }
+        while i + w <= n {
+            s0 = s0.add(V::load(x.add(i)).sub(vm).exp());
+            i += w;
+        }
+        let mut s = s0.add(s1).reduce_sum();
+        while i < n {
+            s += <V::Elem as SimdElem>::One::splat(*x.add(i) - m).exp().reduce_sum();
+            i += 1;
+        }
+        s
+    }
+}
+variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
+
+#[inline(always)]
+unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let vm = V::splat(m);
+        let z = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1) = (z, z);
+        let mut i = 0;
+        while i + 2 * w <= n {
+            let e0 = V::load(x.add(i)).sub(vm).exp();
+            let e1 = V::load(x.add(i + w)).sub(vm).exp();
+            e0.store(x.add(i));
+            e1.store(x.add(i + w));
+            s0 = s0.add(e0);
+            s1 = s1.add(e1);
+            i += 2 * w;
+        }
+        while i + w <= n {
+            let e0 = V::load(x.add(i)).sub(vm).exp();
+            e0.store(x.add(i));
+            s0 = s0.add(e0);
+            i += w;
+        }
+        let mut s = s0.add(s1).reduce_sum();
+        while i < n {
+            let e = <V::Elem as SimdElem>::One::splat(*x.add(i) - m).exp().reduce_sum();
+            *x.add(i) = e;
+            s += e;
+            i += 1;
+        }
+        s
+    }
+}
+variants!(exp_sub_sum_body, exp_sub_sum_d, (x: *mut E, n: usize, m: E) -> E);
+
+#[inline(always)]
+unsafe fn exp_body<V: SimdVec>(x: *mut V::Elem, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let mut i = 0;
+        while i + w <= n {
+            V::load(x.add(i)).exp().store(x.add(i));
+            i += w;
+        }
+        while i < n {
+            *x.add(i) = <V::Elem as SimdElem>::One::splat(*x.add(i)).exp().reduce_sum();
+            i += 1;
+        }
+    }
+}
+variants!(exp_body, exp_d, (x: *mut E, n: usize) -> ());
+
+// ---------------------------------------------------------------- typed front end
+
+#[track_caller]
+fn same_len(what: &str, a: usize, b: usize) {
+    assert_eq!(a, b, "simd::{what}: slice lengths {a} and {b} differ");
+}
+
+/// Dot product `Σᵢ aᵢ·bᵢ` (fused multiply-adds, four vector accumulators).
+///
+/// # Panics
+/// If the lengths differ (a programming error).
+#[inline]
+#[track_caller]
+pub fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    dot_with(super::active(), a, b)
+}
+
+/// [`dot`] with an explicit variant (the scalar path if the CPU lacks it).
+#[track_caller]
+pub fn dot_with<T: Real>(isa: Isa, a: &[T], b: &[T]) -> T {
+    same_len("dot", a.len(), b.len());
+    let isa = isa.or_scalar();
+    by_kind!(T, E => unsafe { dot_d::<E>(isa, a.as_ptr().cast(), b.as_ptr().cast(), a.len()) })
+}
+
+/// `y ← α·x + y` elementwise.
+///
+/// # Panics
+/// If the lengths differ (a programming error).
+#[inline]
+#[track_caller]
+pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
+    axpy_with(super::active(), alpha, x, y)
+}
+
+/// [`axpy`] with an explicit variant.
+#[track_caller]
+pub fn axpy_with<T: Real>(isa: Isa, alpha: T, x: &[T], y: &mut [T]) {
+    same_len("axpy", x.len(), y.len());
+    let isa = isa.or_scalar();
+    let n = y.len();
+    by_kind!(T, E => unsafe {
+        axpy_d::<E>(isa, *(&alpha as *const T).cast::<E>(), x.as_ptr().cast(), y.as_mut_ptr().cast(), n)
+    })
+}
+
+/// `x ← α·x` elementwise.
+#[inline]
+pub fn scale<T: Real>(alpha: T, x: &mut [T]) {
+    scale_with(super::active(), alpha, x)
+}
+
+/// [`scale`] with an explicit variant.
+pub fn scale_with<T: Real>(isa: Isa, alpha: T, x: &mut [T]) {
+    let isa = isa.or_scalar();
+    let n = x.len();
+    by_kind!(T, E => unsafe {
+        scale_d::<E>(isa, *(&alpha as *const T).cast::<E>(), x.as_mut_ptr().cast(), n)
+    })
+}
+
+/// `maxᵢ xᵢ`, ignoring NaNs; −∞ for an empty slice.
+#[inline]
+pub fn max<T: Real>(x: &[T]) -> T {
+    max_with(super::active(), x)
+}
+
+/// [`max`] with an explicit variant.
+pub fn max_with<T: Real>(isa: Isa, x: &[T]) -> T {
+    let isa = isa.or_scalar();
+    by_kind!(T, E => unsafe { max_d::<E>(isa, x.as_ptr().cast(), x.len()) })
+}
+
+/// `Σᵢ xᵢ` (four vector accumulators, then the tail in order); 0 for an empty slice.
+#[inline]
+pub fn sum<T: Real>(x: &[T]) -> T {
+    sum_with(super::active(), x)
+}
+
+/// [`sum`] with an explicit variant.
+pub fn sum_with<T: Real>(isa: Isa, x: &[T]) -> T {
+    let isa = isa.or_scalar();
+    by_kind!(T, E => unsafe { sum_d::<E>(isa, x.as_ptr().cast(), x.len()) })
+}
+
+/// `Σᵢ exp(xᵢ − m)` with the vectorised exponential ([`super::SimdVec::exp`]); entries equal to
+/// −∞ contribute exactly 0.
+#[inline]
+pub fn sum_exp<T: Real>(x: &[T], m: T) -> T {
+    sum_exp_with(super::active(), x, m)
+}
+
+/// [`sum_exp`] with an explicit variant.
+pub fn sum_exp_with<T: Real>(isa: Isa, x: &[T], m: T) -> T {
+    let isa = isa.or_scalar();
+    by_kind!(T, E => unsafe {
+        sum_exp_d::<E>(isa, x.as_ptr().cast(), x.len(), *(&m as *const T).cast::<E>())
+    })
+}
+
+/// In place `xᵢ ← exp(xᵢ − m)`, returning `Σᵢ exp(xᵢ − m)` (the softmax numerator and its sum).
+#[inline]
+pub fn exp_sub_sum<T: Real>(x: &mut [T], m: T) -> T {
+    exp_sub_sum_with(super::active(), x, m)
+}
+
+/// [`exp_sub_sum`] with an explicit variant.
+pub fn exp_sub_sum_with<T: Real>(isa: Isa, x: &mut [T], m: T) -> T {
+    let isa = isa.or_scalar();
+    let n = x.len();
+    by_kind!(T, E => unsafe {
+        exp_sub_sum_d::<E>(isa, x.as_mut_ptr().cast(), n, *(&m as *const T).cast::<E>())
+    })
+}
+
+/// In place `xᵢ ← exp(xᵢ)` with the vectorised exponential ([`super::SimdVec::exp`]).
+#[inline]
+pub fn exp_slice<T: Real>(x: &mut [T]) {
+    exp_slice_with(super::active(), x)
+}
+
+/// [`exp_slice`] with an explicit variant.
+pub fn exp_slice_with<T: Real>(isa: Isa, x: &mut [T]) {
+    let isa = isa.or_scalar();
+    let n = x.len();
+    by_kind!(T, E => unsafe { exp_d::<E>(isa, x.as_mut_ptr().cast(), n) })
+}

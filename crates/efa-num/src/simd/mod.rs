@@ -1,0 +1,133 @@
+//! SIMD row kernels with run-time dispatch.
+//!
+//! The CPU is probed once ([`detected`], cached): AVX-512F, else AVX2 + FMA, else the scalar
+//! path (always compiled). The environment variable `EFA_SIMD=scalar|avx2|avx512` forces a
+//! variant; a variant the CPU lacks (or an unknown value) falls back to the scalar path with a
+//! note on stderr. Every kernel is one `#[inline(always)]` body generic over [`SimdVec`],
+//! instantiated in `#[target_feature]` wrappers; the `*_with` forms take an explicit [`Isa`] so
+//! tests can call each variant directly.
+//!
+//! Reduction order is fixed per variant (four vector accumulators, pairwise lane reduction,
+//! then the tail in index order), so results are reproducible run to run.
+
+mod kernels;
+mod vector;
+
+use crate::Real;
+use std::any::TypeId;
+use std::sync::OnceLock;
+
+pub use vector::{Lane, SimdElem, SimdVec};
+#[cfg(target_arch = "x86_64")]
+pub use vector::{Avx2F32, Avx2F64, Avx512F32, Avx512F64};
+
+/// An instruction-set variant of the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Portable scalar code (always available).
+    Scalar,
+    /// AVX2 with FMA (256-bit).
+    Avx2,
+    /// AVX-512F (512-bit).
+    Avx512,
+}
+
+impl Isa {
+    /// All variants, slowest first.
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
+    /// Lower-case name as accepted by `EFA_SIMD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether this CPU can run the variant (probed once, cached).
+    pub fn is_supported(self) -> bool {
+        let best = *DETECTED.get_or_init(detect);
+        match self {
+            Isa::Scalar => true,
+            Isa::Avx2 => best != Isa::Scalar,
+            Isa::Avx512 => best == Isa::Avx512,
+        }
+    }
+
+    /// This variant if supported, otherwise [`Isa::Scalar`].
+    pub fn or_scalar(self) -> Isa {
+        if self.is_supported() { self } else { Isa::Scalar }
+    }
+}
+
+static DETECTED: OnceLock<Isa> = OnceLock::new();
+static ACTIVE: OnceLock<Isa> = OnceLock::new();
+
+fn detect() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Scalar
+}
+
+/// The best variant this CPU supports (probed once).
+pub fn detected() -> Isa {
+    *DETECTED.get_or_init(detect)
+}
+
+/// The variant the dispatching kernels use: `EFA_SIMD` if set and supported, else
+/// [`detected`]. Decided once per process.
+pub fn active() -> Isa {
+    *ACTIVE.get_or_init(|| match std::env::var("EFA_SIMD") {
+        Err(_) => detected(),
+        Ok(v) => {
+            let want = match v.trim().to_ascii_lowercase().as_str() {
+                "scalar" => Some(Isa::Scalar),
+                "avx2" => Some(Isa::Avx2),
+                "avx512" => Some(Isa::Avx512),
+                _ => None,
+            };
+            match want {
+                Some(isa) if isa.is_supported() => isa,
+                Some(isa) => {
+                    eprintln!("note: EFA_SIMD={} is not supported by this CPU; using scalar", isa.name());
+                    Isa::Scalar
+                }
+                None => {
+                    eprintln!("note: EFA_SIMD={v:?} is not one of scalar|avx2|avx512; using scalar");
+                    Isa::Scalar
+                }
+            }
+        }
+    })
+}
+
+/// Which of the two element types `T` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemKind {
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+}
+
+/// The element kind of `T` (a compile-time constant after monomorphisation).
+#[inline(always)]
+pub fn elem_kind<T: Real>() -> ElemKind {
+    if TypeId::of::<T>() == TypeId::of::<f32>() { ElemKind::F32 } else { ElemKind::F64 }
+}
+
+pub use kernels::{
+    axpy, axpy_with, dot, dot_with, exp_slice, exp_slice_with, exp_sub_sum, exp_sub_sum_with,
+    max, max_with, scale, scale_with, sum, sum_exp, sum_exp_with, sum_with,
+};
+
+#[cfg(test)]
+mod tests;

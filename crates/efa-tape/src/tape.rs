@@ -1,0 +1,356 @@
+//! The tape: an arena of nodes in creation order, and the `Var` handles into it.
+
+use crate::error::{Result, TapeError};
+use crate::ops::elementwise::BinaryKind;
+use crate::ops::fused::FusedOp;
+use crate::ops::unary::UnaryKind;
+use efa_num::Real;
+use ndarray::ArrayD;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Source of distinct tape ids, so a [`Var`] used on the wrong tape is detected.
+static NEXT_TAPE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A handle to one node of one [`Tape`]: node index plus the id of the owning tape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Var {
+    pub(crate) idx: usize,
+    pub(crate) tape: u64,
+}
+
+impl Var {
+    /// Position of the node in its tape's creation order.
+    pub fn index(&self) -> usize {
+        self.idx
+    }
+}
+
+/// What kind of leaf a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeafKind {
+    Param,
+    Input,
+    Constant,
+}
+
+/// The closed set of primitive operations; each variant stores what its backward needs
+/// beyond the input/output values held by the arena.
+pub(crate) enum Op<T: Real> {
+    Leaf(LeafKind),
+    Binary(BinaryKind),
+    Unary(UnaryKind<T>),
+    Matmul {
+        trans_a: bool,
+        trans_b: bool,
+    },
+    /// Sum over `axes` times `scale` (1 for sum, 1/count for mean); `keep_shape` is the
+    /// output shape with the reduced axes kept as 1.
+    Sum {
+        keep_shape: Vec<usize>,
+        scale: T,
+    },
+    BroadcastTo,
+    Reshape,
+    Permute {
+        axes: Vec<usize>,
+    },
+    Concat {
+        axis: usize,
+    },
+    Slice {
+        axis: usize,
+        start: usize,
+    },
+    Embedding {
+        ids: ArrayD<usize>,
+    },
+    GatherPositions {
+        pos: Vec<usize>,
+    },
+    MaskedFill {
+        mask: ArrayD<bool>,
+    },
+    LayerNorm {
+        xhat: ArrayD<T>,
+        rstd: Vec<T>,
+    },
+    Softmax,
+    LogSoftmax,
+    SoftmaxCrossEntropy {
+        probs: ArrayD<T>,
+        targets: Vec<usize>,
+    },
+    Mse {
+        diff: ArrayD<T>,
+    },
+    FusedHead {
+        op: Box<dyn FusedOp<T>>,
+        outputs: Vec<usize>,
+    },
+    FusedOutput,
+}
+
+impl<T: Real> Op<T> {
+    /// Short name for dumps and errors.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Op::Leaf(LeafKind::Param) => "param".into(),
+            Op::Leaf(LeafKind::Input) => "input".into(),
+            Op::Leaf(LeafKind::Constant) => "constant".into(),
+            Op::Binary(k) => k.name().into(),
+            Op::Unary(k) => k.name().into(),
+            Op::Matmul { trans_a, trans_b } => format!("matmul(tA={trans_a},tB={trans_b})"),
+            Op::Sum { .. } => "sum".into(),
+            Op::BroadcastTo => "broadcast_to".into(),
+            Op::Reshape => "reshape".into(),
+            Op::Permute { axes } => format!("permute{axes:?}"),
+            Op::Concat { axis } => format!("concat(axis={axis})"),
+            Op::Slice { axis, start } => format!("slice(axis={axis},start={start})"),
+            Op::Embedding { .. } => "embedding".into(),
+            Op::GatherPositions { .. } => "gather_positions".into(),
+            Op::MaskedFill { .. } => "masked_fill".into(),
+            Op::LayerNorm { .. } => "layer_norm".into(),
+            Op::Softmax => "softmax".into(),
+            Op::LogSoftmax => "log_softmax".into(),
+            Op::SoftmaxCrossEntropy { .. } => "softmax_cross_entropy".into(),
+            Op::Mse { .. } => "mse".into(),
+            Op::FusedHead { op, .. } => format!("fused:{}", op.name()),
+            Op::FusedOutput => "fused_output".into(),
+        }
+    }
+}
+
+/// One arena entry: value (always standard row-major layout), op, inputs, grad flag.
+pub(crate) struct Node<T: Real> {
+    pub(crate) value: ArrayD<T>,
+    pub(crate) op: Op<T>,
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) needs_grad: bool,
+    pub(crate) name: Option<String>,
+}
+
+/// A reverse-mode autodiff tape over `T` (f32 or f64): an arena of nodes in creation order,
+/// owned and dropped by the user. Ops append nodes; [`Tape::backward`] is one reverse sweep.
+pub struct Tape<T: Real> {
+    pub(crate) id: u64,
+    pub(crate) nodes: Vec<Node<T>>,
+    pub(crate) params: Vec<(String, usize)>,
+}
+
+impl<T: Real> Default for Tape<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Real> Tape<T> {
+    /// An empty tape with a fresh id.
+    pub fn new() -> Self {
+        Tape {
+            id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
+            nodes: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
+    /// Number of nodes recorded so far.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True iff no node has been recorded.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Checks that `v` belongs to this tape; returns its node index.
+    pub(crate) fn check(&self, v: Var, op: &str) -> Result<usize> {
+        if v.tape != self.id {
+            return Err(TapeError::new(
+                op,
+                format!(
+                    "Var #{} belongs to tape {} but was used on tape {}",
+                    v.idx, v.tape, self.id
+                ),
+            ));
+        }
+        if v.idx >= self.nodes.len() {
+            return Err(TapeError::new(
+                op,
+                format!(
+                    "Var #{} out of range (tape has {})",
+                    v.idx,
+                    self.nodes.len()
+                ),
+            ));
+        }
+        Ok(v.idx)
+    }
+
+    /// Value of node `i` (internal index, already checked).
+    pub(crate) fn val(&self, i: usize) -> &ArrayD<T> {
+        &self.nodes[i].value
+    }
+
+    /// Appends a node; it needs a gradient iff any input does.
+    pub(crate) fn push(&mut self, op: Op<T>, inputs: Vec<usize>, value: ArrayD<T>) -> Var {
+        let needs_grad = inputs.iter().any(|&i| self.nodes[i].needs_grad);
+        self.push_node(op, inputs, value, needs_grad, None)
+    }
+
+    fn push_node(
+        &mut self,
+        op: Op<T>,
+        inputs: Vec<usize>,
+        value: ArrayD<T>,
+        needs_grad: bool,
+        name: Option<String>,
+    ) -> Var {
+        let value = if value.is_standard_layout() {
+            value
+        } else {
+            value.as_standard_layout().into_owned()
+        };
+        self.nodes.push(Node {
+            value,
+            op,
+            inputs,
+            needs_grad,
+            name,
+        });
+        Var {
+            idx: self.nodes.len() - 1,
+            tape: self.id,
+        }
+    }
+
+    /// A named trainable parameter (needs a gradient); [`crate::Grads::param`] finds its
+    /// gradient by `name`. A duplicate name is an error.
+    pub fn param(&mut self, name: &str, value: ArrayD<T>) -> Result<Var> {
+        if self.params.iter().any(|(n, _)| n == name) {
+            return Err(TapeError::new(
+                "param",
+                format!(
+                    "duplicate parameter name '{name}' (shape {:?})",
+                    value.shape()
+                ),
+            ));
+        }
+        let v = self.push_node(
+            Op::Leaf(LeafKind::Param),
+            vec![],
+            value,
+            true,
+            Some(name.to_string()),
+        );
+        self.params.push((name.to_string(), v.idx));
+        Ok(v)
+    }
+
+    /// An unnamed leaf that needs a gradient (for audits and VJPs).
+    pub fn input(&mut self, value: ArrayD<T>) -> Var {
+        self.push_node(Op::Leaf(LeafKind::Input), vec![], value, true, None)
+    }
+
+    /// A leaf that needs no gradient.
+    pub fn constant(&mut self, value: ArrayD<T>) -> Var {
+        self.push_node(Op::Leaf(LeafKind::Constant), vec![], value, false, None)
+    }
+
+    /// The value of `v`, or an error if `v` belongs to another tape.
+    pub fn try_value(&self, v: Var) -> Result<&ArrayD<T>> {
+        Ok(self.val(self.check(v, "value")?))
+    }
+
+    /// The value of `v`.
+    ///
+    /// # Panics
+    /// If `v` belongs to another tape (use [`Tape::try_value`] to get an error instead).
+    #[track_caller]
+    pub fn value(&self, v: Var) -> &ArrayD<T> {
+        match self.try_value(v) {
+            Ok(x) => x,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The shape of `v`.
+    ///
+    /// # Panics
+    /// If `v` belongs to another tape (see [`Tape::try_value`]).
+    #[track_caller]
+    pub fn shape(&self, v: Var) -> &[usize] {
+        self.value(v).shape()
+    }
+
+    /// Whether `v` needs a gradient (it is a param/input or depends on one).
+    pub fn needs_grad(&self, v: Var) -> Result<bool> {
+        Ok(self.nodes[self.check(v, "needs_grad")?].needs_grad)
+    }
+
+    /// Bytes the backward pass of node `i` reads beyond the op's shape bookkeeping: saved
+    /// tensors plus the input/output values it needs from the arena.
+    pub(crate) fn saved_bytes(&self, i: usize) -> usize {
+        let node = &self.nodes[i];
+        let b = |a: &ArrayD<T>| a.len() * T::BYTES;
+        let inp = |k: usize| b(self.val(node.inputs[k]));
+        match &node.op {
+            Op::Binary(k) => k.saved(inp),
+            Op::Unary(k) => k.saved(inp(0), b(&node.value)),
+            Op::Matmul { .. } => inp(0) + inp(1),
+            Op::Embedding { ids } => ids.len() * std::mem::size_of::<usize>(),
+            Op::GatherPositions { pos } => pos.len() * std::mem::size_of::<usize>(),
+            Op::MaskedFill { mask } => mask.len(),
+            Op::LayerNorm { xhat, rstd } => b(xhat) + rstd.len() * T::BYTES + inp(1),
+            Op::Softmax | Op::LogSoftmax => b(&node.value),
+            Op::SoftmaxCrossEntropy { probs, targets } => {
+                b(probs) + targets.len() * std::mem::size_of::<usize>()
+            }
+            Op::Mse { diff } => b(diff),
+            Op::FusedHead { op, outputs } => {
+                op.saved_bytes()
+                    + (0..node.inputs.len()).map(inp).sum::<usize>()
+                    + outputs.iter().map(|&o| b(self.val(o))).sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+
+    /// A table of every node: id, op, input ids, shape, bytes saved for backward, and
+    /// whether it needs a gradient; a total line at the end.
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:>5}  {:<32} {:<16} {:<20} {:>12}  grad",
+            "id", "op", "inputs", "shape", "saved bytes"
+        );
+        let mut total = 0;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let saved = self.saved_bytes(i);
+            total += saved;
+            let op = match &n.name {
+                Some(name) => format!("{} '{}'", n.op.name(), name),
+                None => n.op.name(),
+            };
+            let _ = writeln!(
+                s,
+                "{:>5}  {:<32} {:<16} {:<20} {:>12}  {}",
+                i,
+                op,
+                format!("{:?}", n.inputs),
+                format!("{:?}", n.value.shape()),
+                saved,
+                if n.needs_grad { "yes" } else { "no" }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{} nodes, {} bytes saved for backward",
+            self.nodes.len(),
+            total
+        );
+        s
+    }
+}
