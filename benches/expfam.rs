@@ -127,7 +127,15 @@ fn textbook(fam: Family, y: &[f64], e: &[f64], g: &mut [f64]) -> f64 {
             -r * (1.0 - p).ln() - y[0] * e[0] - logh
         }
         Family::OrdinalLogit { k } => {
-            let c = |j: usize| if j == 0 { f64::NEG_INFINITY } else if j == k { f64::INFINITY } else { CUT[j - 1] };
+            let c = |j: usize| {
+                if j == 0 {
+                    f64::NEG_INFINITY
+                } else if j == k {
+                    f64::INFINITY
+                } else {
+                    CUT[j - 1]
+                }
+            };
             let yk = y[0] as usize;
             let (hi, lo) = (sigmoid_naive(c(yk + 1) - e[0]), sigmoid_naive(c(yk) - e[0]));
             let hi = if c(yk + 1).is_infinite() { 1.0 } else { hi };
@@ -138,7 +146,13 @@ fn textbook(fam: Family, y: &[f64], e: &[f64], g: &mut [f64]) -> f64 {
     }
 }
 
-fn textbook_all(fam: Family, y: ArrayView2<f64>, eta: ArrayView2<f64>, nll: &mut [f64], mut g: ArrayViewMut2<f64>) {
+fn textbook_all(
+    fam: Family,
+    y: ArrayView2<f64>,
+    eta: ArrayView2<f64>,
+    nll: &mut [f64],
+    mut g: ArrayViewMut2<f64>,
+) {
     let d = fam.eta_dim();
     let mut gb = vec![0.0; d];
     for i in 0..nll.len() {
@@ -148,7 +162,13 @@ fn textbook_all(fam: Family, y: ArrayView2<f64>, eta: ArrayView2<f64>, nll: &mut
     }
 }
 
-fn stable_seq(fam: Family, y: ArrayView2<f64>, eta: ArrayView2<f64>, nll: &mut [f64], mut g: ArrayViewMut2<f64>) {
+fn stable_seq(
+    fam: Family,
+    y: ArrayView2<f64>,
+    eta: ArrayView2<f64>,
+    nll: &mut [f64],
+    mut g: ArrayViewMut2<f64>,
+) {
     let block = PAR_MIN_ROWS / 2;
     for (((yb, eb), nb), gb) in y
         .axis_chunks_iter(Axis(0), block)
@@ -160,7 +180,13 @@ fn stable_seq(fam: Family, y: ArrayView2<f64>, eta: ArrayView2<f64>, nll: &mut [
     }
 }
 
-fn run_stable(fam: Family, y: ArrayView2<f64>, eta: ArrayView2<f64>, nll: &mut [f64], g: ArrayViewMut2<f64>) {
+fn run_stable(
+    fam: Family,
+    y: ArrayView2<f64>,
+    eta: ArrayView2<f64>,
+    nll: &mut [f64],
+    g: ArrayViewMut2<f64>,
+) {
     if let Family::OrdinalLogit { .. } = fam {
         let mut gc = [0.0; 4];
         ordinal_nll_batch(&CUT, y, eta, None, nll, g, &mut gc).unwrap();

@@ -7,7 +7,7 @@
 //! query tiles own `dQ`). See [`crate::FUSED_MIN_HEADS`].
 
 use crate::micro::{ds_row, gemm, padded, probabilities};
-use crate::problem::{expect_shape, head3, pack_cols, pack_rows, pads, run_tasks, split_lens, tiles, zeros, Problem};
+use crate::problem::{a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles, zeros, Mat, Problem};
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -17,8 +17,8 @@ use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis};
 pub type Grads<T> = (Array4<T>, Array4<T>, Array4<T>);
 
 struct Scratch<T> {
-    qs: Vec<T>,
-    dop: Vec<T>,
+    qb: Vec<T>,
+    dob: Vec<T>,
     dd: Vec<T>,
     lse: Vec<T>,
     kt: Vec<T>,
@@ -40,8 +40,8 @@ impl<T: Real> Scratch<T> {
         let bq = BLOCK_Q.min(p.nq).max(1);
         let bkp = padded(bk);
         Scratch {
-            qs: zeros(rows * dpad),
-            dop: zeros(rows * dvpad),
+            qb: zeros(rows * dpad),
+            dob: zeros(rows * dvpad),
             dd: zeros(rows),
             lse: zeros(rows),
             kt: zeros(p.d * bkp),
@@ -54,6 +54,22 @@ impl<T: Real> Scratch<T> {
             dq: zeros(rows * dpad),
             cnt: vec![0; bq],
         }
+    }
+}
+
+/// Query-side operands of a block of rows: `Q` and `dO` as left (strided) and right
+/// (contiguous padded) operands.
+#[derive(Clone, Copy)]
+struct QSide<T> {
+    qa: Mat<T>,
+    qb: Mat<T>,
+    doa: Mat<T>,
+    dob: Mat<T>,
+}
+
+impl<T> QSide<T> {
+    fn down(self, r: usize) -> Self {
+        QSide { qa: self.qa.down(r), qb: self.qb.down(r), doa: self.doa.down(r), dob: self.dob.down(r) }
     }
 }
 
@@ -168,50 +184,57 @@ struct Ctx<'c, 'a, T> {
 }
 
 impl<T: Real> Ctx<'_, '_, T> {
-    /// Packs the query-side rows `[i0, i0+mq)` of head `bh` into the scratch at row `at`:
-    /// `scale·Q`, `dO`, `lse`, `D`.
-    fn pack_queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize, at: usize) {
+    /// Query-side operands for rows `[i0, i0+mq)` of head `bh`; copies `lse` and `D` of those
+    /// rows to the scratch.
+    fn queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize) -> QSide<T> {
         let p = self.p;
-        let (dpad, dvpad) = pads(p);
-        pack_rows(&p.head(&p.q, bh), i0, mq, p.scale, &mut sc.qs[at * dpad..], dpad);
-        pack_rows(&p.head(self.d_o, bh), i0, mq, T::ONE, &mut sc.dop[at * dvpad..], dvpad);
+        let (qh, doh) = (p.head(&p.q, bh), p.head(self.d_o, bh));
         let (l, dd) = (head3(self.lse, p.heads, bh), head3(self.dd, p.heads, bh));
         for r in 0..mq {
-            sc.lse[at + r] = l[i0 + r];
-            sc.dd[at + r] = dd[i0 + r];
+            sc.lse[r] = l[i0 + r];
+            sc.dd[r] = dd[i0 + r];
+        }
+        QSide {
+            qa: a_operand(&qh, i0),
+            qb: b_operand(&qh, i0, mq, &mut sc.qb),
+            doa: a_operand(&doh, i0),
+            dob: b_operand(&doh, i0, mq, &mut sc.dob),
         }
     }
 
-    /// Packs key tile `[j0, j0+bk)` of head `bh`: `Kᵀ`, `K`, `Vᵀ`.
-    fn pack_keys(&self, sc: &mut Scratch<T>, bh: usize, j0: usize, bk: usize) {
+    /// Packs key tile `[j0, j0+bk)` of head `bh` (`Kᵀ`, `Vᵀ`) and returns `K` as a right operand.
+    fn keys(&self, sc: &mut Scratch<T>, bh: usize, j0: usize, bk: usize) -> Mat<T> {
         let p = self.p;
-        let (dpad, _) = pads(p);
         let bkp = padded(bk);
         let kh = p.head(&p.k, bh);
         pack_cols(&kh, j0, bk, &mut sc.kt, bkp);
-        pack_rows(&kh, j0, bk, T::ONE, &mut sc.kp, dpad);
         pack_cols(&p.head(&p.v, bh), j0, bk, &mut sc.vt, bkp);
+        b_operand(&kh, j0, bk, &mut sc.kp)
     }
 
-    /// One (query tile, key tile) pair; query-side data at scratch row `at`.
+    /// One (query tile, key tile) pair; query rows `[i0, i0+mq)` with operands `qs`, their
+    /// `lse`, `D` and `dQ` accumulator at scratch row `at`.
     #[allow(clippy::too_many_arguments)]
-    fn pair(&self, sc: &mut Scratch<T>, b: usize, h: usize, i0: usize, mq: usize, at: usize, j0: usize, bk: usize, kv: bool, dq: bool) {
+    fn pair(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize, at: usize, qs: QSide<T>, j0: usize, bk: usize, kb: Mat<T>, kv: bool, dq: bool) {
         let p = self.p;
+        let (b, h) = p.split(bh);
         let isa = p.isa;
         let (dpad, dvpad) = pads(p);
         let bkp = padded(bk);
-        let qs = sc.qs[at * dpad..].as_ptr();
-        let dop = sc.dop[at * dvpad..].as_ptr();
-        // S = (scale·Q)·Kᵀ
-        // SAFETY (all gemm calls): buffers were sized by Scratch::new for these tile shapes;
-        // widths passed as n are multiples of PAD; outputs do not alias inputs.
-        unsafe { gemm(isa, mq, bkp, p.d, qs, dpad as isize, 1, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(), bkp as isize, false) };
+        // S = scale·Q·Kᵀ
+        // SAFETY (all gemm calls): operands address the views' rows or scratch buffers sized by
+        // Scratch::new for these tile shapes; n is a multiple of PAD; outputs do not alias.
+        unsafe {
+            gemm(isa, mq, bkp, p.d, qs.qa.ptr, qs.qa.rs, qs.qa.cs, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(),
+                bkp as isize, false, p.scale)
+        };
         // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
+        let pointwise = p.rules.has_pointwise();
         for r in 0..mq {
             let i = i0 + r;
             let cnt = p.rules.hi(b, i).saturating_sub(j0).min(bk);
             sc.cnt[r] = cnt;
-            if cnt > 0 && p.rules.has_pointwise() {
+            if pointwise && cnt > 0 {
                 for (c, x) in sc.s[r * bkp..r * bkp + cnt].iter_mut().enumerate() {
                     if !p.rules.pointwise(b, h, i, j0 + c) {
                         *x = T::NEG_INFINITY;
@@ -228,10 +251,12 @@ impl<T: Real> Ctx<'_, '_, T> {
         unsafe {
             if kv {
                 // dV += Pᵀ·dO (Pᵀ read through transposed strides).
-                gemm(isa, k_eff, dvpad, mq, sc.s.as_ptr(), 1, bkp as isize, dop, dvpad as isize, sc.dv.as_mut_ptr(), dvpad as isize, true);
+                gemm(isa, k_eff, dvpad, mq, sc.s.as_ptr(), 1, bkp as isize, qs.dob.ptr, qs.dob.rs, sc.dv.as_mut_ptr(),
+                    dvpad as isize, true, T::ONE);
             }
             // dP = dO·Vᵀ
-            gemm(isa, mq, kp_w, p.dv, dop, dvpad as isize, 1, sc.vt.as_ptr(), bkp as isize, sc.dp.as_mut_ptr(), bkp as isize, false);
+            gemm(isa, mq, kp_w, p.dv, qs.doa.ptr, qs.doa.rs, qs.doa.cs, sc.vt.as_ptr(), bkp as isize,
+                sc.dp.as_mut_ptr(), bkp as isize, false, T::ONE);
         }
         // dS = P ∘ (dP − D)
         for r in 0..mq {
@@ -240,13 +265,14 @@ impl<T: Real> Ctx<'_, '_, T> {
         }
         unsafe {
             if kv {
-                // dK += dSᵀ·(scale·Q)
-                gemm(isa, k_eff, dpad, mq, sc.dp.as_ptr(), 1, bkp as isize, qs, dpad as isize, sc.dk.as_mut_ptr(), dpad as isize, true);
+                // dK += dSᵀ·Q (scale applied when written out)
+                gemm(isa, k_eff, dpad, mq, sc.dp.as_ptr(), 1, bkp as isize, qs.qb.ptr, qs.qb.rs, sc.dk.as_mut_ptr(),
+                    dpad as isize, true, T::ONE);
             }
             if dq {
                 // dQ += dS·K (scale applied when written out)
                 let c = sc.dq[at * dpad..].as_mut_ptr();
-                gemm(isa, mq, dpad, k_eff, sc.dp.as_ptr(), bkp as isize, 1, sc.kp.as_ptr(), dpad as isize, c, dpad as isize, true);
+                gemm(isa, mq, dpad, k_eff, sc.dp.as_ptr(), bkp as isize, 1, kb.ptr, kb.rs, c, dpad as isize, true, T::ONE);
             }
         }
     }
@@ -264,19 +290,19 @@ impl<T: Real> Ctx<'_, '_, T> {
 /// One task per (batch, head): all key tiles, all query tiles, every gradient.
 fn fused<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]) {
     let p = c.p;
-    let (b, h) = p.split(bh);
+    let (b, _) = p.split(bh);
     let (dpad, dvpad) = pads(p);
-    c.pack_queries(sc, bh, 0, p.nq, 0);
+    let qs = c.queries(sc, bh, 0, p.nq);
     sc.dq[..p.nq * dpad].fill(T::ZERO);
     for (j0, bk) in tiles(p.hi_max(b, 0, p.nq), BLOCK_K) {
-        c.pack_keys(sc, bh, j0, bk);
+        let kb = c.keys(sc, bh, j0, bk);
         sc.dk[..bk * dpad].fill(T::ZERO);
         sc.dv[..bk * dvpad].fill(T::ZERO);
         let first = p.first_row_seeing(b, j0);
         for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
-            c.pair(sc, b, h, i0, mq, i0, j0, bk, true, true);
+            c.pair(sc, bh, i0, mq, i0, qs.down(i0), j0, bk, kb, true, true);
         }
-        Ctx::write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, T::ONE);
+        Ctx::write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, p.scale);
         Ctx::write(&mut dv[j0 * p.dv..], &sc.dv, bk, p.dv, dvpad, T::ONE);
     }
     Ctx::write(dq, &sc.dq, p.nq, p.d, dpad, p.scale);
@@ -285,32 +311,32 @@ fn fused<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, dq: &mut [T], dk: 
 /// Pass 1 task: key tile `[j0, j0 + bk)` of head `bh`, owning those rows of `dK`, `dV`.
 fn key_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, j0: usize, dk: &mut [T], dv: &mut [T]) {
     let p = c.p;
-    let (b, h) = p.split(bh);
+    let (b, _) = p.split(bh);
     let (dpad, dvpad) = pads(p);
     let bk = BLOCK_K.min(p.nk - j0);
-    c.pack_keys(sc, bh, j0, bk);
+    let kb = c.keys(sc, bh, j0, bk);
     sc.dk[..bk * dpad].fill(T::ZERO);
     sc.dv[..bk * dvpad].fill(T::ZERO);
     let first = p.first_row_seeing(b, j0);
     for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
-        c.pack_queries(sc, bh, i0, mq, 0);
-        c.pair(sc, b, h, i0, mq, 0, j0, bk, true, false);
+        let qs = c.queries(sc, bh, i0, mq);
+        c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, true, false);
     }
-    Ctx::write(dk, &sc.dk, bk, p.d, dpad, T::ONE);
+    Ctx::write(dk, &sc.dk, bk, p.d, dpad, p.scale);
     Ctx::write(dv, &sc.dv, bk, p.dv, dvpad, T::ONE);
 }
 
 /// Pass 2 task: query tile starting at `i0` of head `bh`, owning those rows of `dQ`.
 fn query_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, dq: &mut [T]) {
     let p = c.p;
-    let (b, h) = p.split(bh);
+    let (b, _) = p.split(bh);
     let (dpad, _) = pads(p);
     let mq = BLOCK_Q.min(p.nq - i0);
-    c.pack_queries(sc, bh, i0, mq, 0);
+    let qs = c.queries(sc, bh, i0, mq);
     sc.dq[..mq * dpad].fill(T::ZERO);
     for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
-        c.pack_keys(sc, bh, j0, bk);
-        c.pair(sc, b, h, i0, mq, 0, j0, bk, false, true);
+        let kb = c.keys(sc, bh, j0, bk);
+        c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, false, true);
     }
     Ctx::write(dq, &sc.dq, mq, p.d, dpad, p.scale);
 }

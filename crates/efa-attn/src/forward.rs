@@ -1,16 +1,15 @@
 //! Forward pass: online softmax over key tiles per (batch, head, query tile).
 
 use crate::micro::{gemm, online_softmax, padded};
-use crate::problem::{pack_cols, pack_rows, pads, run_tasks, split_lens, tiles, zeros, Problem};
+use crate::problem::{a_operand, b_operand, pack_cols, pads, run_tasks, split_lens, tiles, zeros, Problem};
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayView4};
 
-/// Per-job scratch: scaled query tile, packed `Kᵀ` and `V` tiles, score tile, accumulator and
+/// Per-job scratch: packed `Kᵀ` and (when needed) `V` tiles, score tile, accumulator and
 /// the running max / sum per row.
 struct Scratch<T> {
-    qs: Vec<T>,
     kt: Vec<T>,
     vp: Vec<T>,
     s: Vec<T>,
@@ -22,12 +21,11 @@ struct Scratch<T> {
 
 impl<T: Real> Scratch<T> {
     fn new(p: &Problem<T>) -> Self {
-        let (dpad, dvpad) = pads(p);
+        let (_, dvpad) = pads(p);
         let bq = BLOCK_Q.min(p.nq).max(1);
         let bk = BLOCK_K.min(p.nk).max(1);
         let bkp = padded(bk);
         Scratch {
-            qs: zeros(bq * dpad),
             kt: zeros(p.d * bkp),
             vp: zeros(bk * dvpad),
             s: zeros(bq * bkp),
@@ -100,29 +98,31 @@ pub fn forward_with<'a, 'm, T: Real>(
 fn tile<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, o: &mut [T], lse: &mut [T]) {
     let (b, h) = p.split(bh);
     let mq = lse.len();
-    let (dpad, dvpad) = pads(p);
+    let (_, dvpad) = pads(p);
     let isa = p.isa;
     let (qh, kh, vh) = (p.head(&p.q, bh), p.head(&p.k, bh), p.head(&p.v, bh));
-    // Scores use scale·q so that S = Qs·Kᵀ needs no extra pass.
-    pack_rows(&qh, i0, mq, p.scale, &mut sc.qs, dpad);
+    let qa = a_operand(&qh, i0);
+    let pointwise = p.rules.has_pointwise();
     sc.m[..mq].fill(T::NEG_INFINITY);
     sc.l[..mq].fill(T::ZERO);
     sc.acc[..mq * dvpad].fill(T::ZERO);
-    let hi_max = p.hi_max(b, i0, mq);
-    for (j0, bk) in tiles(hi_max, BLOCK_K) {
+    for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
         let bkp = padded(bk);
         pack_cols(&kh, j0, bk, &mut sc.kt, bkp);
-        pack_rows(&vh, j0, bk, T::ONE, &mut sc.vp, dvpad);
-        // SAFETY: qs is mq×dpad (d columns read), kt is d×bkp, s is mq×bkp; bkp % PAD == 0.
+        let vb = b_operand(&vh, j0, bk, &mut sc.vp);
+        // S = scale·Q·Kᵀ
+        // SAFETY: q rows i0..i0+mq through the view's strides (d columns), kt is d×bkp, s is
+        // mq×bkp with bkp % PAD == 0.
         unsafe {
-            gemm(isa, mq, bkp, p.d, sc.qs.as_ptr(), dpad as isize, 1, sc.kt.as_ptr(), bkp as isize,
-                sc.s.as_mut_ptr(), bkp as isize, false);
+            gemm(isa, mq, bkp, p.d, qa.ptr, qa.rs, qa.cs, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(),
+                bkp as isize, false, p.scale);
         }
         for r in 0..mq {
             let i = i0 + r;
             let cnt = p.rules.hi(b, i).saturating_sub(j0).min(bk);
             sc.cnt[r] = cnt;
-            if cnt > 0 && p.rules.has_pointwise() {
+            if pointwise && cnt > 0 {
+                // Element-wise rules.
                 for (c, x) in sc.s[r * bkp..r * bkp + cnt].iter_mut().enumerate() {
                     if !p.rules.pointwise(b, h, i, j0 + c) {
                         *x = T::NEG_INFINITY;
@@ -131,12 +131,15 @@ fn tile<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, o: &
             }
         }
         // SAFETY: buffers sized by Scratch::new for this tile.
-        let k_eff = unsafe { online_softmax(isa, mq, &mut sc.s, bkp, &sc.cnt, &mut sc.m, &mut sc.l, &mut sc.acc, dvpad) };
+        let k_eff =
+            unsafe { online_softmax(isa, mq, &mut sc.s, bkp, &sc.cnt, &mut sc.m, &mut sc.l, &mut sc.acc, dvpad) };
         if k_eff > 0 {
-            // SAFETY: s is mq×bkp (k_eff ≤ bk columns read), vp is bk×dvpad, acc is mq×dvpad.
+            // acc += P·V
+            // SAFETY: s is mq×bkp (k_eff ≤ bk columns read), V rows j0.. with dvpad columns,
+            // acc is mq×dvpad.
             unsafe {
-                gemm(isa, mq, dvpad, k_eff, sc.s.as_ptr(), bkp as isize, 1, sc.vp.as_ptr(), dvpad as isize,
-                    sc.acc.as_mut_ptr(), dvpad as isize, true);
+                gemm(isa, mq, dvpad, k_eff, sc.s.as_ptr(), bkp as isize, 1, vb.ptr, vb.rs, sc.acc.as_mut_ptr(),
+                    dvpad as isize, true, T::ONE);
             }
         }
     }

@@ -31,6 +31,7 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
     c: *mut V::Elem,
     rsc: isize,
     accumulate: bool,
+    alpha: V::Elem,
 ) {
     unsafe {
         let w = V::LANES;
@@ -58,8 +59,11 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
             ap = ap.offset(csa);
             bp = bp.offset(rsb);
         }
+        let va = V::splat(alpha);
+        let scaled = !accumulate && alpha != V::Elem::ONE;
         for (i, row) in acc.iter().enumerate() {
             for (j, x) in row.iter().enumerate() {
+                let x = if scaled { x.mul(va) } else { *x };
                 x.store(c.offset(i as isize * rsc).add(j * w));
             }
         }
@@ -80,16 +84,17 @@ unsafe fn strip<V: SimdVec, const MR: usize, const NR: usize>(
     c: *mut V::Elem,
     rsc: isize,
     accumulate: bool,
+    alpha: V::Elem,
 ) {
     unsafe {
         let w = V::LANES;
         let mut j = 0;
         while j + NR * w <= n {
-            block::<V, MR, NR>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate);
+            block::<V, MR, NR>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate, alpha);
             j += NR * w;
         }
         while j < n {
-            block::<V, MR, 1>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate);
+            block::<V, MR, 1>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate, alpha);
             j += w;
         }
     }
@@ -109,12 +114,13 @@ unsafe fn rows<V: SimdVec, const MR: usize>(
     c: *mut V::Elem,
     rsc: isize,
     accumulate: bool,
+    alpha: V::Elem,
 ) {
     unsafe {
         let mut i = 0;
         while i + MR <= m {
             let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
-            strip::<V, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate);
+            strip::<V, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
             i += MR;
         }
         // Remainder rows in blocks of 4, 2, 1.
@@ -122,13 +128,13 @@ unsafe fn rows<V: SimdVec, const MR: usize>(
             let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
             let left = m - i;
             if left >= 4 && MR > 4 {
-                strip::<V, 4, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate);
+                strip::<V, 4, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 4;
             } else if left >= 2 {
-                strip::<V, 2, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate);
+                strip::<V, 2, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 2;
             } else {
-                strip::<V, 1, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate);
+                strip::<V, 1, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 1;
             }
         }
@@ -149,24 +155,25 @@ unsafe fn gemm_body<V: SimdVec>(
     c: *mut V::Elem,
     rsc: isize,
     accumulate: bool,
+    alpha: V::Elem,
 ) {
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
-            rows::<V, 8>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate)
+            rows::<V, 8>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         } else if bytes >= 32 {
-            rows::<V, 6>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate)
+            rows::<V, 6>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         } else {
-            rows::<V, 4>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate)
+            rows::<V, 4>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         }
     }
 }
 simd_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
-    b: *const E, rsb: isize, c: *mut E, rsc: isize, accumulate: bool) -> ());
+    b: *const E, rsb: isize, c: *mut E, rsc: isize, accumulate: bool, alpha: E) -> ());
 
-/// `C (+)= A·B`: `A` is m×k read at `a[i·rsa + p·csa]`, `B` is k×n with rows at `b[p·rsb]`,
-/// `C` is m×n with rows at `c[i·rsc]`; `n` must be a multiple of [`PAD`]. With
-/// `accumulate = false`, `C` is overwritten. The summation over `p` runs in index order for
+/// `C ← alpha·A·B` (`accumulate = false`) or `C ← C + A·B` (`accumulate = true`, `alpha`
+/// ignored): `A` is m×k read at `a[i·rsa + p·csa]`, `B` is k×n with rows at `b[p·rsb]`,
+/// `C` is m×n with rows at `c[i·rsc]`; `n` must be a multiple of [`PAD`]. The summation over `p` runs in index order for
 /// every element, so the result does not depend on the blocking.
 ///
 /// # Safety
@@ -187,10 +194,12 @@ pub unsafe fn gemm<T: Real>(
     c: *mut T,
     rsc: isize,
     accumulate: bool,
+    alpha: T,
 ) {
     debug_assert!(n % PAD == 0);
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, accumulate)
+        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, accumulate,
+            *(&alpha as *const T).cast::<E>())
     })
 }
 
@@ -241,14 +250,13 @@ unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem)
 
 /// Row max over `w` (a multiple of the lane count) entries.
 #[inline(always)]
-unsafe fn row_max<V: SimdVec>(row: *const V::Elem, w: usize) -> V::Elem {
+unsafe fn row_max_plain<V: SimdVec>(row: *const V::Elem, w: usize) -> V::Elem {
     unsafe {
-        let lanes = V::LANES;
         let mut m = V::splat(V::Elem::NEG_INFINITY);
         let mut j = 0;
         while j < w {
             m = V::load(row.add(j)).max(m);
-            j += lanes;
+            j += V::LANES;
         }
         m.reduce_max()
     }
@@ -306,7 +314,7 @@ unsafe fn online_body<V: SimdVec>(
                 continue;
             }
             fill::<V>(row, c, w, ninf);
-            let mt = row_max::<V>(row, w);
+            let mt = row_max_plain::<V>(row, w);
             if mt == ninf {
                 fill::<V>(row, 0, bkp, zero);
                 continue;
@@ -366,7 +374,13 @@ pub unsafe fn online_softmax<T: Real>(
 }
 
 #[inline(always)]
-unsafe fn probs_body<V: SimdVec>(mq: usize, s: *mut V::Elem, bkp: usize, cnt: *const usize, lse: *const V::Elem) -> usize {
+unsafe fn probs_body<V: SimdVec>(
+    mq: usize,
+    s: *mut V::Elem,
+    bkp: usize,
+    cnt: *const usize,
+    lse: *const V::Elem,
+) -> usize {
     unsafe {
         let ninf = V::Elem::NEG_INFINITY;
         let mut k_eff = 0;

@@ -146,6 +146,43 @@ pub(crate) fn pack_cols<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, ds
     }
 }
 
+/// A matrix operand in memory: element `(r, c)` at `ptr + r·rs + c·cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct Mat<T> {
+    pub ptr: *const T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl<T> Mat<T> {
+    /// The operand starting `r` rows further down.
+    #[inline]
+    pub fn down(self, r: usize) -> Self {
+        Mat { ptr: self.ptr.wrapping_offset(r as isize * self.rs), ..self }
+    }
+}
+
+/// Rows from `r0` of a view as a left operand of [`crate::micro::gemm`] (read element by
+/// element through the view's own strides; no copy).
+pub(crate) fn a_operand<T: Real>(src: &ArrayView2<T>, r0: usize) -> Mat<T> {
+    let (rs, cs) = (src.strides()[0], src.strides()[1]);
+    Mat { ptr: src.as_ptr().wrapping_offset(r0 as isize * rs), rs, cs }
+}
+
+/// Rows `[r0, r0 + rows)` of a view as a right operand of [`crate::micro::gemm`] (contiguous
+/// rows of padded width): the view itself when its rows are contiguous and their width is a
+/// multiple of [`PAD`](crate::micro::PAD), otherwise a zero-padded copy in `buf`.
+pub(crate) fn b_operand<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, buf: &mut [T]) -> Mat<T> {
+    let cols = src.shape()[1];
+    let (rs, cs) = (src.strides()[0], src.strides()[1]);
+    if (cs == 1 || cols <= 1) && cols % crate::micro::PAD == 0 {
+        return Mat { ptr: src.as_ptr().wrapping_offset(r0 as isize * rs), rs, cs: 1 };
+    }
+    let w = padded(cols);
+    pack_rows(src, r0, rows, T::ONE, buf, w);
+    Mat { ptr: buf.as_ptr(), rs: w as isize, cs: 1 }
+}
+
 /// Splits `buf` into consecutive pieces of the given lengths (lengths may be 0).
 pub(crate) fn split_lens<'s, T>(mut buf: &'s mut [T], lens: impl Iterator<Item = usize>) -> Vec<&'s mut [T]> {
     let mut out = Vec::new();

@@ -197,3 +197,21 @@ fn deterministic_across_thread_counts() {
         assert!(l1.iter().zip(l.iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
+
+#[test]
+fn negative_and_zero_scales_with_every_mask() {
+    let (b, h, n, d) = (2, 1, 21, 4);
+    let q = rand4::<f64>([b, h, n, d], 1.0, 1000);
+    let k = rand4::<f64>([b, h, n, d], 1.0, 1001);
+    let v = rand4::<f64>([b, h, n, d], 1.0, 1002);
+    let lens = lengths(b, n);
+    let dense = rand_dense(b, n, n, 1003);
+    for scale in [-0.7, 0.0] {
+        for (name, mask) in masks(n, n, &lens, &dense) {
+            let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
+            let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &mask, scale).unwrap();
+            assert_close(&o, &o_ref, 1e-12, 1e-10, &format!("o scale {scale} {name}"));
+            assert_close(&lse, &lse_ref, 1e-12, 1e-10, &format!("lse scale {scale} {name}"));
+        }
+    }
+}

@@ -54,15 +54,23 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, field: &str, what: impl std::fmt::Display) -> CliError {
-        CliError::new(format!("{}: case {}: field {field:?}: {what}", self.file.display(), self.case))
+        CliError::new(format!(
+            "{}: case {}: field {field:?}: {what}",
+            self.file.display(),
+            self.case
+        ))
     }
 
     fn num(&self, field: &str, v: &Value) -> Result<f64, CliError> {
-        let s = v.as_str().ok_or_else(|| self.err(field, format!("expected a number string, found {v}")))?;
+        let s = v
+            .as_str()
+            .ok_or_else(|| self.err(field, format!("expected a number string, found {v}")))?;
         match s {
             "inf" => Ok(f64::INFINITY),
             "-inf" => Ok(f64::NEG_INFINITY),
-            _ => s.parse::<f64>().map_err(|_| self.err(field, format!("{s:?} is not a number"))),
+            _ => s
+                .parse::<f64>()
+                .map_err(|_| self.err(field, format!("{s:?} is not a number"))),
         }
     }
 
@@ -70,12 +78,17 @@ impl Parser<'_> {
         match v {
             Value::Array(a) => a.iter().map(|x| self.num(field, x)).collect(),
             Value::String(_) => Ok(vec![self.num(field, v)?]),
-            other => Err(self.err(field, format!("expected a list of number strings, found {other}"))),
+            other => Err(self.err(
+                field,
+                format!("expected a list of number strings, found {other}"),
+            )),
         }
     }
 
     fn matrix(&self, field: &str, v: &Value) -> Result<Vec<f64>, CliError> {
-        let rows = v.as_array().ok_or_else(|| self.err(field, "expected a list of rows"))?;
+        let rows = v
+            .as_array()
+            .ok_or_else(|| self.err(field, "expected a list of rows"))?;
         let mut out = Vec::new();
         for r in rows {
             out.extend(self.nums(field, r)?);
@@ -114,7 +127,10 @@ impl Parser<'_> {
 
 fn parse_case(file: &Path, index: usize, c: &Value) -> Result<RefCase, CliError> {
     let id = c.get("id").and_then(Value::as_str).map(str::to_string);
-    let p = Parser { file, case: id.clone().unwrap_or_else(|| format!("#{index}")) };
+    let p = Parser {
+        file,
+        case: id.clone().unwrap_or_else(|| format!("#{index}")),
+    };
     let id = id.ok_or_else(|| p.err("id", "missing or not a string"))?;
     let family = p
         .req(c, "family")?
@@ -124,9 +140,13 @@ fn parse_case(file: &Path, index: usize, c: &Value) -> Result<RefCase, CliError>
     let params = c.get("params").cloned().unwrap_or(Value::Null);
     let d2nll = p.opt_matrix(c, "d2nll")?;
     Ok(RefCase {
-        n: p.opt_num(&params, "n").map_err(|_| p.err("params.n", "not a number string"))?,
-        s2: p.opt_num(&params, "s2").map_err(|_| p.err("params.s2", "not a number string"))?,
-        r: p.opt_num(&params, "r").map_err(|_| p.err("params.r", "not a number string"))?,
+        n: p.opt_num(&params, "n")
+            .map_err(|_| p.err("params.n", "not a number string"))?,
+        s2: p
+            .opt_num(&params, "s2")
+            .map_err(|_| p.err("params.s2", "not a number string"))?,
+        r: p.opt_num(&params, "r")
+            .map_err(|_| p.err("params.r", "not a number string"))?,
         cutpoints: p.opt_nums(&params, "cutpoints")?.unwrap_or_default(),
         eta: p.nums("eta", p.req(c, "eta")?)?,
         y: p.nums("y", p.req(c, "y")?)?,
@@ -141,12 +161,17 @@ fn parse_case(file: &Path, index: usize, c: &Value) -> Result<RefCase, CliError>
         dnll_scale: p.nums("dnll_scale", p.req(c, "dnll_scale")?)?,
         d2nll: match d2nll {
             Some(v) if v.len() == 1 => Some(v[0]),
-            Some(v) => return Err(p.err("d2nll", format!("expected 1x1, found {} values", v.len()))),
+            Some(v) => {
+                return Err(p.err("d2nll", format!("expected 1x1, found {} values", v.len())))
+            }
             None => None,
         },
         dnll_dcutpoints: p.opt_nums(c, "dnll_dcutpoints")?,
         probs: p.opt_nums(c, "probs")?,
-        f32_exact_inputs: c.get("f32_exact_inputs").and_then(Value::as_bool).unwrap_or(false),
+        f32_exact_inputs: c
+            .get("f32_exact_inputs")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         id,
         family,
     })
@@ -161,7 +186,11 @@ fn load(file: &Path) -> Result<Vec<RefCase>, CliError> {
         .get("cases")
         .and_then(Value::as_array)
         .ok_or_else(|| CliError::new(format!("{}: no \"cases\" list", file.display())))?;
-    cases.iter().enumerate().map(|(i, c)| parse_case(file, i, c)).collect()
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse_case(file, i, c))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,9 +314,16 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
             "cases": cases.len(), "evaluations": evaluated, "failed": failed_cases,
             "passed": failed_cases == 0, "families": families, "failures": fails,
         });
-        println!("{}", serde_json::to_string_pretty(&report).expect("serialisable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("serialisable")
+        );
     } else {
-        println!("reference: {} ({} cases)", args.reference.display(), cases.len());
+        println!(
+            "reference: {} ({} cases)",
+            args.reference.display(),
+            cases.len()
+        );
         println!(
             "{:<20} {:<4} {:>5} {:>6} {:>10} {:>10} {:>10}  worst at",
             "family", "prec", "cases", "passed", "tol.ratio", "rel.ulps", "scaled"
@@ -295,7 +331,14 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
         for ((fam, prec), r) in &rows {
             println!(
                 "{:<20} {:<4} {:>5} {:>6} {:>10.3e} {:>10.2} {:>10.2}  {}",
-                fam, prec, r.cases, r.passed, r.worst_ratio, r.worst_ulps, r.worst_scaled, r.worst_at
+                fam,
+                prec,
+                r.cases,
+                r.passed,
+                r.worst_ratio,
+                r.worst_ulps,
+                r.worst_scaled,
+                r.worst_at
             );
         }
         println!(

@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod alloc;
+mod audit_cmd;
 mod bench_cmd;
 mod error;
 mod expfam_cmd;
@@ -30,15 +32,19 @@ enum Command {
     /// Reproduce one of the paper's experiments: trains EFA and FM side by side and prints
     /// ours beside the paper's numbers.
     Reproduce(reproduce_cmd::ReproduceArgs),
+    /// Finite-difference audit of every parameter gradient of a whole model, in f64.
+    Audit(audit_cmd::AuditArgs),
 }
 
 fn main() -> ExitCode {
     error::install_panic_hook();
+    alloc::tune();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Expfam(args) => expfam_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Reproduce(args) => reproduce_cmd::run_cmd(args),
+        Command::Audit(args) => audit_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,10 @@ fn reference() -> PathBuf {
 }
 
 fn efa(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_efa")).args(args).output().expect("efa runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_efa"))
+        .args(args)
+        .output()
+        .expect("efa runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -28,8 +31,17 @@ fn shared_reference_passes_in_table_and_json() {
     let path = reference();
     let (code, out, err) = efa(&["expfam", "check", "--reference", path.to_str().unwrap()]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(out.contains("negative_binomial") && out.contains("ordinal_logit"), "{out}");
-    let (code, out, _) = efa(&["expfam", "check", "--reference", path.to_str().unwrap(), "--json"]);
+    assert!(
+        out.contains("negative_binomial") && out.contains("ordinal_logit"),
+        "{out}"
+    );
+    let (code, out, _) = efa(&[
+        "expfam",
+        "check",
+        "--reference",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
     assert_eq!(v["cases"], 146);
@@ -69,7 +81,13 @@ fn corrupted_value_fails_naming_the_case() {
     assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("FAIL poisson-p08 [f64] nll"), "{out}");
     assert!(err.contains("poisson-p08"), "{err}");
-    let (code, out, _) = efa(&["expfam", "check", "--reference", path.to_str().unwrap(), "--json"]);
+    let (code, out, _) = efa(&[
+        "expfam",
+        "check",
+        "--reference",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["passed"], false);
@@ -88,7 +106,10 @@ fn malformed_file_names_file_case_and_field() {
     .unwrap();
     let (code, _, err) = efa(&["expfam", "check", "--reference", path.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.json") && err.contains("poisson-x1") && err.contains("eta"), "{err}");
+    assert!(
+        err.contains("bad.json") && err.contains("poisson-x1") && err.contains("eta"),
+        "{err}"
+    );
     std::fs::write(&path, "{not json").unwrap();
     let (code, _, err) = efa(&["expfam", "check", "--reference", path.to_str().unwrap()]);
     assert_eq!(code, 2);

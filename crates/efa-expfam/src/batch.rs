@@ -18,7 +18,12 @@ pub const PAR_MIN_ROWS: usize = 8192;
 const CHUNK_ROWS: usize = 4096;
 
 fn shape_err(family: &'static str, what: &'static str, expected: usize, got: usize) -> ExpfamError {
-    ExpfamError::Shape { family, what, expected, got }
+    ExpfamError::Shape {
+        family,
+        what,
+        expected,
+        got,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -52,7 +57,11 @@ fn check_shapes<T: Real>(
 
 /// Runs `f(first_row, nll_chunk, grad_chunk)` over the whole batch, or over fixed chunks in
 /// parallel for large batches; returns the per-chunk results in row order (first error wins).
-fn chunked<T, A, F>(out_nll: &mut [T], mut out_grad: ArrayViewMut2<T>, f: F) -> Result<Vec<A>, ExpfamError>
+fn chunked<T, A, F>(
+    out_nll: &mut [T],
+    mut out_grad: ArrayViewMut2<T>,
+    f: F,
+) -> Result<Vec<A>, ExpfamError>
 where
     T: Real,
     A: Send,
@@ -67,8 +76,10 @@ where
         .enumerate()
         .map(|(i, (n, g))| (i * CHUNK_ROWS, n, g))
         .collect();
-    let results: Vec<Result<A, ExpfamError>> =
-        pieces.into_par_iter().map(|(start, n, g)| f(start, n, g)).collect();
+    let results: Vec<Result<A, ExpfamError>> = pieces
+        .into_par_iter()
+        .map(|(start, n, g)| f(start, n, g))
+        .collect();
     results.into_iter().collect()
 }
 
@@ -135,7 +146,12 @@ pub fn ordinal_nll_batch<T: Real>(
     ordinal::check_cutpoints(cutpoints)?;
     let k = cutpoints.len() + 1;
     if out_grad_cut.len() != cutpoints.len() {
-        return Err(shape_err(ordinal::NAME, "out_grad_cut", cutpoints.len(), out_grad_cut.len()));
+        return Err(shape_err(
+            ordinal::NAME,
+            "out_grad_cut",
+            cutpoints.len(),
+            out_grad_cut.len(),
+        ));
     }
     check_shapes(ordinal::NAME, 1, 1, &y, &eta, mask, out_nll, &out_grad_eta)?;
     let partials = chunked(out_nll, out_grad_eta, |start, nll, mut grad| {
@@ -156,7 +172,10 @@ pub fn ordinal_nll_batch<T: Real>(
     })?;
     out_grad_cut.iter_mut().for_each(|v| *v = T::ZERO);
     for part in partials {
-        out_grad_cut.iter_mut().zip(&part).for_each(|(o, &v)| *o += v);
+        out_grad_cut
+            .iter_mut()
+            .zip(&part)
+            .for_each(|(o, &v)| *o += v);
     }
     Ok(())
 }

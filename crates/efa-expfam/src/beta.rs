@@ -70,7 +70,13 @@ pub fn nll_grad<T: Real>(y: T, eta: &[T], grad: &mut [T]) -> T {
 pub fn natural_from_mean<T: Real>(m: &[T], out: &mut [T], row: usize) -> Result<(), ExpfamError> {
     let (m0, m1) = (m[0].to_f64(), m[1].to_f64());
     if !(m0 < 0.0 && m1 < 0.0 && (m0.exp() + m1.exp()) < 1.0) {
-        return Err(domain(NAME, row, 0, m[0], "E ln y < 0, E ln(1-y) < 0, e^m1 + e^m2 < 1"));
+        return Err(domain(
+            NAME,
+            row,
+            0,
+            m[0],
+            "E ln y < 0, E ln(1-y) < 0, e^m1 + e^m2 < 1",
+        ));
     }
     let mut eta = [0.0f64, 0.0];
     let (mut g, mut h) = ([0.0f64; 2], [0.0f64; 4]);
@@ -82,7 +88,10 @@ pub fn natural_from_mean<T: Real>(m: &[T], out: &mut [T], row: usize) -> Result<
         }
         hessian(&eta, &mut h);
         let det = h[0] * h[3] - h[1] * h[2];
-        let step = [(h[3] * r[0] - h[1] * r[1]) / det, (h[0] * r[1] - h[2] * r[0]) / det];
+        let step = [
+            (h[3] * r[0] - h[1] * r[1]) / det,
+            (h[0] * r[1] - h[2] * r[0]) / det,
+        ];
         let mut t = 1.0;
         // Stay inside the domain η > −1.
         while eta[0] - t * step[0] <= -1.0 || eta[1] - t * step[1] <= -1.0 {

@@ -51,7 +51,11 @@ pub(crate) fn probs<T: Real>(eta: &[T], p: &mut [T]) -> (usize, T, T) {
     let (j, m, s) = lse_parts(eta);
     let denom = T::ONE + s;
     for (i, (pi, &e)) in p.iter_mut().zip(eta).enumerate() {
-        *pi = if i == j { T::ONE / denom } else { (e - m).exp() / denom };
+        *pi = if i == j {
+            T::ONE / denom
+        } else {
+            (e - m).exp() / denom
+        };
     }
     (j, m, s)
 }
@@ -83,7 +87,11 @@ pub fn hessian<T: Real>(eta: &[T], out: &mut [T]) {
     let (j, m, s) = probs(eta, &mut p);
     for a in 0..k {
         for b in 0..k {
-            out[a * k + b] = if a == b { p[a] * rest(eta, a, j, m, s) } else { -(p[a] * p[b]) };
+            out[a * k + b] = if a == b {
+                p[a] * rest(eta, a, j, m, s)
+            } else {
+                -(p[a] * p[b])
+            };
         }
     }
 }

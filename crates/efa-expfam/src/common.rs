@@ -26,7 +26,13 @@ pub(crate) fn support<T: Real>(
     value: T,
     expected: &'static str,
 ) -> ExpfamError {
-    ExpfamError::Support { family, row, component, value: value.to_f64(), expected }
+    ExpfamError::Support {
+        family,
+        row,
+        component,
+        value: value.to_f64(),
+        expected,
+    }
 }
 
 /// Domain error helper.
@@ -37,7 +43,13 @@ pub(crate) fn domain<T: Real>(
     value: T,
     expected: &'static str,
 ) -> ExpfamError {
-    ExpfamError::Domain { family, row, component, value: value.to_f64(), expected }
+    ExpfamError::Domain {
+        family,
+        row,
+        component,
+        value: value.to_f64(),
+        expected,
+    }
 }
 
 /// Checks every η component is finite.

@@ -67,20 +67,45 @@ pub enum ExpfamError {
 impl fmt::Display for ExpfamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ExpfamError::Support { family, row, component, value, expected } => write!(
+            ExpfamError::Support {
+                family,
+                row,
+                component,
+                value,
+                expected,
+            } => write!(
                 f,
                 "{family}: observation y[{component}] = {value} at row {row} is outside the \
                  support ({expected})"
             ),
-            ExpfamError::Domain { family, row, component, value, expected } => write!(
+            ExpfamError::Domain {
+                family,
+                row,
+                component,
+                value,
+                expected,
+            } => write!(
                 f,
                 "{family}: natural parameter eta[{component}] = {value} at row {row} is outside \
                  the domain ({expected})"
             ),
-            ExpfamError::Param { family, name, value, expected } => {
-                write!(f, "{family}: parameter {name} = {value} is invalid ({expected})")
+            ExpfamError::Param {
+                family,
+                name,
+                value,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "{family}: parameter {name} = {value} is invalid ({expected})"
+                )
             }
-            ExpfamError::Shape { family, what, expected, got } => {
+            ExpfamError::Shape {
+                family,
+                what,
+                expected,
+                got,
+            } => {
                 write!(f, "{family}: {what} has length {got}, expected {expected}")
             }
             ExpfamError::Unsupported { family, what } => {

@@ -46,7 +46,10 @@ pub fn hessian<T: Real>(eta: T) -> T {
 /// nll = λy − ln λ; ∂nll/∂η = 1/λ − y = fma(−λ, y, 1)/λ.
 pub fn nll_grad<T: Real>(y: T, eta: T) -> (T, T) {
     let lambda = -eta;
-    (lambda.mul_add(y, -lambda.ln()), (-lambda).mul_add(y, T::ONE) / lambda)
+    (
+        lambda.mul_add(y, -lambda.ln()),
+        (-lambda).mul_add(y, T::ONE) / lambda,
+    )
 }
 
 /// Mean → natural: η = −1/m, m > 0.

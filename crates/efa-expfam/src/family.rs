@@ -62,7 +62,12 @@ pub enum Family {
 }
 
 fn shape(family: &'static str, what: &'static str, expected: usize, got: usize) -> ExpfamError {
-    ExpfamError::Shape { family, what, expected, got }
+    ExpfamError::Shape {
+        family,
+        what,
+        expected,
+        got,
+    }
 }
 
 impl Family {
@@ -104,7 +109,12 @@ impl Family {
     /// Checks the fixed parameters (s2 > 0, r > 0, K ≥ 1, ordinal K ≥ 2).
     pub fn validate(&self) -> Result<(), ExpfamError> {
         let bad = |name: &str, value: f64, expected| {
-            Err(ExpfamError::Param { family: self.name(), name: name.into(), value, expected })
+            Err(ExpfamError::Param {
+                family: self.name(),
+                name: name.into(),
+                value,
+                expected,
+            })
         };
         match *self {
             Family::GaussianKnownVar { s2 } if !(s2 > 0.0 && s2.is_finite()) => {
@@ -137,7 +147,10 @@ impl Family {
     }
 
     fn unsupported(&self, what: &'static str) -> ExpfamError {
-        ExpfamError::Unsupported { family: self.name(), what }
+        ExpfamError::Unsupported {
+            family: self.name(),
+            what,
+        }
     }
 
     /// Support check of one observation y (row `row`).
@@ -219,7 +232,12 @@ impl Family {
     }
 
     /// Hessian ∇²A(η) (covariance of t(y)), row-major `eta_dim × eta_dim` into `out`.
-    pub fn hessian<T: Real>(&self, eta: &[T], out: &mut [T], row: usize) -> Result<(), ExpfamError> {
+    pub fn hessian<T: Real>(
+        &self,
+        eta: &[T],
+        out: &mut [T],
+        row: usize,
+    ) -> Result<(), ExpfamError> {
         self.check_eta(eta, row)?;
         let d = self.eta_dim();
         if out.len() != d * d {
@@ -243,7 +261,12 @@ impl Family {
     }
 
     /// Sufficient statistic t(y) into `out` (length `eta_dim`).
-    pub fn suff_stat<T: Real>(&self, y: &[T], out: &mut [T], row: usize) -> Result<(), ExpfamError> {
+    pub fn suff_stat<T: Real>(
+        &self,
+        y: &[T],
+        out: &mut [T],
+        row: usize,
+    ) -> Result<(), ExpfamError> {
         self.check_obs(y, row)?;
         self.check_lens(None, Some(&*out))?;
         match *self {
@@ -252,7 +275,9 @@ impl Family {
             Family::Beta => beta::suff_stat(y[0], out),
             Family::Categorical { k } => {
                 let idx = categorical::check_obs(k, y[0], row)?;
-                out.iter_mut().enumerate().for_each(|(i, o)| *o = c(f64::from(i == idx)));
+                out.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, o)| *o = c(f64::from(i == idx)));
             }
             Family::Multinomial { .. } => out.copy_from_slice(y),
             Family::OrdinalLogit { .. } => return Err(self.unsupported("t(y)")),
@@ -320,9 +345,7 @@ impl Family {
             Family::Bernoulli => scalar(grad, bernoulli::nll_grad(y[0], eta[0])),
             Family::Binomial { n } => scalar(grad, binomial::nll_grad(c(n as f64), y[0], eta[0])),
             Family::Poisson => scalar(grad, poisson::nll_grad(y[0], eta[0])),
-            Family::Categorical { .. } => {
-                categorical::nll_grad(y[0].to_f64() as usize, eta, grad)
-            }
+            Family::Categorical { .. } => categorical::nll_grad(y[0].to_f64() as usize, eta, grad),
             Family::Multinomial { n, .. } => multinomial::nll_grad(c(n as f64), y, eta, grad),
             Family::Gamma => gamma::nll_grad(y[0], eta, grad),
             Family::Exponential => scalar(grad, exponential::nll_grad(y[0], eta[0])),

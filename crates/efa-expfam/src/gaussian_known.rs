@@ -43,7 +43,10 @@ pub fn log_base<T: Real>(s2: T, y: T) -> T {
 /// nll = (μ − y)²/(2 s2) + ½ ln(2π s2) with μ − y = fma(s2, η, −y); ∂nll/∂η = μ − y.
 pub fn nll_grad<T: Real>(s2: T, y: T, eta: T) -> (T, T) {
     let d = s2.mul_add(eta, -y);
-    (d * d / (T::TWO * s2) + (c::<T>(HALF_LN_2PI) + T::HALF * s2.ln()), d)
+    (
+        d * d / (T::TWO * s2) + (c::<T>(HALF_LN_2PI) + T::HALF * s2.ln()),
+        d,
+    )
 }
 
 /// Mean → natural: η = μ/s2.

@@ -19,7 +19,12 @@ pub const NAME: &str = "ordinal_logit";
 /// Checks the cut-points: at least one, finite, strictly increasing.
 pub fn check_cutpoints<T: Real>(cut: &[T]) -> Result<(), ExpfamError> {
     if cut.is_empty() {
-        return Err(ExpfamError::Shape { family: NAME, what: "cutpoints", expected: 1, got: 0 });
+        return Err(ExpfamError::Shape {
+            family: NAME,
+            what: "cutpoints",
+            expected: 1,
+            got: 0,
+        });
     }
     for (i, &v) in cut.iter().enumerate() {
         if !v.is_finite() || (i > 0 && v <= cut[i - 1]) {

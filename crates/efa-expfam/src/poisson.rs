@@ -53,7 +53,10 @@ pub fn nll_grad<T: Real>(y: T, eta: T) -> (T, T) {
     } else {
         y * (y.ln() - eta) + g
     };
-    (stirling_remainder(y) + c::<T>(HALF_LN_2PI) + T::HALF * y.ln() + bd0, g)
+    (
+        stirling_remainder(y) + c::<T>(HALF_LN_2PI) + T::HALF * y.ln() + bd0,
+        g,
+    )
 }
 
 /// Mean → natural: η = ln λ, λ > 0.

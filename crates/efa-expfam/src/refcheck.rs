@@ -87,25 +87,40 @@ pub fn family_of(case: &RefCase) -> Result<Family, String> {
         if v >= 0.0 && v == v.floor() && v < 9.0e15 {
             Ok(v as u64)
         } else {
-            Err(format!("case {}: params.{name} = {v} is not a non-negative integer", case.id))
+            Err(format!(
+                "case {}: params.{name} = {v} is not a non-negative integer",
+                case.id
+            ))
         }
     };
     let fam = match case.family.as_str() {
         "bernoulli" => Family::Bernoulli,
-        "binomial" => Family::Binomial { n: count(need(case.n, "n")?, "n")? },
+        "binomial" => Family::Binomial {
+            n: count(need(case.n, "n")?, "n")?,
+        },
         "poisson" => Family::Poisson,
         "categorical" => Family::Categorical { k: case.eta.len() },
-        "multinomial" => Family::Multinomial { n: count(need(case.n, "n")?, "n")?, k: case.eta.len() },
-        "gaussian_known_var" => Family::GaussianKnownVar { s2: need(case.s2, "s2")? },
+        "multinomial" => Family::Multinomial {
+            n: count(need(case.n, "n")?, "n")?,
+            k: case.eta.len(),
+        },
+        "gaussian_known_var" => Family::GaussianKnownVar {
+            s2: need(case.s2, "s2")?,
+        },
         "gaussian" => Family::Gaussian,
         "gamma" => Family::Gamma,
         "exponential" => Family::Exponential,
         "beta" => Family::Beta,
-        "negative_binomial" => Family::NegativeBinomial { r: need(case.r, "r")? },
-        "ordinal_logit" => Family::OrdinalLogit { k: case.cutpoints.len() + 1 },
+        "negative_binomial" => Family::NegativeBinomial {
+            r: need(case.r, "r")?,
+        },
+        "ordinal_logit" => Family::OrdinalLogit {
+            k: case.cutpoints.len() + 1,
+        },
         other => return Err(format!("case {}: unknown family {other:?}", case.id)),
     };
-    fam.validate().map_err(|e| format!("case {}: {e}", case.id))?;
+    fam.validate()
+        .map_err(|e| format!("case {}: {e}", case.id))?;
     Ok(fam)
 }
 
@@ -125,7 +140,10 @@ impl Cmp {
     fn push(&mut self, field: String, got: f64, want: f64, scale: Option<f64>) {
         let err = (got - want).abs();
         let (tol, unit) = match scale {
-            Some(s) => (self.rtol * want.abs() + self.k_eps * s, self.eps * s.max(want.abs())),
+            Some(s) => (
+                self.rtol * want.abs() + self.k_eps * s,
+                self.eps * s.max(want.abs()),
+            ),
             None => (self.rtol * want.abs() + self.floor, self.eps * want.abs()),
         };
         let (pass, ratio, units) = if got == want {
@@ -133,10 +151,22 @@ impl Cmp {
         } else if got.is_nan() || want.is_nan() || !err.is_finite() {
             (false, f64::INFINITY, f64::INFINITY)
         } else {
-            let units = if unit > 0.0 { err / unit } else { f64::INFINITY };
+            let units = if unit > 0.0 {
+                err / unit
+            } else {
+                f64::INFINITY
+            };
             (err <= tol, err / tol, units)
         };
-        self.out.push(FieldCheck { field, got, want, ratio, units, pass, scaled: scale.is_some() });
+        self.out.push(FieldCheck {
+            field,
+            got,
+            want,
+            ratio,
+            units,
+            pass,
+            scaled: scale.is_some(),
+        });
     }
 
     fn vec<T: Real>(&mut self, name: &str, got: &[T], want: &[f64], scale: Option<&[f64]>) {
@@ -185,7 +215,12 @@ pub fn check_case<T: Real>(case: &RefCase) -> Result<Vec<FieldCheck>, String> {
         ordinal::check_eta(eta[0], 0).map_err(ctx)?;
         let mut gc = vec![T::ZERO; cut.len()];
         let nll = ordinal::nll_grad(&cut, cls, eta[0], &mut grad[0], &mut gc);
-        cmp.push("nll".into(), nll.to_f64(), Cmp::round::<T>(case.nll), Some(case.nll_scale));
+        cmp.push(
+            "nll".into(),
+            nll.to_f64(),
+            Cmp::round::<T>(case.nll),
+            Some(case.nll_scale),
+        );
         cmp.vec("dnll", &grad, &case.dnll, Some(&case.dnll_scale));
         if let Some(want) = &case.dnll_dcutpoints {
             cmp.vec("dnll_dcutpoints", &gc, want, None);
@@ -225,7 +260,12 @@ pub fn check_case<T: Real>(case: &RefCase) -> Result<Vec<FieldCheck>, String> {
         cmp.push("log_h".into(), lh.to_f64(), Cmp::round::<T>(want), None);
     }
     let nll = fam.nll_grad(&y, &eta, &mut grad, 0).map_err(ctx)?;
-    cmp.push("nll".into(), nll.to_f64(), Cmp::round::<T>(case.nll), Some(case.nll_scale));
+    cmp.push(
+        "nll".into(),
+        nll.to_f64(),
+        Cmp::round::<T>(case.nll),
+        Some(case.nll_scale),
+    );
     cmp.vec("dnll", &grad, &case.dnll, Some(&case.dnll_scale));
     Ok(cmp.out)
 }

@@ -25,7 +25,9 @@ fn batch_matches_rows_in_parallel_and_sequential_sizes() {
         nll_batch(&fam, y.view(), eta.view(), None, &mut nll, g.view_mut()).unwrap();
         for i in 0..rows {
             let mut gi = [0.0];
-            let ni = fam.nll_grad(&[y[[i, 0]]], &[eta[[i, 0]]], &mut gi, i).unwrap();
+            let ni = fam
+                .nll_grad(&[y[[i, 0]]], &[eta[[i, 0]]], &mut gi, i)
+                .unwrap();
             assert_eq!(ni.to_bits(), nll[i].to_bits());
             assert_eq!(gi[0].to_bits(), g[[i, 0]].to_bits());
         }
@@ -40,7 +42,15 @@ fn masked_rows_are_zero_even_with_garbage() {
     let mask = [true, false, true];
     let mut nll = vec![7.0; 3];
     let mut g = Array2::from_elem((3, 2), 7.0);
-    nll_batch(&fam, y.view(), eta.view(), Some(&mask), &mut nll, g.view_mut()).unwrap();
+    nll_batch(
+        &fam,
+        y.view(),
+        eta.view(),
+        Some(&mask),
+        &mut nll,
+        g.view_mut(),
+    )
+    .unwrap();
     assert_eq!(nll[1], 0.0);
     assert_eq!(g.row(1).to_vec(), vec![0.0, 0.0]);
     assert!(nll[0].is_finite() && nll[2].is_finite());
@@ -49,7 +59,15 @@ fn masked_rows_are_zero_even_with_garbage() {
     eta[[25_001, 0]] = f64::NAN;
     let mut nll = vec![0.0; 30_000];
     let mut g = Array2::zeros((30_000, 1));
-    let e = nll_batch(&Family::Poisson, y.view(), eta.view(), None, &mut nll, g.view_mut()).unwrap_err();
+    let e = nll_batch(
+        &Family::Poisson,
+        y.view(),
+        eta.view(),
+        None,
+        &mut nll,
+        g.view_mut(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("row 25001"), "{e}");
 }
 
@@ -85,14 +103,27 @@ fn ordinal_batch_cut_gradient_is_sum_and_matches_finite_differences() {
         let mut nll = vec![0.0; rows];
         let mut ge = Array2::zeros((rows, 1));
         let mut gc = vec![0.0; c.len()];
-        ordinal_nll_batch(c, y.view(), eta.view(), Some(&mask), &mut nll, ge.view_mut(), &mut gc)
-            .unwrap();
+        ordinal_nll_batch(
+            c,
+            y.view(),
+            eta.view(),
+            Some(&mask),
+            &mut nll,
+            ge.view_mut(),
+            &mut gc,
+        )
+        .unwrap();
         (nll.iter().sum::<f64>(), gc, ge)
     };
     let (_, gc, ge) = total(&cut);
     let fd = common::central_diff(&|c: &[f64]| total(c).0, &cut);
     for j in 0..cut.len() {
-        assert!((fd[j] - gc[j]).abs() <= 1e-5 * gc[j].abs().max(1.0), "{} vs {}", fd[j], gc[j]);
+        assert!(
+            (fd[j] - gc[j]).abs() <= 1e-5 * gc[j].abs().max(1.0),
+            "{} vs {}",
+            fd[j],
+            gc[j]
+        );
     }
     // Per-row η gradient equals the single-row function; masked rows are 0.
     for i in [0usize, 1, 9_999] {

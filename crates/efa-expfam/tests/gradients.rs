@@ -18,10 +18,26 @@ fn cases() -> Vec<(Family, Vec<f64>, Vec<f64>)> {
         (Family::Poisson, vec![1.2], vec![3.0]),
         (Family::Poisson, vec![3.5], vec![40.0]),
         (Family::Poisson, vec![5.0], vec![20.0]),
-        (Family::Categorical { k: 4 }, vec![0.1, -0.5, 1.2, 0.3], vec![2.0]),
-        (Family::Categorical { k: 3 }, vec![5.0, -1.0, 0.5], vec![0.0]),
-        (Family::Multinomial { n: 7, k: 3 }, vec![0.2, -0.4, 0.9], vec![2.0, 1.0, 4.0]),
-        (Family::Multinomial { n: 5, k: 3 }, vec![4.0, -0.4, 0.9], vec![5.0, 0.0, 0.0]),
+        (
+            Family::Categorical { k: 4 },
+            vec![0.1, -0.5, 1.2, 0.3],
+            vec![2.0],
+        ),
+        (
+            Family::Categorical { k: 3 },
+            vec![5.0, -1.0, 0.5],
+            vec![0.0],
+        ),
+        (
+            Family::Multinomial { n: 7, k: 3 },
+            vec![0.2, -0.4, 0.9],
+            vec![2.0, 1.0, 4.0],
+        ),
+        (
+            Family::Multinomial { n: 5, k: 3 },
+            vec![4.0, -0.4, 0.9],
+            vec![5.0, 0.0, 0.0],
+        ),
         (Family::Gamma, vec![1.5, -2.0], vec![0.8]),
         (Family::Gamma, vec![30.0, -3.0], vec![10.5]),
         (Family::Gamma, vec![-0.5, -0.3], vec![4.0]),
@@ -30,13 +46,20 @@ fn cases() -> Vec<(Family, Vec<f64>, Vec<f64>)> {
         (Family::Beta, vec![40.0, 60.0], vec![0.45]),
         (Family::Beta, vec![-0.4, 20.0], vec![0.02]),
         (Family::NegativeBinomial { r: 2.5 }, vec![-0.7], vec![4.0]),
-        (Family::NegativeBinomial { r: 30.0 }, vec![-0.05], vec![500.0]),
+        (
+            Family::NegativeBinomial { r: 30.0 },
+            vec![-0.05],
+            vec![500.0],
+        ),
     ]
 }
 
 fn close(fd: f64, an: f64, what: &str) {
     let tol = 1e-6 * an.abs().max(1.0);
-    assert!((fd - an).abs() <= tol, "{what}: finite difference {fd} vs analytic {an}");
+    assert!(
+        (fd - an).abs() <= tol,
+        "{what}: finite difference {fd} vs analytic {an}"
+    );
 }
 
 #[test]
@@ -72,7 +95,11 @@ fn mean_is_derivative_of_log_partition_and_hessian_of_mean() {
             };
             let fd = central_diff(&mi, &eta);
             for j in 0..d {
-                close(fd[j], h[i * d + j], &format!("{} d2A[{i}][{j}]", fam.name()));
+                close(
+                    fd[j],
+                    h[i * d + j],
+                    &format!("{} d2A[{i}][{j}]", fam.name()),
+                );
             }
         }
     }
@@ -103,7 +130,11 @@ fn ordinal_gradients_match_central_differences() {
                 ordinal::nll_grad(&cut, y, p[0], &mut a, &mut b);
                 a
             };
-            close(central_diff(&dg, &[eta])[0], ordinal::d2nll(&cut, y, eta), "ordinal d2nll");
+            close(
+                central_diff(&dg, &[eta])[0],
+                ordinal::d2nll(&cut, y, eta),
+                "ordinal d2nll",
+            );
         }
     }
     // The probabilities sum to one and match differences of the cumulative logits.

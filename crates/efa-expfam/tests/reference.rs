@@ -11,7 +11,10 @@ fn run<T: Real>(only_f32_exact: bool) -> usize {
     assert_eq!(cases.len(), 146, "public reference set has 146 cases");
     let mut failures = Vec::new();
     let mut checked = 0;
-    for case in cases.iter().filter(|c| !only_f32_exact || c.f32_exact_inputs) {
+    for case in cases
+        .iter()
+        .filter(|c| !only_f32_exact || c.f32_exact_inputs)
+    {
         checked += 1;
         match check_case::<T>(case) {
             Ok(fields) => {
@@ -25,7 +28,13 @@ fn run<T: Real>(only_f32_exact: bool) -> usize {
             Err(e) => failures.push(format!("{}: {e}", case.id)),
         }
     }
-    assert!(failures.is_empty(), "{} {} failures:\n{}", T::NAME, failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} {} failures:\n{}",
+        T::NAME,
+        failures.len(),
+        failures.join("\n")
+    );
     checked
 }
 

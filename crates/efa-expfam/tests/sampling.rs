@@ -75,6 +75,10 @@ fn ordinal_sampler_frequencies_match_probs() {
     for k in 0..4 {
         let f = counts[k] as f64 / N as f64;
         let se = (p[k] * (1.0 - p[k]) / N as f64).sqrt();
-        assert!((f - p[k]).abs() <= 5.0 * se, "category {k}: {f} vs {}", p[k]);
+        assert!(
+            (f - p[k]).abs() <= 5.0 * se,
+            "category {k}: {f} vs {}",
+            p[k]
+        );
     }
 }

@@ -20,7 +20,11 @@ fn assert_mentions(msg: &str, parts: &[&str]) {
 #[test]
 fn observations_outside_support_are_named() {
     let ones = |r: usize, c: usize| Array2::from_elem((r, c), 0.5);
-    let m = batch_err(Family::Poisson, arr2(&[[1.0], [2.0], [0.0], [-1.0]]), ones(4, 1));
+    let m = batch_err(
+        Family::Poisson,
+        arr2(&[[1.0], [2.0], [0.0], [-1.0]]),
+        ones(4, 1),
+    );
     assert_mentions(&m, &["poisson", "-1", "row 3"]);
     let m = batch_err(Family::Binomial { n: 5 }, arr2(&[[1.0], [2.5]]), ones(2, 1));
     assert_mentions(&m, &["binomial", "2.5", "row 1"]);
@@ -34,7 +38,11 @@ fn observations_outside_support_are_named() {
     assert_mentions(&m, &["categorical", "3", "row 0"]);
     let m = batch_err(Family::Gaussian, arr2(&[[f64::NAN]]), arr2(&[[0.0, -1.0]]));
     assert_mentions(&m, &["gaussian", "NaN", "row 0"]);
-    let m = batch_err(Family::NegativeBinomial { r: 2.0 }, arr2(&[[-2.0]]), arr2(&[[-1.0]]));
+    let m = batch_err(
+        Family::NegativeBinomial { r: 2.0 },
+        arr2(&[[-2.0]]),
+        arr2(&[[-1.0]]),
+    );
     assert_mentions(&m, &["negative_binomial", "-2", "row 0"]);
     let m = batch_err(
         Family::Multinomial { n: 4, k: 2 },
@@ -48,7 +56,11 @@ fn observations_outside_support_are_named() {
 
 #[test]
 fn natural_parameters_outside_domain_are_named() {
-    let m = batch_err(Family::Gaussian, arr2(&[[0.1], [0.2]]), arr2(&[[0.0, -1.0], [0.0, 0.5]]));
+    let m = batch_err(
+        Family::Gaussian,
+        arr2(&[[0.1], [0.2]]),
+        arr2(&[[0.0, -1.0], [0.0, 0.5]]),
+    );
     assert_mentions(&m, &["gaussian", "eta[1] = 0.5", "row 1"]);
     let m = batch_err(Family::Exponential, arr2(&[[1.0]]), arr2(&[[0.0]]));
     assert_mentions(&m, &["exponential", "eta[0] = 0", "row 0"]);
@@ -69,10 +81,29 @@ fn shapes_and_parameters_are_checked() {
     let fam = Family::Gaussian;
     let mut nll = vec![0.0; 2];
     let mut g = Array2::zeros((2, 2));
-    let e = nll_batch(&fam, Array2::zeros((2, 1)).view(), Array2::zeros((2, 3)).view(), None, &mut nll, g.view_mut())
+    let e = nll_batch(
+        &fam,
+        Array2::zeros((2, 1)).view(),
+        Array2::zeros((2, 3)).view(),
+        None,
+        &mut nll,
+        g.view_mut(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ExpfamError::Shape {
+                expected: 2,
+                got: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = Family::GaussianKnownVar { s2: -1.0 }
+        .validate()
         .unwrap_err();
-    assert!(matches!(e, ExpfamError::Shape { expected: 2, got: 3, .. }), "{e}");
-    let e = Family::GaussianKnownVar { s2: -1.0 }.validate().unwrap_err();
     assert!(e.to_string().contains("s2 = -1"));
     let mut gc = vec![0.0; 2];
     let mut ge = Array2::zeros((1, 1));

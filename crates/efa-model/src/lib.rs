@@ -4,6 +4,7 @@
 //! [`ops::nll`]) and Adam (`efa-optim`); plus the training loop with early stopping and exact
 //! evaluation ([`train`]) and the paper's experiments ([`experiments`]).
 
+pub mod audit;
 pub mod batch;
 pub mod efa;
 pub mod experiments;

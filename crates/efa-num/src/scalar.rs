@@ -139,7 +139,11 @@ pub fn softmax_into<T: Real>(x: &[T], out: &mut [T]) {
     }
     let denom = T::ONE + s;
     for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
-        *o = if i == j { T::ONE / denom } else { (v - m).exp() / denom };
+        *o = if i == j {
+            T::ONE / denom
+        } else {
+            (v - m).exp() / denom
+        };
     }
 }
 
@@ -153,7 +157,11 @@ pub fn softmax_in_place<T: Real>(x: &mut [T]) {
     }
     let denom = T::ONE + s;
     for (i, v) in x.iter_mut().enumerate() {
-        *v = if i == j { T::ONE / denom } else { (*v - m).exp() / denom };
+        *v = if i == j {
+            T::ONE / denom
+        } else {
+            (*v - m).exp() / denom
+        };
     }
 }
 
@@ -385,7 +393,7 @@ pub fn digamma_diff<T: Real>(a: T, b: T) -> T {
     let u = T::ONE / x;
     let v = T::ONE / y;
     let d = b / (x * y); // u − v
-    // −1/(2x) + 1/(2y) = −d/2; −Σ dₖ (u^(2k) − v^(2k)).
+                         // −1/(2x) + 1/(2y) = −d/2; −Σ dₖ (u^(2k) − v^(2k)).
     let mut series = -T::HALF * d;
     for (k, &coef) in DIGAMMA_COEF.iter().enumerate() {
         series -= c::<T>(coef) * pow_diff(u, v, d, 2 * (k as i32 + 1));
@@ -417,7 +425,6 @@ pub fn trigamma_diff<T: Real>(a: T, b: T) -> T {
     acc + series
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,7 +449,12 @@ mod tests {
         assert!(rel(softplus(0.0f64), std::f64::consts::LN_2) < 1e-16);
         assert_eq!(sigmoid(-1000.0f64), 0.0);
         assert_eq!(sigmoid(1000.0f64), 1.0);
-        assert!(rel(sigmoid(-40.0f64), (-40.0f64).exp() / (1.0 + (-40.0f64).exp())) < 1e-15);
+        assert!(
+            rel(
+                sigmoid(-40.0f64),
+                (-40.0f64).exp() / (1.0 + (-40.0f64).exp())
+            ) < 1e-15
+        );
         assert!(rel(log_sigmoid(-1000.0f64), -1000.0) < 1e-16);
         assert!(rel(log_sigmoid(40.0f64), -(-40.0f64).exp()) < 1e-15);
         assert_eq!(softplus(-200.0f32), 0.0);
@@ -484,7 +496,12 @@ mod tests {
         assert_eq!(logsumexp::<f64>(&[]), ninf);
         assert_eq!(logsumexp(&[1.0, f64::INFINITY]), f64::INFINITY);
         assert!(logsumexp(&[1.0, f64::NAN]).is_nan());
-        assert!(rel(logsumexp(&[1000.0, 1000.0]), 1000.0 + std::f64::consts::LN_2) < 1e-16);
+        assert!(
+            rel(
+                logsumexp(&[1000.0, 1000.0]),
+                1000.0 + std::f64::consts::LN_2
+            ) < 1e-16
+        );
         assert_eq!(logsumexp(&[1000.0, 0.0, -1000.0]), 1000.0);
         let mut p = [0.0; 3];
         softmax_into(&[0.0, ninf, 0.0], &mut p);
@@ -539,9 +556,15 @@ mod tests {
     fn digamma_trigamma_differences_match_direct_where_safe() {
         for &(a, b) in &[(0.5f64, 0.7), (3.0, 20.0), (30.0, 2.0), (1e-3, 1e3)] {
             let d = digamma(a) - digamma(a + b);
-            assert!((digamma_diff(a, b) - d).abs() < 1e-13 * d.abs().max(1.0), "{a} {b}");
+            assert!(
+                (digamma_diff(a, b) - d).abs() < 1e-13 * d.abs().max(1.0),
+                "{a} {b}"
+            );
             let t = trigamma(a) - trigamma(a + b);
-            assert!((trigamma_diff(a, b) - t).abs() < 1e-13 * t.abs().max(1.0), "{a} {b}");
+            assert!(
+                (trigamma_diff(a, b) - t).abs() < 1e-13 * t.abs().max(1.0),
+                "{a} {b}"
+            );
         }
         // Tiny b: ψ(a) − ψ(a + b) ≈ −b ψ′(a) − b²/2 ψ″(a); with a = 100, ψ″(a) ≈ −1/a².
         let (a, b) = (100.0f64, 1e-9);
@@ -566,7 +589,8 @@ mod tests {
         // Large symmetric arguments: lnB(a, a) = −(2a − ½)·... compare against the duplication
         // formula lnB(a, a) = ln Γ(a)² / Γ(2a) = ½ ln π + (1 − 2a) ln 2 + lnΓ(a) − lnΓ(a + ½).
         let a = 1e6f64;
-        let via_dup = 0.5 * std::f64::consts::PI.ln() + (1.0 - 2.0 * a) * std::f64::consts::LN_2
+        let via_dup = 0.5 * std::f64::consts::PI.ln()
+            + (1.0 - 2.0 * a) * std::f64::consts::LN_2
             + (stirling_remainder(a) - stirling_remainder(a + 0.5))
             + (a - 0.5) * a.ln()
             - a * (a + 0.5).ln()

@@ -86,7 +86,11 @@ impl<T: Real> Tape<T> {
             ));
         }
         let mut grads: Vec<Option<ArrayD<T>>> = (0..self.nodes.len()).map(|_| None).collect();
-        grads[o] = Some(cotangent.as_standard_layout().into_owned());
+        grads[o] = Some(if cotangent.is_standard_layout() {
+            cotangent
+        } else {
+            cotangent.as_standard_layout().into_owned()
+        });
         for i in (0..=o).rev() {
             let node = &self.nodes[i];
             if !node.needs_grad {

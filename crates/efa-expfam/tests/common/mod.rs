@@ -6,7 +6,8 @@ use serde_json::Value;
 
 /// Path of the shared reference file, relative to this crate.
 pub fn reference_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/expfam_reference.json")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/expfam_reference.json")
 }
 
 fn num(v: &Value) -> f64 {
@@ -60,7 +61,8 @@ pub fn load_cases() -> Vec<RefCase> {
                 dnll: nums(&c["dnll"]),
                 nll_scale: num(&c["nll_scale"]),
                 dnll_scale: nums(&c["dnll_scale"]),
-                d2nll: opt(&c["d2nll"]).map(|m| m.as_array().unwrap().iter().flat_map(nums).next().unwrap()),
+                d2nll: opt(&c["d2nll"])
+                    .map(|m| m.as_array().unwrap().iter().flat_map(nums).next().unwrap()),
                 dnll_dcutpoints: opt(&c["dnll_dcutpoints"]).map(nums),
                 probs: opt(&c["probs"]).map(nums),
                 f32_exact_inputs: c["f32_exact_inputs"].as_bool().unwrap_or(false),

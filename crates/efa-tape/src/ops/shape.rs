@@ -246,7 +246,10 @@ mod tests {
         let w = rand_array(&[4, 3, 2], 3, -1.0, 1.0); // weights make the loss non-symmetric
         let xs = [("x", x.clone()), ("y", y), ("w", w)];
         assert_audit(&xs, |t, v| {
-            let p = t.permute(v[0], &[2, 1, 0])?;
+            let p = t.permute(v[0], &[1, 2, 0])?; // [3, 4, 2]: not an involution
+            let p = t.reshape(p, &[3, 8])?;
+            let p = t.transpose(p, 0, 1)?; // [8, 3]
+            let p = t.reshape(p, &[4, 3, 2])?;
             let q = t.mul(p, v[2])?;
             let b = t.broadcast_to(v[1], &[2, 3, 4])?;
             let r = t.reshape(b, &[4, 3, 2])?;
