@@ -135,13 +135,12 @@ pub(crate) fn pack_cols<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, ds
     if rows == 0 {
         return;
     }
-    // SAFETY: as in pack_rows.
+    // SAFETY: as in pack_rows. Rows outer: contiguous reads, `cols` sequential write streams.
     let base = unsafe { src.as_ptr().offset(r0 as isize * rs) };
-    for c in 0..cols {
-        let out = &mut dst[c * stride..c * stride + rows];
-        let col = unsafe { base.offset(c as isize * cs) };
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = unsafe { *col.offset(r as isize * rs) };
+    for r in 0..rows {
+        let row = unsafe { base.offset(r as isize * rs) };
+        for c in 0..cols {
+            dst[c * stride + r] = unsafe { *row.offset(c as isize * cs) };
         }
     }
 }

@@ -12,7 +12,7 @@ use efa_num::Real;
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
-/// Batches with at least this many rows run in parallel over chunks of [`CHUNK_ROWS`] rows.
+/// Batches with at least this many rows run in parallel over fixed chunks of 4096 rows.
 pub const PAR_MIN_ROWS: usize = 8192;
 /// Rows per parallel chunk (fixed, so the reduction order never depends on the thread count).
 const CHUNK_ROWS: usize = 4096;

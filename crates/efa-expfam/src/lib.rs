@@ -14,6 +14,8 @@
 //!   parallel over rows for large batches (the model crate wraps them as tape ops).
 //! * One module per family with the formulas.
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod bernoulli;
 pub mod beta;

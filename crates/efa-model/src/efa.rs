@@ -6,6 +6,9 @@
 //! (optionally a feed-forward block and layer norm) follow; the target position is gathered
 //! and a head MLP maps it to the natural parameter η of the chosen family.
 
+#[path = "efa_continuous.rs"]
+mod continuous;
+
 use crate::batch::Samples;
 use crate::layers::{dense, mha, Dense, Mha};
 use crate::ops::attention::AttentionMask;
@@ -66,6 +69,33 @@ pub enum Direction {
     CausalPadding,
 }
 
+/// Continuous per-position inputs replacing the item embedding (the paper's temperature model,
+/// PAPER.md §6.2–§6.3). Per position `j` of sample `b`:
+/// * value branch: `v = Dense(dim)(relu(Dense(hidden)(y_bj)))` on the scalar `Samples::weights[b, j]`;
+///   at the target (`j = pred_idx[b]`) it is replaced by a learned mask row:
+///   `v·(1 − m) + mask_emb[m]·m` with `m = [j = pred_idx[b]]` (a 2-row table; row 0 is unused,
+///   as in the paper);
+/// * site branch: `s = Dense(dim)(relu(Dense(hidden)(sites[tokens[b, j]])))`, the per-site
+///   features (e.g. latitude, longitude in degrees) selected by `Samples::tokens`; the MLP runs
+///   once per site and is gathered, which equals running it at every position;
+/// * optional lag branch: `lag_emb[values[b, j]]` with the indicators in `Samples::values`;
+/// * fusion: `Dense(item_dim)(relu(Dense(fuse)([v ‖ s ‖ lag])))`, so the model width is `item_dim`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContinuousInputs {
+    /// Hidden width of the value and site MLPs (128 in the paper).
+    pub hidden: usize,
+    /// Output width of each branch and of the lag embedding (32).
+    pub dim: usize,
+    /// Site feature table: one row per site id (every row the same width).
+    pub sites: Vec<Vec<f64>>,
+    /// Rows of the lag-indicator embedding (2 or 3 in the paper's lag models; none without lags).
+    #[serde(default)]
+    pub lag_rows: Option<usize>,
+    /// Hidden width of the fusion MLP (64).
+    pub fuse: usize,
+}
+
 /// Configuration of an EFA model (serialisable as TOML or JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +139,10 @@ pub struct EfaConfig {
     /// Attention restriction.
     #[serde(default)]
     pub direction: Direction,
+    /// Continuous inputs instead of the item table (temperature model); `item_dim` is then the
+    /// width of the fused representation and `items` is unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuous: Option<ContinuousInputs>,
 }
 
 fn default_ln_eps() -> f64 {
@@ -152,6 +186,9 @@ impl EfaConfig {
         if !(self.ln_eps > 0.0) {
             return bad("ln_eps", "must be positive");
         }
+        if let Some(c) = &self.continuous {
+            continuous::validate(c, self.values.is_some())?;
+        }
         Ok(())
     }
 
@@ -160,7 +197,10 @@ impl EfaConfig {
         let mut init = Init::new(seed);
         let mut p = Params::new();
         let d = self.d_model();
-        p.insert("item_emb", init.embedding(self.items, self.item_dim));
+        match &self.continuous {
+            None => p.insert("item_emb", init.embedding(self.items, self.item_dim)),
+            Some(c) => continuous::init(c, self.item_dim, &mut p, &mut init),
+        }
         if let Some(v) = &self.values {
             p.insert("value_emb", init.embedding(v.rows, v.dim));
         }
@@ -204,8 +244,11 @@ impl EfaConfig {
 
         // Inputs: item ‖ value embeddings, [B, N, d].
         let tokens = batch.tokens.clone().into_dyn();
-        let mut x = tape.embedding(get("item_emb")?, &tokens)?;
         let pad = tokens.mapv(|t| t == 0).insert_axis(ndarray::Axis(2));
+        let mut x = match &self.continuous {
+            Some(c) => continuous::forward(c, tape, vars, batch)?,
+            None => tape.embedding(get("item_emb")?, &tokens)?,
+        };
         if self.zero_padding {
             x = tape.masked_fill(x, &pad, T::ZERO)?;
         }

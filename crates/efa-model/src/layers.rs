@@ -90,12 +90,10 @@ pub fn mha<T: Real>(
     let mut heads = [x; 3];
     for (slot, name) in heads.iter_mut().zip(["q", "k", "v"]) {
         let y = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
-        let y = tape.reshape(y, &[b, n, h, k])?;
-        *slot = tape.permute(y, &[0, 2, 1, 3])?;
+        *slot = tape.reshape(y, &[b, n, h, k])?;
     }
     let scale = 1.0 / (k as f64).sqrt();
     let (o, _lse) = attention(tape, heads[0], heads[1], heads[2], mask, scale)?;
-    let o = tape.permute(o, &[0, 2, 1, 3])?;
     let o = tape.reshape(o, &[b, n, h * k])?;
     dense(tape, vars, &format!("{prefix}.o"), o)
 }

@@ -105,6 +105,7 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
         out_dim: 1,
         out_bias: true,
         direction: Direction::Padding,
+        continuous: None,
     }
 }
 

@@ -1,8 +1,12 @@
 //! The fused masked-softmax attention kernel (`efa-attn`) as a two-output tape op.
 //!
-//! Forward: `(o, lse) = attention(q, k, v)` with `q, k, v` of shape `[B, H, N, K]`,
-//! `o = softmax(scale·QKᵀ + mask)·V` and `lse = logsumexp(scale·QKᵀ + mask)` per query row
-//! (`[B, H, N]`, the log-partition of the empirical exponential family over the keys).
+//! Forward: `(o, lse) = attention(q, k, v)` with `q, k, v` of shape `[B, N, H, K]` (the layout
+//! a per-position projection produces, so no transposes are recorded on the tape),
+//! `o = softmax(scale·QKᵀ + mask)·V` per head in the same layout, and
+//! `lse = logsumexp(scale·QKᵀ + mask)` per query row (`[B, H, N]`, the log-partition of the
+//! empirical exponential family over the keys). The kernel reads the inputs through permuted
+//! strided views; only the outputs and gradients are copied between `[B, H, N, K]` and
+//! `[B, N, H, K]`.
 //! Backward: the kernel's own backward with both cotangents `d_o` and `d_lse`.
 
 use efa_attn::{Mask, MaskSet, Par};
@@ -55,10 +59,31 @@ fn tape_err(e: efa_attn::AttnError) -> TapeError {
     TapeError::new("fused:attention", e.to_string())
 }
 
+/// `x` `[B, N, H, K]` viewed as `[B, H, N, K]` (no copy).
 fn four<'a, T: Real>(x: &'a ArrayD<T>, name: &str) -> Result<ndarray::ArrayView4<'a, T>, TapeError> {
     x.view()
         .into_dimensionality::<Ix4>()
-        .map_err(|_| TapeError::new("fused:attention", format!("{name} must be [B, H, N, K], got {:?}", x.shape())))
+        .map(|v| v.permuted_axes([0, 2, 1, 3]))
+        .map_err(|_| TapeError::new("fused:attention", format!("{name} must be [B, N, H, K], got {:?}", x.shape())))
+}
+
+/// Copies `x` `[B, H, N, K]` (standard layout) into a new `[B, N, H, K]` array, one
+/// contiguous `K`-row at a time.
+fn to_bnhk<T: Real>(x: ndarray::Array4<T>) -> ArrayD<T> {
+    let (b, h, n, k) = x.dim();
+    let src = x.as_standard_layout();
+    let src = src.as_slice().expect("standard layout");
+    let mut out = vec![T::ZERO; src.len()];
+    for bi in 0..b {
+        for hi in 0..h {
+            for ni in 0..n {
+                let from = ((bi * h + hi) * n + ni) * k;
+                let to = ((bi * n + ni) * h + hi) * k;
+                out[to..to + k].copy_from_slice(&src[from..from + k]);
+            }
+        }
+    }
+    ArrayD::from_shape_vec(ndarray::IxDyn(&[b, n, h, k]), out).expect("sizes match")
 }
 
 impl<T: Real> FusedOp<T> for AttentionOp {
@@ -70,7 +95,7 @@ impl<T: Real> FusedOp<T> for AttentionOp {
         let (q, k, v) = (four(inputs[0], "q")?, four(inputs[1], "k")?, four(inputs[2], "v")?);
         let (o, lse) = efa_attn::forward(q, k, v, &self.mask.as_mask(), T::from_f64(self.scale), Par::Rayon)
             .map_err(tape_err)?;
-        Ok(vec![o.into_dyn(), lse.into_dyn()])
+        Ok(vec![to_bnhk(o), lse.into_dyn()])
     }
 
     fn backward(
@@ -82,6 +107,7 @@ impl<T: Real> FusedOp<T> for AttentionOp {
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
         let (q, k, v) = (four(inputs[0], "q")?, four(inputs[1], "k")?, four(inputs[2], "v")?);
         let o = four(outputs[0], "o")?;
+        debug_assert_eq!(o.dim().2, q.dim().2);
         let lse = outputs[1]
             .view()
             .into_dimensionality::<Ix3>()
@@ -91,7 +117,7 @@ impl<T: Real> FusedOp<T> for AttentionOp {
         let d_o = match d_outputs[0] {
             Some(d) => four(d, "d_o")?,
             None => {
-                zero_o = ArrayD::<T>::zeros(o.shape());
+                zero_o = ArrayD::<T>::zeros(outputs[0].shape());
                 four(&zero_o, "d_o")?
             }
         };
@@ -116,7 +142,7 @@ impl<T: Real> FusedOp<T> for AttentionOp {
             Par::Rayon,
         )
         .map_err(tape_err)?;
-        Ok(vec![Some(dq.into_dyn()), Some(dk.into_dyn()), Some(dv.into_dyn())])
+        Ok(vec![Some(to_bnhk(dq)), Some(to_bnhk(dk)), Some(to_bnhk(dv))])
     }
 }
 

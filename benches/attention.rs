@@ -1,0 +1,93 @@
+//! Fused attention throughput (criterion): forward and forward+backward in GFLOP/s, counted
+//! as FLOPs through `Throughput::Elements` (forward 4·B·H·N²·D, causal the useful half;
+//! forward+backward 3.5× that), beside the naive f64 kernel on small shapes and a
+//! matrixmultiply sgemm 2048³ ceiling measured in the same run.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use efa_attn::{backward, forward, forward_flops, naive, Mask, Par};
+use ndarray::Array4;
+use std::hint::black_box;
+use std::time::Duration;
+
+fn filled(shape: [usize; 4], seed: u64) -> Array4<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    Array4::from_shape_fn(shape, |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    })
+}
+
+/// (batch, heads, len, dim, causal): the EFA model's shape, a mid-size and a long sequence.
+const SHAPES: [(usize, usize, usize, usize, bool); 5] = [
+    (256, 2, 50, 16, false),
+    (256, 2, 50, 16, true),
+    (8, 8, 512, 64, true),
+    (1, 8, 4096, 64, true),
+    (1, 1, 16384, 64, true),
+];
+
+fn attention(c: &mut Criterion) {
+    let mut g = c.benchmark_group("attention");
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    for &(b, h, n, d, causal) in &SHAPES {
+        let (q, k, v, dout) = (filled([b, h, n, d], 1), filled([b, h, n, d], 2), filled([b, h, n, d], 3), filled([b, h, n, d], 4));
+        let mask = if causal { Mask::causal() } else { Mask::None };
+        let scale = 1.0 / (d as f32).sqrt();
+        let flops = forward_flops(b, h, n, n, d, causal);
+        let id = format!("b{b}_h{h}_n{n}_d{d}_{}", if causal { "causal" } else { "none" });
+        g.throughput(Throughput::Elements(flops as u64));
+        g.bench_function(BenchmarkId::new("forward", &id), |bench| {
+            bench.iter(|| black_box(forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap()))
+        });
+        g.throughput(Throughput::Elements((3.5 * flops) as u64));
+        g.bench_function(BenchmarkId::new("forward_backward", &id), |bench| {
+            bench.iter(|| {
+                let (o, l) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
+                black_box(backward(q.view(), k.view(), v.view(), o.view(), l.view(), dout.view(), None, &mask, scale, Par::Rayon).unwrap())
+            })
+        });
+        if n <= 64 {
+            g.throughput(Throughput::Elements(flops as u64));
+            g.bench_function(BenchmarkId::new("naive_forward_f64", &id), |bench| {
+                bench.iter(|| black_box(naive::forward(q.view(), k.view(), v.view(), &mask, scale as f64).unwrap()))
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The ceiling: 2048³ sgemm, row blocks split over all cores with scoped threads.
+fn sgemm_ceiling(c: &mut Criterion) {
+    let n = 2048;
+    let a: Vec<f32> = (0..n * n).map(|i| (i % 97) as f32 * 0.01).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| (i % 89) as f32 * 0.01).collect();
+    let mut out = vec![0f32; n * n];
+    let threads = std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1);
+    let rows = n.div_ceil(threads);
+    let mut g = c.benchmark_group("ceiling");
+    g.sample_size(10).measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+    g.bench_function("sgemm_2048", |bench| {
+        bench.iter(|| {
+            std::thread::scope(|s| {
+                for (t, cb) in out.chunks_mut(rows * n).enumerate() {
+                    let (a, b) = (&a, &b);
+                    s.spawn(move || {
+                        let m = cb.len() / n;
+                        // SAFETY: row block t of a (m×n), b (n×n) and cb (m×n) are in bounds.
+                        unsafe {
+                            matrixmultiply::sgemm(m, n, n, 1.0, a.as_ptr().add(t * rows * n), n as isize, 1, b.as_ptr(),
+                                n as isize, 1, 0.0, cb.as_mut_ptr(), n as isize, 1)
+                        }
+                    });
+                }
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sgemm_ceiling, attention);
+criterion_main!(benches);
