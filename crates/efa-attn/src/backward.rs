@@ -11,7 +11,7 @@ use crate::problem::{a_operand, b_operand, expect_shape, head3, pack_cols, pads,
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
-use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis};
+use ndarray::{Array4, ArrayView3, ArrayView4};
 
 /// Gradients `(dq, dk, dv)` with the shapes of `(q, k, v)`.
 pub type Grads<T> = (Array4<T>, Array4<T>, Array4<T>);
@@ -123,27 +123,13 @@ pub fn backward_with<'a, 'm, T: Real>(
     if let Some(g) = &d_lse {
         expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
     }
-    // D = rowsum(dO ∘ O) − dlse: forward's lse enters every score's gradient with weight P.
-    let mut dd = Array3::<T>::zeros((bsz, hn, nq));
-    for ((idx, x), (orow, grow)) in dd
-        .indexed_iter_mut()
-        .zip(o.lanes(Axis(3)).into_iter().zip(d_o.lanes(Axis(3))))
-    {
-        let mut s = T::ZERO;
-        for (&a, &g) in orow.iter().zip(grow.iter()) {
-            s += a * g;
-        }
-        *x = match &d_lse {
-            Some(dl) => s - dl[idx],
-            None => s,
-        };
-    }
     let mut dq = Array4::<T>::zeros((bsz, hn, nq, d));
     let mut dk = Array4::<T>::zeros((bsz, hn, nk, d));
     let mut dvv = Array4::<T>::zeros((bsz, hn, nk, dv));
     let bh_count = bsz * hn;
-    let (lse_v, d_o_v, dd_v) = (lse.view(), d_o.view(), dd.view());
-    let ctx = Ctx { p: &p, lse: &lse_v, dd: &dd_v, d_o: &d_o_v };
+    let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
+    let dl_v = d_lse.as_ref().map(|x| x.view());
+    let ctx = Ctx { p: &p, lse: &lse_v, o: &o_v, d_o: &d_o_v, d_lse: dl_v.as_ref() };
     let dq_s = dq.as_slice_mut().expect("contiguous");
     let dk_s = dk.as_slice_mut().expect("contiguous");
     let dv_s = dvv.as_slice_mut().expect("contiguous");
@@ -179,20 +165,34 @@ pub fn backward_with<'a, 'm, T: Real>(
 struct Ctx<'c, 'a, T> {
     p: &'c Problem<'a, T>,
     lse: &'c ArrayView3<'a, T>,
-    dd: &'c ArrayView3<'c, T>,
+    o: &'c ArrayView4<'a, T>,
     d_o: &'c ArrayView4<'a, T>,
+    d_lse: Option<&'c ArrayView3<'a, T>>,
 }
 
 impl<T: Real> Ctx<'_, '_, T> {
-    /// Query-side operands for rows `[i0, i0+mq)` of head `bh`; copies `lse` and `D` of those
-    /// rows to the scratch.
+    /// Query-side operands for rows `[i0, i0+mq)` of head `bh`; puts `lse` and
+    /// `D = rowsum(dO ∘ O) − dlse` of those rows in the scratch (forward's lse enters every
+    /// score's gradient with weight P, hence the dlse term).
     fn queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize) -> QSide<T> {
         let p = self.p;
-        let (qh, doh) = (p.head(&p.q, bh), p.head(self.d_o, bh));
-        let (l, dd) = (head3(self.lse, p.heads, bh), head3(self.dd, p.heads, bh));
+        let (qh, doh, oh) = (p.head(&p.q, bh), p.head(self.d_o, bh), p.head(self.o, bh));
+        let l = head3(self.lse, p.heads, bh);
+        let (oa, ga) = (a_operand(&oh, i0), a_operand(&doh, i0));
         for r in 0..mq {
             sc.lse[r] = l[i0 + r];
-            sc.dd[r] = dd[i0 + r];
+            let mut s = T::ZERO;
+            for c in 0..p.dv {
+                // SAFETY: row i0 + r < nq and c < dv address elements of the views.
+                unsafe {
+                    let (ro, rg) = (oa.down(r), ga.down(r));
+                    s += *ro.ptr.offset(c as isize * ro.cs) * *rg.ptr.offset(c as isize * rg.cs);
+                }
+            }
+            sc.dd[r] = match self.d_lse {
+                Some(dl) => s - head3(dl, p.heads, bh)[i0 + r],
+                None => s,
+            };
         }
         QSide {
             qa: a_operand(&qh, i0),

@@ -11,6 +11,7 @@ mod expfam_cmd;
 mod plot;
 mod report;
 mod reproduce_cmd;
+mod reproduce_real;
 
 pub use error::CliError;
 

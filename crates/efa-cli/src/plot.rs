@@ -83,6 +83,47 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     s
 }
 
+/// A heat map: cell `(i, j)` shaded from white (0) to dark blue (`vmax` and above), with row
+/// and column labels and the value printed in each cell (values are clipped to `[0, vmax]`
+/// for the colour only).
+pub fn heat_map(title: &str, row_labels: &[String], col_labels: &[String], values: &[Vec<f64>], vmax: f64) -> String {
+    let (rows, cols) = (values.len(), values.first().map_or(0, Vec::len));
+    let cell = 34.0;
+    let label_w = 7.0 * row_labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64 + 12.0;
+    let label_h = 7.0 * col_labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64 * 0.72 + 16.0;
+    let (ml, mt) = (label_w.max(40.0), 40.0 + label_h.max(20.0));
+    let (w, h) = (ml + cell * cols as f64 + 20.0, mt + cell * rows as f64 + 20.0);
+    let vmax = if vmax > 0.0 && vmax.is_finite() { vmax } else { 1.0 };
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#);
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="{}" y="20" text-anchor="middle" font-size="14">{}</text>"#, w / 2.0, esc(title));
+    for (i, row) in values.iter().enumerate() {
+        let y = mt + cell * i as f64;
+        if let Some(l) = row_labels.get(i) {
+            let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, ml - 6.0, y + cell / 2.0 + 4.0, esc(l));
+        }
+        for (j, &v) in row.iter().enumerate() {
+            let x = ml + cell * j as f64;
+            let t = if v.is_finite() { (v / vmax).clamp(0.0, 1.0) } else { 0.0 };
+            let (r, g, b) = (255.0 - t * (255.0 - 8.0), 255.0 - t * (255.0 - 48.0), 255.0 - t * (255.0 - 107.0));
+            let _ = writeln!(
+                s,
+                r##"<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="rgb({:.0},{:.0},{:.0})" stroke="#eee"><title>{v:.4}</title></rect>"##,
+                r, g, b
+            );
+            let ink = if t > 0.55 { "white" } else { "#333" };
+            let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle" font-size="9" fill="{ink}">{:.2}</text>"#, x + cell / 2.0, y + cell / 2.0 + 3.0, v);
+        }
+    }
+    for (j, l) in col_labels.iter().enumerate().take(cols) {
+        let x = ml + cell * j as f64 + cell / 2.0;
+        let _ = writeln!(s, r#"<text x="{x}" y="{}" transform="rotate(-45 {x} {})">{}</text>"#, mt - 6.0, mt - 6.0, esc(l));
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 fn fmt_tick(v: f64) -> String {
     if v.abs() >= 1000.0 || (v != 0.0 && v.abs() < 0.01) {
         format!("{v:.2e}")
@@ -113,5 +154,16 @@ mod tests {
         let first = svg.split("points=\"").nth(1).unwrap();
         assert!(first.starts_with("70.00,"), "{first}");
         assert_eq!(first.split('"').next().unwrap().split(' ').count(), 3);
+    }
+
+    #[test]
+    fn heat_map_has_one_cell_per_value_shaded_by_value() {
+        let labels: Vec<String> = vec!["a".into(), "b&c".into()];
+        let svg = heat_map("att", &labels, &labels, &[vec![0.0, 0.25], vec![0.5, f64::NAN]], 0.25);
+        assert_eq!(svg.matches("<rect x=").count(), 4);
+        // 0 is white, 0.25 (= vmax) and 0.5 (clipped) are the darkest colour, NaN is white.
+        assert_eq!(svg.matches("fill=\"rgb(255,255,255)\"").count(), 2);
+        assert_eq!(svg.matches("fill=\"rgb(8,48,107)\"").count(), 2);
+        assert!(svg.contains("b&amp;c"));
     }
 }

@@ -19,6 +19,14 @@ pub struct ReproduceArgs {
 enum Experiment {
     /// Synthetic ratings (PAPER.md §2): 10,000 users × 5 movies; no download needed.
     Synthetic(SyntheticArgs),
+    /// MovieLens-100K exp-1 (PAPER.md §3): the held-out / next movie as a category.
+    MovielensItems(crate::reproduce_real::MlItemsArgs),
+    /// MovieLens-100K exp-2 (PAPER.md §4): Poisson ratings, `--variant v1|v2`.
+    MovielensRatings(crate::reproduce_real::MlRatingsArgs),
+    /// Instacart baskets (PAPER.md §5), with bought-together items and attention maps.
+    Instacart(crate::reproduce_real::InstacartArgs),
+    /// U.S. city temperatures (PAPER.md §6): EFA and the k-nearest-city FM.
+    Temperature(crate::reproduce_real::TemperatureArgs),
 }
 
 /// Which directions to run.
@@ -85,6 +93,10 @@ struct SyntheticArgs {
 pub fn run_cmd(args: ReproduceArgs) -> Result<(), CliError> {
     match args.experiment {
         Experiment::Synthetic(a) => synthetic_cmd(a),
+        Experiment::MovielensItems(a) => crate::reproduce_real::movielens_items(a),
+        Experiment::MovielensRatings(a) => crate::reproduce_real::movielens_ratings(a),
+        Experiment::Instacart(a) => crate::reproduce_real::instacart_cmd(a),
+        Experiment::Temperature(a) => crate::reproduce_real::temperature_cmd(a),
     }
 }
 

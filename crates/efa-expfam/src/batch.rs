@@ -107,6 +107,8 @@ pub fn nll_batch<T: Real>(
     }
     let (od, ed) = (family.obs_dim(), family.eta_dim());
     check_shapes(family.name(), od, ed, &y, &eta, mask, out_nll, &out_grad)?;
+    // Contiguous row-major inputs are read in place; anything else is copied row by row.
+    let (ys, es) = (y.as_slice(), eta.as_slice());
     chunked(out_nll, out_grad, |start, nll, mut grad| {
         let (mut yb, mut eb, mut gb) = (vec![T::ZERO; od], vec![T::ZERO; ed], vec![T::ZERO; ed]);
         for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {
@@ -116,12 +118,29 @@ pub fn nll_batch<T: Real>(
                 g.fill(T::ZERO);
                 continue;
             }
-            yb.iter_mut().zip(y.row(row)).for_each(|(b, &v)| *b = v);
-            eb.iter_mut().zip(eta.row(row)).for_each(|(b, &v)| *b = v);
-            family.check_obs(&yb, row)?;
-            family.check_eta(&eb, row)?;
-            *n = family.nll_grad_checked(&yb, &eb, &mut gb);
-            g.iter_mut().zip(&gb).for_each(|(o, &v)| *o = v);
+            let yr: &[T] = match ys {
+                Some(s) => &s[row * od..(row + 1) * od],
+                None => {
+                    yb.iter_mut().zip(y.row(row)).for_each(|(b, &v)| *b = v);
+                    &yb
+                }
+            };
+            let er: &[T] = match es {
+                Some(s) => &s[row * ed..(row + 1) * ed],
+                None => {
+                    eb.iter_mut().zip(eta.row(row)).for_each(|(b, &v)| *b = v);
+                    &eb
+                }
+            };
+            family.check_obs_values(yr, row)?;
+            family.check_eta_values(er, row)?;
+            match g.as_slice_mut() {
+                Some(gs) => *n = family.nll_grad_checked(yr, er, gs),
+                None => {
+                    *n = family.nll_grad_checked(yr, er, &mut gb);
+                    g.iter_mut().zip(&gb).for_each(|(o, &v)| *o = v);
+                }
+            }
         }
         Ok(())
     })?;

@@ -96,10 +96,24 @@ pub fn hessian<T: Real>(eta: &[T], out: &mut [T]) {
     }
 }
 
-/// nll = (m − η_y) + ln_1p(s); ∂nll/∂ηᵢ = pᵢ for i ≠ y and −Σ_{i≠y} pᵢ for i = y.
+/// nll = (m − η_y) + ln_1p(s); ∂nll/∂ηᵢ = pᵢ for i ≠ y and −Σ_{i≠y} pᵢ for i = y, with
+/// Σ_{i≠y} pᵢ = (1 + (s − e_y))/(1 + s) (≥ 1/(1 + s), so the inner difference costs nothing).
 pub fn nll_grad<T: Real>(y: usize, eta: &[T], grad: &mut [T]) -> T {
-    let (j, m, s) = probs(eta, grad);
-    grad[y] = -rest(eta, y, j, m, s);
+    let (j, m, s) = lse_parts(eta);
+    let denom = T::ONE + s;
+    let mut e_y = T::ONE;
+    for (i, (g, &e)) in grad.iter_mut().zip(eta).enumerate() {
+        let ei = if i == j { T::ONE } else { (e - m).exp() };
+        if i == y {
+            e_y = ei;
+        }
+        *g = ei / denom;
+    }
+    grad[y] = if y == j {
+        -(s / denom)
+    } else {
+        -((T::ONE + (s - e_y)) / denom)
+    };
     (m - eta[y]) + s.ln_1p()
 }
 

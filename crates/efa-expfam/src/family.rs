@@ -156,6 +156,11 @@ impl Family {
     /// Support check of one observation y (row `row`).
     pub fn check_obs<T: Real>(&self, y: &[T], row: usize) -> Result<(), ExpfamError> {
         self.check_lens(Some(y), None)?;
+        self.check_obs_values(y, row)
+    }
+
+    /// [`Family::check_obs`] once parameters and lengths are known to be valid.
+    pub(crate) fn check_obs_values<T: Real>(&self, y: &[T], row: usize) -> Result<(), ExpfamError> {
         match *self {
             Family::GaussianKnownVar { .. } => gaussian_known::check_obs(y[0], row),
             Family::Gaussian => gaussian::check_obs(y[0], row),
@@ -175,6 +180,15 @@ impl Family {
     /// Domain check of one natural parameter η (row `row`).
     pub fn check_eta<T: Real>(&self, eta: &[T], row: usize) -> Result<(), ExpfamError> {
         self.check_lens(None, Some(eta))?;
+        self.check_eta_values(eta, row)
+    }
+
+    /// [`Family::check_eta`] once parameters and lengths are known to be valid.
+    pub(crate) fn check_eta_values<T: Real>(
+        &self,
+        eta: &[T],
+        row: usize,
+    ) -> Result<(), ExpfamError> {
         match *self {
             Family::GaussianKnownVar { .. } => gaussian_known::check_eta(eta[0], row),
             Family::Gaussian => gaussian::check_eta(eta, row),

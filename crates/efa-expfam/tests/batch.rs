@@ -4,7 +4,7 @@
 mod common;
 
 use efa_expfam::{nll_batch, ordinal, ordinal_nll_batch, Family};
-use ndarray::Array2;
+use ndarray::{Array2, ShapeBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -132,4 +132,31 @@ fn ordinal_batch_cut_gradient_is_sum_and_matches_finite_differences() {
         let want = if mask[i] { a } else { 0.0 };
         assert_eq!(ge[[i, 0]], want);
     }
+}
+
+#[test]
+fn strided_inputs_and_outputs_match_contiguous() {
+    let fam = Family::Gamma;
+    let rows = 50;
+    let mut rng = StdRng::seed_from_u64(9);
+    let eta = Array2::from_shape_fn((rows, 2), |(_, j)| {
+        if j == 0 {
+            rng.random_range(-0.5..3.0)
+        } else {
+            -rng.random_range(0.5..2.0)
+        }
+    });
+    let y = Array2::from_shape_fn((rows, 1), |_| rng.random_range(0.1..5.0));
+    let mut n1 = vec![0.0; rows];
+    let mut g1 = Array2::zeros((rows, 2));
+    nll_batch(&fam, y.view(), eta.view(), None, &mut n1, g1.view_mut()).unwrap();
+    // Column-major copies: rows are not contiguous.
+    let mut eta_cm = Array2::zeros((rows, 2).f());
+    eta_cm.assign(&eta);
+    assert!(eta_cm.as_slice().is_none());
+    let mut n2 = vec![0.0; rows];
+    let mut g2 = Array2::zeros((rows, 2).f());
+    nll_batch(&fam, y.view(), eta_cm.view(), None, &mut n2, g2.view_mut()).unwrap();
+    assert_eq!(n1, n2);
+    assert_eq!(g1, g2);
 }

@@ -77,6 +77,55 @@ pub struct FitResult {
     pub seconds: f64,
 }
 
+/// What [`EarlyStopping::update`] decided after an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A new best validation loss: keep these weights.
+    Improved,
+    /// No improvement, patience left.
+    Continue,
+    /// Patience exhausted: stop training.
+    Stop,
+}
+
+/// Keras 3 `EarlyStopping(monitor="val_loss", min_delta=0, patience)`: a counter grows by one
+/// every epoch and resets on a strict improvement; training stops when it reaches `patience`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EarlyStopping {
+    /// Epochs without improvement allowed.
+    pub patience: usize,
+    /// Best loss so far (+∞ before the first epoch).
+    pub best: f64,
+    /// Epoch of `best` (0 before the first epoch).
+    pub best_epoch: usize,
+    /// Epochs since the last improvement.
+    pub wait: usize,
+}
+
+impl EarlyStopping {
+    /// A fresh monitor.
+    pub fn new(patience: usize) -> Self {
+        Self { patience, best: f64::INFINITY, best_epoch: 0, wait: 0 }
+    }
+
+    /// Records the validation loss of `epoch` (1-based). A NaN loss never improves.
+    /// As in Keras, the first epoch never stops training.
+    pub fn update(&mut self, epoch: usize, val_loss: f64) -> Verdict {
+        self.wait += 1;
+        if val_loss < self.best {
+            self.best = val_loss;
+            self.best_epoch = epoch;
+            self.wait = 0;
+            Verdict::Improved
+        } else if self.wait >= self.patience && epoch > 1 {
+            // Keras never stops after the first epoch (`epoch > 0`, 0-based).
+            Verdict::Stop
+        } else {
+            Verdict::Continue
+        }
+    }
+}
+
 /// Mean loss of one minibatch and the gradient of every parameter, in parameter order.
 pub fn loss_and_grads<T: Real>(
     model: &ModelConfig,
@@ -193,8 +242,8 @@ pub fn fit(
         .map_err(|e| ModelError::Optim(e.to_string()))?;
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut history = Vec::new();
-    let mut best = (f64::INFINITY, 0usize, params.clone());
-    let mut wait = 0usize;
+    let mut stopper = EarlyStopping::new(cfg.patience);
+    let mut best_params = params.clone();
     let mut stopped_early = false;
     for epoch in 1..=cfg.max_epochs {
         let t0 = Instant::now();
@@ -215,21 +264,21 @@ pub fn fit(
         let log = EpochLog { epoch, train_loss, val_loss, seconds, samples_per_s: train.len() as f64 / seconds };
         observer(&log);
         history.push(log);
-        wait += 1;
-        if val_loss < best.0 {
-            best = (val_loss, epoch, params.clone());
-            wait = 0;
-        } else if wait >= cfg.patience {
-            stopped_early = epoch < cfg.max_epochs;
-            break;
+        match stopper.update(epoch, val_loss) {
+            Verdict::Improved => best_params.clone_from(params),
+            Verdict::Continue => {}
+            Verdict::Stop => {
+                stopped_early = epoch < cfg.max_epochs;
+                break;
+            }
         }
     }
     let epochs = history.len();
-    *params = best.2;
+    *params = best_params;
     Ok(FitResult {
         history,
-        best_epoch: best.1,
-        best_val: best.0,
+        best_epoch: stopper.best_epoch,
+        best_val: stopper.best,
         epochs,
         stopped_early,
         seconds: start.elapsed().as_secs_f64(),
@@ -244,4 +293,40 @@ fn adam_step(adam: &mut efa_optim::Adam<f32>, params: &mut Params<f32>, grads: &
     }
     adam.step(&mut list).map_err(|e| ModelError::Optim(e.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn early_stopping_follows_keras_3() {
+        // Improvements at epochs 1..=77 (strictly decreasing), then flat: Keras stops at 87
+        // (the paper's unidirectional EFA log: best 77, stopped after 87 epochs).
+        let mut es = EarlyStopping::new(10);
+        let mut stop = None;
+        for epoch in 1..=200 {
+            let loss = if epoch <= 77 { 10.0 - epoch as f64 * 0.01 } else { 9.5 };
+            if es.update(epoch, loss) == Verdict::Stop {
+                stop = Some(epoch);
+                break;
+            }
+        }
+        assert_eq!(stop, Some(87));
+        assert_eq!(es.best_epoch, 77);
+        // An equal loss is not an improvement (min_delta 0, strict), NaN never improves.
+        let mut es = EarlyStopping::new(2);
+        assert_eq!(es.update(1, 1.0), Verdict::Improved);
+        assert_eq!(es.update(2, 1.0), Verdict::Continue);
+        assert_eq!(es.update(3, f64::NAN), Verdict::Stop);
+        assert_eq!((es.best, es.best_epoch), (1.0, 1));
+        // Patience 1 stops at the first epoch without improvement.
+        let mut es = EarlyStopping::new(1);
+        assert_eq!(es.update(1, 2.0), Verdict::Improved);
+        assert_eq!(es.update(2, 1.0), Verdict::Improved);
+        assert_eq!(es.update(3, 1.5), Verdict::Stop);
+        // ... but not after the first epoch.
+        let mut es = EarlyStopping::new(1);
+        assert_eq!(es.update(1, f64::NAN), Verdict::Continue);
+    }
 }

@@ -1,7 +1,10 @@
 //! The paper's experiments (PAPER.md): data → per-model runs → a results table beside the
 //! paper's numbers.
 
+pub mod instacart;
+pub mod movielens;
 pub mod synthetic;
+pub mod temperature;
 
 use crate::batch::Samples;
 use crate::objective::Objective;

@@ -1,0 +1,220 @@
+//! U.S. city temperatures (PAPER.md §6): the masked city's October temperature from the other
+//! 43 cities of the same day (and, with lags, the previous days), by the temperature EFA of
+//! §6.2–§6.3, and the k-nearest-city factor model of §6.4 (a best guess: its code was never
+//! published).
+
+use super::RunSpec;
+use crate::batch::{Samples, Targets};
+use crate::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
+use crate::fm::FmConfig;
+use crate::objective::Objective;
+use crate::train::TrainConfig;
+use crate::{ModelConfig, ModelError};
+use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
+use ndarray::Array2;
+use std::path::Path;
+
+/// The paper's EFA test MSE for L = 1, 2, 4 without lags, and L = 4 with lag 1 and lag 2.
+pub fn paper_efa(layers: usize, lag: usize) -> Option<f64> {
+    match (layers, lag) {
+        (1, 0) => Some(17.135),
+        (2, 0) => Some(11.522),
+        (4, 0) => Some(11.224),
+        (4, 1) => Some(9.248),
+        (4, 2) => Some(10.420),
+        _ => None,
+    }
+}
+
+/// The FM test MSE per k hard-coded in the paper's visualization notebook (§6.4).
+pub const PAPER_FM: [(usize, f64); 12] = [
+    (1, 37.394913),
+    (2, 31.901176),
+    (3, 23.062382),
+    (4, 22.766298),
+    (5, 22.684772),
+    (10, 29.917351),
+    (15, 34.258610),
+    (20, 40.502869),
+    (25, 47.626366),
+    (30, 52.712200),
+    (35, 60.980519),
+    (40, 75.550880),
+];
+
+/// The paper's FM test MSE for `k` neighbours, if it reported one.
+pub fn paper_fm(k: usize) -> Option<f64> {
+    PAPER_FM.iter().find(|p| p.0 == k).map(|p| p.1)
+}
+
+/// Loads `DIR/temperature/{us_cities_fall.csv, cities.csv}` with `lag` previous days and the
+/// year splits (train 2007–12, val 2013–16, test 2017–19: 8,184 / 5,456 / 4,092 samples).
+pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, ModelError> {
+    let d = dir.join("temperature");
+    for f in ["us_cities_fall.csv", "cities.csv"] {
+        if !d.join(f).is_file() {
+            return Err(ModelError::Config(format!(
+                "temperature data not found: {} does not exist. Get the University of Dayton daily \
+                 average temperature archive (Kaggle \"Daily Temperature of Major Cities\", \
+                 city_temperature.csv) and prepare us_cities_fall.csv and cities.csv as in \
+                 PAPER.md §6.1 (see SOURCE.md beside the data).",
+                d.join(f).display()
+            )));
+        }
+    }
+    if lag > 2 {
+        return Err(ModelError::Config(format!("--lag {lag}: the paper's models use 0, 1 or 2 lag days")));
+    }
+    load_temperature(&d, lag).map_err(|e| ModelError::Batch(e.to_string()))
+}
+
+/// The temperature EFA (§6.2–§6.3): value MLP 128 → 32 with the mask row at the target, site
+/// MLP 128 → 32 on (latitude, longitude) in degrees, a lag embedding when `lag > 0`, fusion
+/// Dense 64 ReLU → Dense 32; `layers` post-LN blocks (MHA 2 × 16, FFN 64, ε 1e-3), no
+/// positions and no mask; head Dense 128 ReLU, Dense 16 ReLU, Dense 1.
+pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
+    EfaConfig {
+        items: 1,
+        item_dim: 32,
+        zero_padding: false,
+        values: None,
+        positions: None,
+        layers,
+        heads: 2,
+        key_dim: 16,
+        ffn: Some(64),
+        norm: Norm::Post,
+        ln_eps: 1e-3,
+        head_hidden: vec![128, 16],
+        out_dim: 1,
+        out_bias: true,
+        direction: Direction::Padding,
+        continuous: Some(ContinuousInputs {
+            hidden: 128,
+            dim: 32,
+            sites: cities.iter().map(|c| vec![c.latitude, c.longitude]).collect(),
+            lag_rows: (lag > 0).then_some(lag + 1),
+            fuse: 64,
+        }),
+    }
+}
+
+/// EFA input of `days`: for each day, each city masked in turn (city order). Tokens are the
+/// city index of each position (tiled over lag days), `weights` the temperatures (the masked
+/// one 0), `values` the lag indicators, no padding.
+pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, ModelError> {
+    let mut rows = Vec::with_capacity(days.len() * n_cities);
+    for day in days {
+        for i in 0..n_cities {
+            rows.push(day.sample(i).map_err(|e| ModelError::Batch(format!("day {:?}: {e}", day.date)))?);
+        }
+    }
+    let n = rows.len();
+    let w = rows.first().map_or(n_cities, |s| s.temps.len());
+    if let Some((r, s)) = rows.iter().enumerate().find(|(_, s)| s.temps.len() != w) {
+        return Err(ModelError::Batch(format!("temperature sample {r}: {} positions, expected {w}", s.temps.len())));
+    }
+    Ok(Samples {
+        tokens: Array2::from_shape_fn((n, w), |(_, j)| j % n_cities),
+        values: Some(Array2::from_shape_fn((n, w), |(i, j)| rows[i].lag_ids[j])),
+        weights: Some(Array2::from_shape_fn((n, w), |(i, j)| rows[i].temps[j])),
+        center: None,
+        lengths: vec![w; n],
+        pred_idx: rows.iter().map(|s| s.masked_idx).collect(),
+        targets: Targets::Real(rows.iter().map(|s| s.target).collect()),
+    })
+}
+
+/// The recipe of §6.2 / §6.3: Adam 1e-3; without lags batch 10,000 (one full batch per epoch),
+/// 2000 epochs; with lags batch 128, 200 epochs; patience = epochs (best weights restored).
+pub fn efa_train_config(lag: usize, epochs: Option<usize>, seed: u64) -> TrainConfig {
+    let (bs, e) = if lag == 0 { (10_000, 2000) } else { (128, 200) };
+    let e = epochs.unwrap_or(e);
+    TrainConfig { lr: 1e-3, batch_size: bs, max_epochs: e, patience: e, seed, eval_batch: 1024 }
+}
+
+/// The EFA run for `layers` blocks and `lag` previous days.
+pub fn efa_spec(data: &TemperatureData, layers: usize, lag: usize, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+    let c = data.table.cities.len();
+    Ok(RunSpec {
+        setting: if lag == 0 { format!("L={layers}") } else { format!("L={layers}, lag {lag}") },
+        model: ModelConfig::Efa(efa_config(&data.table.cities, layers, lag)),
+        objective: Objective::Mse,
+        paper: paper_efa(layers, lag).unwrap_or(f64::NAN),
+        train: efa_samples(&data.train, c)?,
+        val: efa_samples(&data.val, c)?,
+        test: efa_samples(&data.test, c)?,
+        train_config,
+        init_seed,
+    })
+}
+
+/// Great-circle distance in km between two (latitude, longitude) points in degrees
+/// (Haversine, Earth radius 6371 km).
+pub fn haversine_km(a: (f64, f64), b: (f64, f64)) -> f64 {
+    let (p1, p2) = (a.0.to_radians(), b.0.to_radians());
+    let (dp, dl) = (p2 - p1, (b.1 - a.1).to_radians());
+    let h = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
+    2.0 * 6371.0 * h.sqrt().min(1.0).asin()
+}
+
+/// For each city, the other cities sorted by Haversine distance (nearest first; ties by index).
+pub fn neighbours(cities: &[City]) -> Vec<Vec<usize>> {
+    (0..cities.len())
+        .map(|i| {
+            let at = |c: &City| (c.latitude, c.longitude);
+            let mut v: Vec<(f64, usize)> =
+                (0..cities.len()).filter(|&j| j != i).map(|j| (haversine_km(at(&cities[i]), at(&cities[j])), j)).collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            v.into_iter().map(|x| x.1).collect()
+        })
+        .collect()
+}
+
+/// FM input of `days` (§6.4 best guess): for city i, center = i + 1 and context = its `k`
+/// nearest cities (ids + 1) weighted by their temperatures that day, so the model is
+/// ŷᵢ = ⟨ρᵢ, (1/k) Σ_{j∈N_k(i)} y_j α_j⟩ ([`FmConfig::Rating`]).
+pub fn fm_samples(days: &[TempDay], nbrs: &[Vec<usize>], k: usize) -> Result<Samples, ModelError> {
+    let c = nbrs.len();
+    if k == 0 || k >= c {
+        return Err(ModelError::Config(format!("--k {k}: must be in 1..={}", c.saturating_sub(1))));
+    }
+    let n = days.len() * c;
+    if let Some(d) = days.iter().find(|d| d.temps.len() != c) {
+        return Err(ModelError::Batch(format!("day {:?}: {} cities, expected {c}", d.date, d.temps.len())));
+    }
+    let at = |r: usize| (&days[r / c], r % c);
+    Ok(Samples {
+        tokens: Array2::from_shape_fn((n, k), |(r, j)| nbrs[r % c][j] + 1),
+        values: None,
+        weights: Some(Array2::from_shape_fn((n, k), |(r, j)| {
+            let (d, i) = at(r);
+            d.temps[nbrs[i][j]]
+        })),
+        center: Some((0..n).map(|r| r % c + 1).collect()),
+        lengths: vec![k; n],
+        pred_idx: vec![0; n],
+        targets: Targets::Real((0..n).map(|r| at(r).0.temps[r % c]).collect()),
+    })
+}
+
+/// The FM recipe (unverified, §6.4): Adam 1e-3, batch 256, `epochs` with patience = epochs.
+pub fn fm_train_config(epochs: usize, seed: u64) -> TrainConfig {
+    TrainConfig { lr: 1e-3, batch_size: 256, max_epochs: epochs, patience: epochs, seed, eval_batch: 1024 }
+}
+
+/// The FM run with `k` nearest cities.
+pub fn fm_spec(data: &TemperatureData, k: usize, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+    let nbrs = neighbours(&data.table.cities);
+    Ok(RunSpec {
+        setting: format!("k={k}"),
+        model: ModelConfig::Fm(FmConfig::Rating { items: nbrs.len() + 1, dim: 32 }),
+        objective: Objective::Mse,
+        paper: paper_fm(k).unwrap_or(f64::NAN),
+        train: fm_samples(&data.train, &nbrs, k)?,
+        val: fm_samples(&data.val, &nbrs, k)?,
+        test: fm_samples(&data.test, &nbrs, k)?,
+        train_config,
+        init_seed,
+    })
+}
