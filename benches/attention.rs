@@ -30,28 +30,59 @@ const SHAPES: [(usize, usize, usize, usize, bool); 5] = [
 
 fn attention(c: &mut Criterion) {
     let mut g = c.benchmark_group("attention");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     for &(b, h, n, d, causal) in &SHAPES {
-        let (q, k, v, dout) = (filled([b, h, n, d], 1), filled([b, h, n, d], 2), filled([b, h, n, d], 3), filled([b, h, n, d], 4));
+        let (q, k, v, dout) = (
+            filled([b, h, n, d], 1),
+            filled([b, h, n, d], 2),
+            filled([b, h, n, d], 3),
+            filled([b, h, n, d], 4),
+        );
         let mask = if causal { Mask::causal() } else { Mask::None };
         let scale = 1.0 / (d as f32).sqrt();
         let flops = forward_flops(b, h, n, n, d, causal);
-        let id = format!("b{b}_h{h}_n{n}_d{d}_{}", if causal { "causal" } else { "none" });
+        let id = format!(
+            "b{b}_h{h}_n{n}_d{d}_{}",
+            if causal { "causal" } else { "none" }
+        );
         g.throughput(Throughput::Elements(flops as u64));
         g.bench_function(BenchmarkId::new("forward", &id), |bench| {
-            bench.iter(|| black_box(forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap()))
+            bench.iter(|| {
+                black_box(forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap())
+            })
         });
         g.throughput(Throughput::Elements((3.5 * flops) as u64));
         g.bench_function(BenchmarkId::new("forward_backward", &id), |bench| {
             bench.iter(|| {
-                let (o, l) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-                black_box(backward(q.view(), k.view(), v.view(), o.view(), l.view(), dout.view(), None, &mask, scale, Par::Rayon).unwrap())
+                let (o, l) =
+                    forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
+                black_box(
+                    backward(
+                        q.view(),
+                        k.view(),
+                        v.view(),
+                        o.view(),
+                        l.view(),
+                        dout.view(),
+                        None,
+                        &mask,
+                        scale,
+                        Par::Rayon,
+                    )
+                    .unwrap(),
+                )
             })
         });
         if n <= 64 {
             g.throughput(Throughput::Elements(flops as u64));
             g.bench_function(BenchmarkId::new("naive_forward_f64", &id), |bench| {
-                bench.iter(|| black_box(naive::forward(q.view(), k.view(), v.view(), &mask, scale as f64).unwrap()))
+                bench.iter(|| {
+                    black_box(
+                        naive::forward(q.view(), k.view(), v.view(), &mask, scale as f64).unwrap(),
+                    )
+                })
             });
         }
     }
@@ -64,7 +95,9 @@ fn sgemm_ceiling(c: &mut Criterion) {
     let a: Vec<f32> = (0..n * n).map(|i| (i % 97) as f32 * 0.01).collect();
     let b: Vec<f32> = (0..n * n).map(|i| (i % 89) as f32 * 0.01).collect();
     let mut out = vec![0f32; n * n];
-    let threads = std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1);
     let rows = n.div_ceil(threads);
     let mut g = c.benchmark_group("ceiling");
     g.sample_size(10).measurement_time(Duration::from_secs(3));
@@ -78,8 +111,22 @@ fn sgemm_ceiling(c: &mut Criterion) {
                         let m = cb.len() / n;
                         // SAFETY: row block t of a (m×n), b (n×n) and cb (m×n) are in bounds.
                         unsafe {
-                            matrixmultiply::sgemm(m, n, n, 1.0, a.as_ptr().add(t * rows * n), n as isize, 1, b.as_ptr(),
-                                n as isize, 1, 0.0, cb.as_mut_ptr(), n as isize, 1)
+                            matrixmultiply::sgemm(
+                                m,
+                                n,
+                                n,
+                                1.0,
+                                a.as_ptr().add(t * rows * n),
+                                n as isize,
+                                1,
+                                b.as_ptr(),
+                                n as isize,
+                                1,
+                                0.0,
+                                cb.as_mut_ptr(),
+                                n as isize,
+                                1,
+                            )
                         }
                     });
                 }

@@ -7,11 +7,15 @@
 //! query tiles own `dQ`). See [`crate::FUSED_MIN_HEADS`].
 
 use crate::micro::{ds_row, gemm, padded, probabilities};
-use crate::problem::{a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles, zeros, Mat, Problem};
+use crate::problem::{
+    a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles,
+    zeros, Mat, Problem,
+};
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{Array4, ArrayView3, ArrayView4};
+use std::mem::MaybeUninit;
 
 /// Gradients `(dq, dk, dv)` with the shapes of `(q, k, v)`.
 pub type Grads<T> = (Array4<T>, Array4<T>, Array4<T>);
@@ -69,7 +73,12 @@ struct QSide<T> {
 
 impl<T> QSide<T> {
     fn down(self, r: usize) -> Self {
-        QSide { qa: self.qa.down(r), qb: self.qb.down(r), doa: self.doa.down(r), dob: self.dob.down(r) }
+        QSide {
+            qa: self.qa.down(r),
+            qb: self.qb.down(r),
+            doa: self.doa.down(r),
+            dob: self.dob.down(r),
+        }
     }
 }
 
@@ -82,19 +91,31 @@ impl<T> QSide<T> {
 /// # Errors
 /// Shape mismatches (naming the tensor), an unfit mask, or a non-finite `scale`.
 #[allow(clippy::too_many_arguments)]
-pub fn backward<'a, 'm, T: Real>(
-    q: ArrayView4<'a, T>,
-    k: ArrayView4<'a, T>,
-    v: ArrayView4<'a, T>,
-    o: ArrayView4<'a, T>,
-    lse: ArrayView3<'a, T>,
-    d_o: ArrayView4<'a, T>,
-    d_lse: Option<ArrayView3<'a, T>>,
-    mask: &Mask<'m>,
+pub fn backward<T: Real>(
+    q: ArrayView4<'_, T>,
+    k: ArrayView4<'_, T>,
+    v: ArrayView4<'_, T>,
+    o: ArrayView4<'_, T>,
+    lse: ArrayView3<'_, T>,
+    d_o: ArrayView4<'_, T>,
+    d_lse: Option<ArrayView3<'_, T>>,
+    mask: &Mask<'_>,
     scale: T,
     par: Par,
 ) -> Result<Grads<T>, AttnError> {
-    backward_with(q, k, v, o, lse, d_o, d_lse, mask, scale, par, simd::active())
+    backward_with(
+        q,
+        k,
+        v,
+        o,
+        lse,
+        d_o,
+        d_lse,
+        mask,
+        scale,
+        par,
+        simd::active(),
+    )
 }
 
 /// [`backward`] with an explicit SIMD variant (the scalar path if the CPU lacks it).
@@ -102,15 +123,15 @@ pub fn backward<'a, 'm, T: Real>(
 /// # Errors
 /// As [`backward`].
 #[allow(clippy::too_many_arguments)]
-pub fn backward_with<'a, 'm, T: Real>(
-    q: ArrayView4<'a, T>,
-    k: ArrayView4<'a, T>,
-    v: ArrayView4<'a, T>,
-    o: ArrayView4<'a, T>,
-    lse: ArrayView3<'a, T>,
-    d_o: ArrayView4<'a, T>,
-    d_lse: Option<ArrayView3<'a, T>>,
-    mask: &Mask<'m>,
+pub fn backward_with<T: Real>(
+    q: ArrayView4<'_, T>,
+    k: ArrayView4<'_, T>,
+    v: ArrayView4<'_, T>,
+    o: ArrayView4<'_, T>,
+    lse: ArrayView3<'_, T>,
+    d_o: ArrayView4<'_, T>,
+    d_lse: Option<ArrayView3<'_, T>>,
+    mask: &Mask<'_>,
     scale: T,
     par: Par,
     isa: Isa,
@@ -123,13 +144,20 @@ pub fn backward_with<'a, 'm, T: Real>(
     if let Some(g) = &d_lse {
         expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
     }
-    let mut dq = Array4::<T>::zeros((bsz, hn, nq, d));
-    let mut dk = Array4::<T>::zeros((bsz, hn, nk, d));
-    let mut dvv = Array4::<T>::zeros((bsz, hn, nk, dv));
+    // Every element is written exactly once by the tasks below (no zero-fill pass).
+    let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
+    let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
+    let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
     let bh_count = bsz * hn;
     let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
     let dl_v = d_lse.as_ref().map(|x| x.view());
-    let ctx = Ctx { p: &p, lse: &lse_v, o: &o_v, d_o: &d_o_v, d_lse: dl_v.as_ref() };
+    let ctx = Ctx {
+        p: &p,
+        lse: &lse_v,
+        o: &o_v,
+        d_o: &d_o_v,
+        d_lse: dl_v.as_ref(),
+    };
     let dq_s = dq.as_slice_mut().expect("contiguous");
     let dk_s = dk.as_slice_mut().expect("contiguous");
     let dv_s = dvv.as_slice_mut().expect("contiguous");
@@ -141,25 +169,49 @@ pub fn backward_with<'a, 'm, T: Real>(
             .enumerate()
             .map(|(bh, ((a, b), c))| (bh, a, b, c))
             .collect();
-        run_tasks(par, parts, || Scratch::new(&p, nq.max(1)), |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c));
+        run_tasks(
+            par,
+            parts,
+            || Scratch::new(&p, nq.max(1)),
+            |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c),
+        );
     } else {
-        let kparts: Vec<_> = split_lens(dk_s, (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)))
-            .into_iter()
-            .zip(split_lens(dv_s, (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv))))
-            .enumerate()
-            .collect();
+        let kparts: Vec<_> = split_lens(
+            dk_s,
+            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)),
+        )
+        .into_iter()
+        .zip(split_lens(
+            dv_s,
+            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv)),
+        ))
+        .enumerate()
+        .collect();
         let per = tiles(nk, BLOCK_K).count().max(1);
-        run_tasks(par, kparts, || Scratch::new(&p, BLOCK_Q.min(nq).max(1)), |sc, (t, (a, b))| {
-            key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b)
-        });
-        let qparts: Vec<_> =
-            split_lens(dq_s, (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d))).into_iter().enumerate().collect();
+        run_tasks(
+            par,
+            kparts,
+            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+            |sc, (t, (a, b))| key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b),
+        );
+        let qparts: Vec<_> = split_lens(
+            dq_s,
+            (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d)),
+        )
+        .into_iter()
+        .enumerate()
+        .collect();
         let per = tiles(nq, BLOCK_Q).count().max(1);
-        run_tasks(par, qparts, || Scratch::new(&p, BLOCK_Q.min(nq).max(1)), |sc, (t, a)| {
-            query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a)
-        });
+        run_tasks(
+            par,
+            qparts,
+            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+            |sc, (t, a)| query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a),
+        );
     }
-    Ok((dq, dk, dvv))
+    // SAFETY: fused tasks write all rows of their head (dK, dV rows past the visible keys as
+    // zeros); in two passes every key tile and every query tile is a task writing all its rows.
+    Ok(unsafe { (dq.assume_init(), dk.assume_init(), dvv.assume_init()) })
 }
 
 struct Ctx<'c, 'a, T> {
@@ -215,7 +267,20 @@ impl<T: Real> Ctx<'_, '_, T> {
     /// One (query tile, key tile) pair; query rows `[i0, i0+mq)` with operands `qs`, their
     /// `lse`, `D` and `dQ` accumulator at scratch row `at`.
     #[allow(clippy::too_many_arguments)]
-    fn pair(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize, at: usize, qs: QSide<T>, j0: usize, bk: usize, kb: Mat<T>, kv: bool, dq: bool) {
+    fn pair(
+        &self,
+        sc: &mut Scratch<T>,
+        bh: usize,
+        i0: usize,
+        mq: usize,
+        at: usize,
+        qs: QSide<T>,
+        j0: usize,
+        bk: usize,
+        kb: Mat<T>,
+        kv: bool,
+        dq: bool,
+    ) {
         let p = self.p;
         let (b, h) = p.split(bh);
         let isa = p.isa;
@@ -225,8 +290,21 @@ impl<T: Real> Ctx<'_, '_, T> {
         // SAFETY (all gemm calls): operands address the views' rows or scratch buffers sized by
         // Scratch::new for these tile shapes; n is a multiple of PAD; outputs do not alias.
         unsafe {
-            gemm(isa, mq, bkp, p.d, qs.qa.ptr, qs.qa.rs, qs.qa.cs, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(),
-                bkp as isize, false, p.scale)
+            gemm(
+                isa,
+                mq,
+                bkp,
+                p.d,
+                qs.qa.ptr,
+                qs.qa.rs,
+                qs.qa.cs,
+                sc.kt.as_ptr(),
+                bkp as isize,
+                sc.s.as_mut_ptr(),
+                bkp as isize,
+                false,
+                p.scale,
+            )
         };
         // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
         let pointwise = p.rules.has_pointwise();
@@ -251,50 +329,117 @@ impl<T: Real> Ctx<'_, '_, T> {
         unsafe {
             if kv {
                 // dV += Pᵀ·dO (Pᵀ read through transposed strides).
-                gemm(isa, k_eff, dvpad, mq, sc.s.as_ptr(), 1, bkp as isize, qs.dob.ptr, qs.dob.rs, sc.dv.as_mut_ptr(),
-                    dvpad as isize, true, T::ONE);
+                gemm(
+                    isa,
+                    k_eff,
+                    dvpad,
+                    mq,
+                    sc.s.as_ptr(),
+                    1,
+                    bkp as isize,
+                    qs.dob.ptr,
+                    qs.dob.rs,
+                    sc.dv.as_mut_ptr(),
+                    dvpad as isize,
+                    true,
+                    T::ONE,
+                );
             }
             // dP = dO·Vᵀ
-            gemm(isa, mq, kp_w, p.dv, qs.doa.ptr, qs.doa.rs, qs.doa.cs, sc.vt.as_ptr(), bkp as isize,
-                sc.dp.as_mut_ptr(), bkp as isize, false, T::ONE);
+            gemm(
+                isa,
+                mq,
+                kp_w,
+                p.dv,
+                qs.doa.ptr,
+                qs.doa.rs,
+                qs.doa.cs,
+                sc.vt.as_ptr(),
+                bkp as isize,
+                sc.dp.as_mut_ptr(),
+                bkp as isize,
+                false,
+                T::ONE,
+            );
         }
         // dS = P ∘ (dP − D)
         for r in 0..mq {
-            let (pr, dr) = (&sc.s[r * bkp..r * bkp + kp_w], &mut sc.dp[r * bkp..r * bkp + kp_w]);
+            let (pr, dr) = (
+                &sc.s[r * bkp..r * bkp + kp_w],
+                &mut sc.dp[r * bkp..r * bkp + kp_w],
+            );
             ds_row(isa, pr, dr, sc.dd[at + r]);
         }
         unsafe {
             if kv {
                 // dK += dSᵀ·Q (scale applied when written out)
-                gemm(isa, k_eff, dpad, mq, sc.dp.as_ptr(), 1, bkp as isize, qs.qb.ptr, qs.qb.rs, sc.dk.as_mut_ptr(),
-                    dpad as isize, true, T::ONE);
+                gemm(
+                    isa,
+                    k_eff,
+                    dpad,
+                    mq,
+                    sc.dp.as_ptr(),
+                    1,
+                    bkp as isize,
+                    qs.qb.ptr,
+                    qs.qb.rs,
+                    sc.dk.as_mut_ptr(),
+                    dpad as isize,
+                    true,
+                    T::ONE,
+                );
             }
             if dq {
                 // dQ += dS·K (scale applied when written out)
                 let c = sc.dq[at * dpad..].as_mut_ptr();
-                gemm(isa, mq, dpad, k_eff, sc.dp.as_ptr(), bkp as isize, 1, kb.ptr, kb.rs, c, dpad as isize, true, T::ONE);
+                gemm(
+                    isa,
+                    mq,
+                    dpad,
+                    k_eff,
+                    sc.dp.as_ptr(),
+                    bkp as isize,
+                    1,
+                    kb.ptr,
+                    kb.rs,
+                    c,
+                    dpad as isize,
+                    true,
+                    T::ONE,
+                );
             }
         }
     }
 
     /// Copies `rows` accumulated rows (padded width `w`, true width `n`) into `out`, times `alpha`.
-    fn write(out: &mut [T], acc: &[T], rows: usize, n: usize, w: usize, alpha: T) {
+    fn write(out: &mut [MaybeUninit<T>], acc: &[T], rows: usize, n: usize, w: usize, alpha: T) {
         for r in 0..rows {
             for (o, &a) in out[r * n..(r + 1) * n].iter_mut().zip(&acc[r * w..]) {
-                *o = alpha * a;
+                o.write(alpha * a);
             }
         }
     }
 }
 
 /// One task per (batch, head): all key tiles, all query tiles, every gradient.
-fn fused<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]) {
+fn fused<T: Real>(
+    c: &Ctx<T>,
+    sc: &mut Scratch<T>,
+    bh: usize,
+    dq: &mut [MaybeUninit<T>],
+    dk: &mut [MaybeUninit<T>],
+    dv: &mut [MaybeUninit<T>],
+) {
     let p = c.p;
     let (b, _) = p.split(bh);
     let (dpad, dvpad) = pads(p);
     let qs = c.queries(sc, bh, 0, p.nq);
     sc.dq[..p.nq * dpad].fill(T::ZERO);
-    for (j0, bk) in tiles(p.hi_max(b, 0, p.nq), BLOCK_K) {
+    let seen = p.hi_max(b, 0, p.nq);
+    // Keys no query sees get zero gradients.
+    dk[seen * p.d..].fill(MaybeUninit::new(T::ZERO));
+    dv[seen * p.dv..].fill(MaybeUninit::new(T::ZERO));
+    for (j0, bk) in tiles(seen, BLOCK_K) {
         let kb = c.keys(sc, bh, j0, bk);
         sc.dk[..bk * dpad].fill(T::ZERO);
         sc.dv[..bk * dvpad].fill(T::ZERO);
@@ -309,7 +454,14 @@ fn fused<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, dq: &mut [T], dk: 
 }
 
 /// Pass 1 task: key tile `[j0, j0 + bk)` of head `bh`, owning those rows of `dK`, `dV`.
-fn key_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, j0: usize, dk: &mut [T], dv: &mut [T]) {
+fn key_tile<T: Real>(
+    c: &Ctx<T>,
+    sc: &mut Scratch<T>,
+    bh: usize,
+    j0: usize,
+    dk: &mut [MaybeUninit<T>],
+    dv: &mut [MaybeUninit<T>],
+) {
     let p = c.p;
     let (b, _) = p.split(bh);
     let (dpad, dvpad) = pads(p);
@@ -327,7 +479,13 @@ fn key_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, j0: usize, dk: 
 }
 
 /// Pass 2 task: query tile starting at `i0` of head `bh`, owning those rows of `dQ`.
-fn query_tile<T: Real>(c: &Ctx<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, dq: &mut [T]) {
+fn query_tile<T: Real>(
+    c: &Ctx<T>,
+    sc: &mut Scratch<T>,
+    bh: usize,
+    i0: usize,
+    dq: &mut [MaybeUninit<T>],
+) {
     let p = c.p;
     let (b, _) = p.split(bh);
     let (dpad, _) = pads(p);

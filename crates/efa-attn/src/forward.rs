@@ -1,19 +1,20 @@
 //! Forward pass: online softmax over key tiles per (batch, head, query tile).
 
-use crate::micro::{gemm, online_softmax, padded};
-use crate::problem::{a_operand, b_operand, pack_cols, pads, run_tasks, split_lens, tiles, zeros, Problem};
+use crate::micro::{gemm, online_softmax_t, padded};
+use crate::problem::{a_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem};
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayView4};
+use std::mem::MaybeUninit;
 
-/// Per-job scratch: packed `Kᵀ` and (when needed) `V` tiles, score tile, accumulator and
-/// the running max / sum per row.
+/// Per-job scratch: the transposed query tile `Qᵀ`, (when needed) a padded `V` tile, the
+/// transposed score tile `Sᵀ` (keys × queries, so the softmax statistics are vectorised across
+/// queries), the transposed accumulator `accᵀ` and the running max / sum per query.
 struct Scratch<T> {
-    kt: Vec<T>,
-    vp: Vec<T>,
-    s: Vec<T>,
-    acc: Vec<T>,
+    qt: Vec<T>,
+    st: Vec<T>,
+    acct: Vec<T>,
     m: Vec<T>,
     l: Vec<T>,
     cnt: Vec<usize>,
@@ -21,17 +22,15 @@ struct Scratch<T> {
 
 impl<T: Real> Scratch<T> {
     fn new(p: &Problem<T>) -> Self {
-        let (_, dvpad) = pads(p);
         let bq = BLOCK_Q.min(p.nq).max(1);
         let bk = BLOCK_K.min(p.nk).max(1);
-        let bkp = padded(bk);
+        let mqp = padded(bq);
         Scratch {
-            kt: zeros(p.d * bkp),
-            vp: zeros(bk * dvpad),
-            s: zeros(bq * bkp),
-            acc: zeros(bq * dvpad),
-            m: zeros(bq),
-            l: zeros(bq),
+            qt: zeros(p.d * mqp),
+            st: zeros(bk * mqp),
+            acct: zeros(p.dv * mqp),
+            m: zeros(mqp),
+            l: zeros(mqp),
             cnt: vec![0; bq],
         }
     }
@@ -47,11 +46,11 @@ impl<T: Real> Scratch<T> {
 /// # Errors
 /// Shape mismatches (naming the tensor and its shape), a mask that does not fit, or a
 /// non-finite `scale`.
-pub fn forward<'a, 'm, T: Real>(
-    q: ArrayView4<'a, T>,
-    k: ArrayView4<'a, T>,
-    v: ArrayView4<'a, T>,
-    mask: &Mask<'m>,
+pub fn forward<T: Real>(
+    q: ArrayView4<'_, T>,
+    k: ArrayView4<'_, T>,
+    v: ArrayView4<'_, T>,
+    mask: &Mask<'_>,
     scale: T,
     par: Par,
 ) -> Result<(Array4<T>, Array3<T>), AttnError> {
@@ -62,18 +61,19 @@ pub fn forward<'a, 'm, T: Real>(
 ///
 /// # Errors
 /// As [`forward`].
-pub fn forward_with<'a, 'm, T: Real>(
-    q: ArrayView4<'a, T>,
-    k: ArrayView4<'a, T>,
-    v: ArrayView4<'a, T>,
-    mask: &Mask<'m>,
+pub fn forward_with<T: Real>(
+    q: ArrayView4<'_, T>,
+    k: ArrayView4<'_, T>,
+    v: ArrayView4<'_, T>,
+    mask: &Mask<'_>,
     scale: T,
     par: Par,
     isa: Isa,
 ) -> Result<(Array4<T>, Array3<T>), AttnError> {
     let p = Problem::new(q.view(), k.view(), v.view(), mask, scale, isa)?;
-    let mut o = Array4::<T>::zeros((p.batch, p.heads, p.nq, p.dv));
-    let mut lse = Array3::<T>::from_elem((p.batch, p.heads, p.nq), T::NEG_INFINITY);
+    // Every element is written exactly once by the tasks below (no zero-fill pass).
+    let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
+    let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
     let bh_count = p.batch * p.heads;
     let per_head = tiles(p.nq, BLOCK_Q).count();
     let o_parts = split_lens(
@@ -90,57 +90,111 @@ pub fn forward_with<'a, 'm, T: Real>(
         .enumerate()
         .map(|(t, (o, l))| (t / per_head.max(1), (t % per_head.max(1)) * BLOCK_Q, o, l))
         .collect();
-    run_tasks(par, tasks, || Scratch::new(&p), |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l));
-    Ok((o, lse))
+    run_tasks(
+        par,
+        tasks,
+        || Scratch::new(&p),
+        |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l),
+    );
+    // SAFETY: the tasks cover every (b, h, row) once and `tile` writes every element of its
+    // rows of `o` and `lse`.
+    Ok(unsafe { (o.assume_init(), lse.assume_init()) })
 }
 
 /// One (batch, head, query tile) task: rows `i0 .. i0 + lse.len()`.
-fn tile<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, o: &mut [T], lse: &mut [T]) {
+fn tile<T: Real>(
+    p: &Problem<T>,
+    sc: &mut Scratch<T>,
+    bh: usize,
+    i0: usize,
+    o: &mut [MaybeUninit<T>],
+    lse: &mut [MaybeUninit<T>],
+) {
     let (b, h) = p.split(bh);
     let mq = lse.len();
-    let (_, dvpad) = pads(p);
+    let mqp = padded(mq);
     let isa = p.isa;
     let (qh, kh, vh) = (p.head(&p.q, bh), p.head(&p.k, bh), p.head(&p.v, bh));
-    let qa = a_operand(&qh, i0);
+    pack_cols(&qh, i0, mq, &mut sc.qt, mqp);
     let pointwise = p.rules.has_pointwise();
-    sc.m[..mq].fill(T::NEG_INFINITY);
-    sc.l[..mq].fill(T::ZERO);
-    sc.acc[..mq * dvpad].fill(T::ZERO);
+    sc.m[..mqp].fill(T::NEG_INFINITY);
+    sc.l[..mqp].fill(T::ZERO);
+    sc.acct[..p.dv * mqp].fill(T::ZERO);
     for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
-        let bkp = padded(bk);
-        pack_cols(&kh, j0, bk, &mut sc.kt, bkp);
-        let vb = b_operand(&vh, j0, bk, &mut sc.vp);
-        // S = scale·Q·Kᵀ
-        // SAFETY: q rows i0..i0+mq through the view's strides (d columns), kt is d×bkp, s is
-        // mq×bkp with bkp % PAD == 0.
+        let (ka, va) = (a_operand(&kh, j0), a_operand(&vh, j0));
+        // Sᵀ = scale·K·Qᵀ (keys × queries)
+        // SAFETY: K rows j0..j0+bk through the view's strides (d columns), qt is d×mqp, st is
+        // bk×mqp with mqp % PAD == 0.
         unsafe {
-            gemm(isa, mq, bkp, p.d, qa.ptr, qa.rs, qa.cs, sc.kt.as_ptr(), bkp as isize, sc.s.as_mut_ptr(),
-                bkp as isize, false, p.scale);
+            gemm(
+                isa,
+                bk,
+                mqp,
+                p.d,
+                ka.ptr,
+                ka.rs,
+                ka.cs,
+                sc.qt.as_ptr(),
+                mqp as isize,
+                sc.st.as_mut_ptr(),
+                mqp as isize,
+                false,
+                p.scale,
+            );
         }
+        // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r), so
+        // key row j is hidden from the first f(j) columns; then element-wise rules.
         for r in 0..mq {
-            let i = i0 + r;
-            let cnt = p.rules.hi(b, i).saturating_sub(j0).min(bk);
-            sc.cnt[r] = cnt;
-            if pointwise && cnt > 0 {
-                // Element-wise rules.
-                for (c, x) in sc.s[r * bkp..r * bkp + cnt].iter_mut().enumerate() {
-                    if !p.rules.pointwise(b, h, i, j0 + c) {
-                        *x = T::NEG_INFINITY;
+            sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
+        }
+        let mut f = 0;
+        for j in 0..bk {
+            while f < mq && sc.cnt[f] <= j {
+                f += 1;
+            }
+            sc.st[j * mqp..j * mqp + f].fill(T::NEG_INFINITY);
+        }
+        if pointwise {
+            for r in 0..mq {
+                for j in 0..sc.cnt[r] {
+                    if !p.rules.pointwise(b, h, i0 + r, j0 + j) {
+                        sc.st[j * mqp + r] = T::NEG_INFINITY;
                     }
                 }
             }
         }
         // SAFETY: buffers sized by Scratch::new for this tile.
-        let k_eff =
-            unsafe { online_softmax(isa, mq, &mut sc.s, bkp, &sc.cnt, &mut sc.m, &mut sc.l, &mut sc.acc, dvpad) };
-        if k_eff > 0 {
-            // acc += P·V
-            // SAFETY: s is mq×bkp (k_eff ≤ bk columns read), V rows j0.. with dvpad columns,
-            // acc is mq×dvpad.
-            unsafe {
-                gemm(isa, mq, dvpad, k_eff, sc.s.as_ptr(), bkp as isize, 1, vb.ptr, vb.rs, sc.acc.as_mut_ptr(),
-                    dvpad as isize, true, T::ONE);
-            }
+        unsafe {
+            online_softmax_t(
+                isa,
+                bk,
+                &sc.cnt[..mq],
+                &mut sc.st,
+                mqp,
+                &mut sc.m,
+                &mut sc.l,
+                &mut sc.acct,
+                p.dv,
+            )
+        };
+        // accᵀ += Vᵀ·Pᵀ (Vᵀ read through transposed strides)
+        // SAFETY: V rows j0..j0+bk (dv columns), st is bk×mqp, acct is dv×mqp.
+        unsafe {
+            gemm(
+                isa,
+                p.dv,
+                mqp,
+                bk,
+                va.ptr,
+                va.cs,
+                va.rs,
+                sc.st.as_ptr(),
+                mqp as isize,
+                sc.acct.as_mut_ptr(),
+                mqp as isize,
+                true,
+                T::ONE,
+            );
         }
     }
     // Finish: o = acc / l, lse = m + ln l; rows that saw nothing keep o = 0, lse = −∞.
@@ -148,13 +202,13 @@ fn tile<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, bh: usize, i0: usize, o: &
         let l = sc.l[r];
         if l > T::ZERO {
             let inv = T::ONE / l;
-            for (o, &a) in o[r * p.dv..(r + 1) * p.dv].iter_mut().zip(&sc.acc[r * dvpad..]) {
-                *o = a * inv;
+            for (c, o) in o[r * p.dv..(r + 1) * p.dv].iter_mut().enumerate() {
+                o.write(sc.acct[c * mqp + r] * inv);
             }
-            lse[r] = sc.m[r] + l.ln();
+            lse[r].write(sc.m[r] + l.ln());
         } else {
-            o[r * p.dv..(r + 1) * p.dv].fill(T::ZERO);
-            lse[r] = T::NEG_INFINITY;
+            o[r * p.dv..(r + 1) * p.dv].fill(MaybeUninit::new(T::ZERO));
+            lse[r].write(T::NEG_INFINITY);
         }
     }
 }

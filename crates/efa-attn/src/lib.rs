@@ -11,7 +11,10 @@
 //! A row with no visible key gives `oᵢ = 0`, `lseᵢ = −∞` and zero gradients.
 //!
 //! [`forward`] streams key tiles per (batch, head, query tile) with a running max `m`, running
-//! sum `l` and an output accumulator, never storing an `Nq×Nk` matrix. [`backward`] recomputes
+//! sum `l` and an output accumulator, never storing an `Nq×Nk` matrix; scores are kept
+//! transposed (keys × queries) so the softmax statistics are vectorised across queries. The
+//! matrix products are this crate's own SIMD microkernels ([`micro`]), so no library threading
+//! runs inside the rayon tasks. [`backward`] recomputes
 //! `P = exp(S − LSE)` tile by tile. Work is split into tasks that each own their output rows, so
 //! results are bitwise identical for any number of threads. Tensors are `[batch, heads, len,
 //! dim]`; [`naive`] holds the O(N²) f64 reference used by tests and benches.
@@ -30,15 +33,16 @@ pub use mask::{Mask, MaskSet};
 
 use std::fmt;
 
-/// Query rows per tile. Working set of one forward task for head dim 64 in f32: the scaled
-/// query tile 64×64 (16 KiB), `Kᵀ` and `V` tiles 64×[`BLOCK_K`] (2 × 32 KiB), the score tile
-/// 64×128 (32 KiB) and the accumulator (16 KiB): 128 KiB, a comfortable fraction of Zen 4's
-/// 1 MiB L2, with the 8- or 16-KiB panel each microkernel streams per row strip fitting the
-/// 32 KiB L1d. Sequences of at most this many queries are a single tile (no rescaling).
+/// Query rows per tile. Working set of one forward task for head dim 64 in f32: the
+/// transposed query tile `Qᵀ` 64×64 (16 KiB), the transposed score tile `Sᵀ`
+/// [`BLOCK_K`]×64 (32 KiB) and accumulator `accᵀ` 64×64 (16 KiB), with the key and value tiles
+/// (2 × 32 KiB) streamed from the inputs: about 128 KiB, an eighth of Zen 4's 1 MiB L2, while
+/// the panel each microkernel reuses across a row strip (`Qᵀ`, 16 KiB, or a 16-column slice of
+/// `Sᵀ`) fits the 32 KiB L1d. Sequences of at most this many queries are a single tile.
 pub const BLOCK_Q: usize = 64;
 
-/// Key rows per tile (see [`BLOCK_Q`] for the cache budget). 128 keys amortise the per-row
-/// online-softmax bookkeeping (max, rescale) over 128 scores.
+/// Key rows per tile (see [`BLOCK_Q`] for the cache budget). 128 keys amortise the online-softmax
+/// rescaling of the accumulator over 128 scores per query.
 pub const BLOCK_K: usize = 128;
 
 /// Minimum number of tasks a rayon job takes, so small tasks (short sequences, one tile per
@@ -80,13 +84,21 @@ pub struct AttnError {
 
 impl AttnError {
     pub(crate) fn new(tensor: &'static str, shape: Vec<usize>, message: impl Into<String>) -> Self {
-        AttnError { tensor, shape, message: message.into() }
+        AttnError {
+            tensor,
+            shape,
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for AttnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "attention: {} with shape {:?}: {}", self.tensor, self.shape, self.message)
+        write!(
+            f,
+            "attention: {} with shape {:?}: {}",
+            self.tensor, self.shape, self.message
+        )
     }
 }
 
@@ -95,7 +107,14 @@ impl std::error::Error for AttnError {}
 /// Useful floating-point operations of one forward pass: `4·B·H·Σᵢ|V(i)|·D` counted as
 /// `4·B·H·Nq·Nk·D`, halved (`Nq·(Nq+1)/2` pairs) for causal masks. Backward is counted as 2.5×
 /// this (the convention of FlashAttention papers).
-pub fn forward_flops(batch: usize, heads: usize, nq: usize, nk: usize, dim: usize, causal: bool) -> f64 {
+pub fn forward_flops(
+    batch: usize,
+    heads: usize,
+    nq: usize,
+    nk: usize,
+    dim: usize,
+    causal: bool,
+) -> f64 {
     let pairs = if causal {
         (nq as f64) * (nq as f64 + 1.0) / 2.0
     } else {

@@ -49,10 +49,22 @@ impl<'a> Mask<'a> {
     pub fn to_set(&self) -> MaskSet<'a> {
         match self {
             Mask::None => MaskSet::default(),
-            Mask::Causal { offset } => MaskSet { causal: Some(*offset), ..Default::default() },
-            Mask::KeyPadding(l) => MaskSet { key_lengths: Some(l), ..Default::default() },
-            Mask::ExcludeSelf => MaskSet { exclude_self: true, ..Default::default() },
-            Mask::Dense(d) => MaskSet { dense: Some(d.clone()), ..Default::default() },
+            Mask::Causal { offset } => MaskSet {
+                causal: Some(*offset),
+                ..Default::default()
+            },
+            Mask::KeyPadding(l) => MaskSet {
+                key_lengths: Some(l),
+                ..Default::default()
+            },
+            Mask::ExcludeSelf => MaskSet {
+                exclude_self: true,
+                ..Default::default()
+            },
+            Mask::Dense(d) => MaskSet {
+                dense: Some(*d),
+                ..Default::default()
+            },
             Mask::Combined(s) => s.clone(),
         }
     }
@@ -75,7 +87,13 @@ pub(crate) struct Rules<'a> {
 
 impl<'a> Rules<'a> {
     /// Validates the mask for `[batch, heads, nq, nk]`.
-    pub fn new<'m: 'a>(mask: &Mask<'m>, batch: usize, heads: usize, nq: usize, nk: usize) -> Result<Self, AttnError> {
+    pub fn new<'m: 'a>(
+        mask: &Mask<'m>,
+        batch: usize,
+        heads: usize,
+        nq: usize,
+        nk: usize,
+    ) -> Result<Self, AttnError> {
         let set = mask.to_set();
         if let Some(l) = set.key_lengths {
             if l.len() != batch {
@@ -95,7 +113,10 @@ impl<'a> Rules<'a> {
         }
         if let Some(d) = &set.dense {
             let s = d.shape();
-            let ok = (s[0] == batch || s[0] == 1) && (s[1] == heads || s[1] == 1) && s[2] == nq && s[3] == nk;
+            let ok = (s[0] == batch || s[0] == 1)
+                && (s[1] == heads || s[1] == 1)
+                && s[2] == nq
+                && s[3] == nk;
             if !ok {
                 return Err(AttnError::new(
                     "mask.dense",
@@ -105,7 +126,13 @@ impl<'a> Rules<'a> {
             }
         }
         let dense: Option<ArrayView4<'a, bool>> = set.dense.map(|d| d.reborrow());
-        Ok(Rules { causal: set.causal, lengths: set.key_lengths, exclude_self: set.exclude_self, dense, nk })
+        Ok(Rules {
+            causal: set.causal,
+            lengths: set.key_lengths,
+            exclude_self: set.exclude_self,
+            dense,
+            nk,
+        })
     }
 
     /// End (exclusive) of the visible key prefix of query `i` in batch row `b`.

@@ -6,7 +6,7 @@
 //! zeros). The register block is `MR` rows × `NR` vectors: 8×2 for AVX-512 (16 of 32 zmm
 //! accumulators), 6×2 for AVX2 (12 of 16 ymm), 4×2 for the scalar path.
 
-use efa_num::simd::{Isa, SimdElem, SimdVec};
+use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 
 /// Tile widths are rounded up to a multiple of this (16 elements: a 64-byte f32 or a
@@ -90,11 +90,33 @@ unsafe fn strip<V: SimdVec, const MR: usize, const NR: usize>(
         let w = V::LANES;
         let mut j = 0;
         while j + NR * w <= n {
-            block::<V, MR, NR>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate, alpha);
+            block::<V, MR, NR>(
+                k,
+                a,
+                rsa,
+                csa,
+                b.add(j),
+                rsb,
+                c.add(j),
+                rsc,
+                accumulate,
+                alpha,
+            );
             j += NR * w;
         }
         while j < n {
-            block::<V, MR, 1>(k, a, rsa, csa, b.add(j), rsb, c.add(j), rsc, accumulate, alpha);
+            block::<V, MR, 1>(
+                k,
+                a,
+                rsa,
+                csa,
+                b.add(j),
+                rsb,
+                c.add(j),
+                rsc,
+                accumulate,
+                alpha,
+            );
             j += w;
         }
     }
@@ -248,20 +270,6 @@ unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem)
     }
 }
 
-/// Row max over `w` (a multiple of the lane count) entries.
-#[inline(always)]
-unsafe fn row_max_plain<V: SimdVec>(row: *const V::Elem, w: usize) -> V::Elem {
-    unsafe {
-        let mut m = V::splat(V::Elem::NEG_INFINITY);
-        let mut j = 0;
-        while j < w {
-            m = V::load(row.add(j)).max(m);
-            j += V::LANES;
-        }
-        m.reduce_max()
-    }
-}
-
 /// In place `row ← exp(row − c)` over `w` (a multiple of the lane count) entries; returns the sum.
 #[inline(always)]
 unsafe fn row_exp<V: SimdVec>(row: *mut V::Elem, w: usize, c: V::Elem) -> V::Elem {
@@ -291,85 +299,92 @@ unsafe fn row_exp<V: SimdVec>(row: *mut V::Elem, w: usize, c: V::Elem) -> V::Ele
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn online_body<V: SimdVec>(
-    mq: usize,
-    s: *mut V::Elem,
-    bkp: usize,
+unsafe fn online_t_body<V: SimdVec>(
+    rows: usize,
     cnt: *const usize,
+    mq: usize,
+    st: *mut V::Elem,
+    mqp: usize,
     m: *mut V::Elem,
     l: *mut V::Elem,
-    acc: *mut V::Elem,
-    dvpad: usize,
-) -> usize {
+    acct: *mut V::Elem,
+    dv: usize,
+) {
     unsafe {
-        let ninf = V::Elem::NEG_INFINITY;
-        let zero = V::Elem::ZERO;
-        let mut k_eff = 0;
-        for r in 0..mq {
-            let row = s.add(r * bkp);
-            let c = *cnt.add(r);
-            let w = padded(c).min(bkp);
-            if c == 0 {
-                fill::<V>(row, 0, bkp, zero);
-                continue;
+        let lanes = V::LANES;
+        let ninf = V::splat(V::Elem::NEG_INFINITY);
+        // Lower clamp for the shift: keeps `−∞ − m` from becoming `−∞ + ∞` while no key has
+        // been seen (then every entry is −∞ and exp gives exactly 0). Not a mask value.
+        let lowest = V::splat(-V::Elem::MAX);
+        let zero = V::splat(V::Elem::ZERO);
+        let mut cb = 0;
+        while cb < mqp {
+            // Rows at or past the block's largest visible count are −∞ in every column: P = 0.
+            let lim = if cb < mq {
+                (*cnt.add((cb + lanes).min(mq) - 1)).min(rows)
+            } else {
+                0
+            };
+            for j in lim..rows {
+                zero.store(st.add(j * mqp + cb));
             }
-            fill::<V>(row, c, w, ninf);
-            let mt = row_max_plain::<V>(row, w);
-            if mt == ninf {
-                fill::<V>(row, 0, bkp, zero);
-                continue;
+            let rows = lim;
+            let mut mt = ninf;
+            for j in 0..rows {
+                mt = V::load(st.add(j * mqp + cb)).max(mt);
             }
-            // Online softmax: m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m},
-            // acc ← acc·e^{m_old − m} (P·V is added by the caller).
-            let m_old = *m.add(r);
-            let m_new = if mt > m_old { mt } else { m_old };
-            let sum = row_exp::<V>(row, w, m_new);
-            fill::<V>(row, w, bkp, zero);
-            if m_new != m_old && *l.add(r) != zero {
-                let alpha = <V::Elem as SimdElem>::One::splat(m_old - m_new).exp().reduce_sum();
-                *l.add(r) *= alpha;
-                let va = V::splat(alpha);
-                let a = acc.add(r * dvpad);
-                let mut j = 0;
-                while j < dvpad {
-                    V::load(a.add(j)).mul(va).store(a.add(j));
-                    j += V::LANES;
-                }
+            let m_old = V::load(m.add(cb));
+            let m_new = mt.max(m_old);
+            let shift = m_new.max(lowest);
+            // m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m}, acc ← acc·e^{m_old − m}
+            let alpha = m_old.sub(shift).exp();
+            let mut sum = V::splat(V::Elem::ZERO);
+            for j in 0..rows {
+                let p = st.add(j * mqp + cb);
+                let e = V::load(p).sub(shift).exp();
+                e.store(p);
+                sum = sum.add(e);
             }
-            *l.add(r) += sum;
-            *m.add(r) = m_new;
-            k_eff = k_eff.max(c);
+            V::load(l.add(cb)).fma(alpha, sum).store(l.add(cb));
+            m_new.store(m.add(cb));
+            for c in 0..dv {
+                let a = acct.add(c * mqp + cb);
+                V::load(a).mul(alpha).store(a);
+            }
+            cb += lanes;
         }
-        k_eff
     }
 }
-simd_variants!(online_body, online_d, (mq: usize, s: *mut E, bkp: usize, cnt: *const usize, m: *mut E,
-    l: *mut E, acc: *mut E, dvpad: usize) -> usize);
+simd_variants!(online_t_body, online_t_d, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
+    acct: *mut E, dv: usize) -> ());
 
-/// Forward online-softmax update of a score tile `s` (`mq` rows of stride `bkp`, a multiple of
-/// [`PAD`]): row `r` has `cnt[r]` leading visible entries (element-wise masks already set to
-/// −∞). Updates the running max `m`, sum `l`, rescales the accumulator rows, and leaves
-/// `P = exp(s − m)` in `s` (zero beyond the visible entries). Returns the largest visible count.
+/// Forward online-softmax update on a transposed score tile `st` (`rows` keys × `mqp` queries,
+/// `mqp` a multiple of [`PAD`]; masked entries already −∞; query column `r < cnt.len()` sees at
+/// most the first `cnt[r]` key rows, `cnt` non-decreasing), vectorised across queries: per
+/// query column, `m ← max(m, maxⱼ s)`, `l ← l·e^{m_old − m} + Σⱼ e^{s − m}`, the transposed
+/// accumulator `accᵀ` (`dv` rows × `mqp`) is scaled by `e^{m_old − m}`, and `st` is replaced by
+/// `Pᵀ = exp(st − m)` (0 where masked).
 ///
 /// # Safety
-/// Buffers sized `mq·bkp` (`s`), `mq` (`cnt`, `m`, `l`), `mq·dvpad` (`acc`, a multiple of
-/// [`PAD`]); `isa` supported.
+/// `st` holds `rows·mqp`, `m`, `l` hold `mqp`, `acct` holds `dv·mqp` elements,
+/// `cnt.len() ≤ mqp`; `isa` supported.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn online_softmax<T: Real>(
+pub unsafe fn online_softmax_t<T: Real>(
     isa: Isa,
-    mq: usize,
-    s: &mut [T],
-    bkp: usize,
+    rows: usize,
     cnt: &[usize],
+    st: &mut [T],
+    mqp: usize,
     m: &mut [T],
     l: &mut [T],
-    acc: &mut [T],
-    dvpad: usize,
-) -> usize {
-    debug_assert!(s.len() >= mq * bkp && cnt.len() >= mq && m.len() >= mq && l.len() >= mq && acc.len() >= mq * dvpad);
+    acct: &mut [T],
+    dv: usize,
+) {
+    debug_assert!(mqp % PAD == 0 && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp);
+    debug_assert!(acct.len() >= dv * mqp);
     simd_by_kind!(T, E => unsafe {
-        online_d::<E>(isa, mq, s.as_mut_ptr().cast(), bkp, cnt.as_ptr(), m.as_mut_ptr().cast(),
-            l.as_mut_ptr().cast(), acc.as_mut_ptr().cast(), dvpad)
+        online_t_d::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
+            l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv)
     })
 }
 
@@ -403,13 +418,21 @@ unsafe fn probs_body<V: SimdVec>(
 }
 simd_variants!(probs_body, probs_d, (mq: usize, s: *mut E, bkp: usize, cnt: *const usize, lse: *const E) -> usize);
 
-/// Backward recomputation `P = exp(s − lse)` in place on a score tile (layout as in
-/// [`online_softmax`]); rows with no visible entry or `lse = −∞` become 0. Returns the largest
+/// Backward recomputation `P = exp(s − lse)` in place on a score tile (`mq` rows of stride
+/// `bkp`, a multiple of [`PAD`]; row `r` has `cnt[r]` leading visible entries, element-wise
+/// masks already −∞); rows with no visible entry or `lse = −∞` become 0. Returns the largest
 /// visible count.
 ///
 /// # Safety
-/// As [`online_softmax`].
-pub unsafe fn probabilities<T: Real>(isa: Isa, mq: usize, s: &mut [T], bkp: usize, cnt: &[usize], lse: &[T]) -> usize {
+/// Buffers sized `mq·bkp` (`s`) and `mq` (`cnt`, `lse`); `isa` supported.
+pub unsafe fn probabilities<T: Real>(
+    isa: Isa,
+    mq: usize,
+    s: &mut [T],
+    bkp: usize,
+    cnt: &[usize],
+    lse: &[T],
+) -> usize {
     debug_assert!(s.len() >= mq * bkp && cnt.len() >= mq && lse.len() >= mq);
     simd_by_kind!(T, E => unsafe {
         probs_d::<E>(isa, mq, s.as_mut_ptr().cast(), bkp, cnt.as_ptr(), lse.as_ptr().cast())

@@ -24,7 +24,10 @@ fn probs<T: Real>(
         let mut m = f64::NEG_INFINITY;
         for j in 0..nk {
             if rules.visible(b, h, i, j) {
-                let s: f64 = (0..d).map(|c| q[[b, h, i, c]].to_f64() * k[[b, h, j, c]].to_f64()).sum::<f64>() * scale;
+                let s: f64 = (0..d)
+                    .map(|c| q[[b, h, i, c]].to_f64() * k[[b, h, j, c]].to_f64())
+                    .sum::<f64>()
+                    * scale;
                 p[[i, j]] = s;
                 m = m.max(s);
             }
@@ -41,7 +44,11 @@ fn probs<T: Real>(
         }
         lse[i] = m + z.ln();
         for j in 0..nk {
-            p[[i, j]] = if rules.visible(b, h, i, j) { (p[[i, j]] - lse[i]).exp() } else { 0.0 };
+            p[[i, j]] = if rules.visible(b, h, i, j) {
+                (p[[i, j]] - lse[i]).exp()
+            } else {
+                0.0
+            };
         }
     }
     (p, lse)
@@ -72,7 +79,13 @@ pub fn forward<T: Real>(
     scale: f64,
 ) -> Result<(Array4<f64>, Array3<f64>), AttnError> {
     let rules = check(&q, &k, &v, mask)?;
-    let (bs, hs, nq, nk, dv) = (q.shape()[0], q.shape()[1], q.shape()[2], k.shape()[2], v.shape()[3]);
+    let (bs, hs, nq, nk, dv) = (
+        q.shape()[0],
+        q.shape()[1],
+        q.shape()[2],
+        k.shape()[2],
+        v.shape()[3],
+    );
     let mut o = Array4::<f64>::zeros((bs, hs, nq, dv));
     let mut lse = Array3::<f64>::zeros((bs, hs, nq));
     for b in 0..bs {
@@ -105,8 +118,14 @@ pub fn backward<T: Real>(
     scale: f64,
 ) -> Result<(Array4<f64>, Array4<f64>, Array4<f64>), AttnError> {
     let rules = check(&q, &k, &v, mask)?;
-    let (bs, hs, nq, nk, d, dv) =
-        (q.shape()[0], q.shape()[1], q.shape()[2], k.shape()[2], q.shape()[3], v.shape()[3]);
+    let (bs, hs, nq, nk, d, dv) = (
+        q.shape()[0],
+        q.shape()[1],
+        q.shape()[2],
+        k.shape()[2],
+        q.shape()[3],
+        v.shape()[3],
+    );
     expect_shape("d_o", d_o.shape(), &[bs, hs, nq, dv])?;
     let mut dq = Array4::<f64>::zeros(q.raw_dim());
     let mut dk = Array4::<f64>::zeros(k.raw_dim());

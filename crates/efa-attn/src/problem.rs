@@ -25,9 +25,17 @@ pub(crate) struct Problem<'a, T> {
 }
 
 /// Errors unless `got` equals `want`.
-pub(crate) fn expect_shape(name: &'static str, got: &[usize], want: &[usize]) -> Result<(), AttnError> {
+pub(crate) fn expect_shape(
+    name: &'static str,
+    got: &[usize],
+    want: &[usize],
+) -> Result<(), AttnError> {
     if got != want {
-        return Err(AttnError::new(name, got.to_vec(), format!("expected shape {want:?}")));
+        return Err(AttnError::new(
+            name,
+            got.to_vec(),
+            format!("expected shape {want:?}"),
+        ));
     }
     Ok(())
 }
@@ -47,10 +55,27 @@ impl<'a, T: Real> Problem<'a, T> {
         let dv = v.shape()[3];
         expect_shape("v", v.shape(), &[batch, heads, nk, dv])?;
         if !scale.is_finite() {
-            return Err(AttnError::new("scale", vec![], format!("must be finite, got {scale}")));
+            return Err(AttnError::new(
+                "scale",
+                vec![],
+                format!("must be finite, got {scale}"),
+            ));
         }
         let rules = Rules::new(mask, batch, heads, nq, nk)?;
-        Ok(Problem { q, k, v, batch, heads, nq, nk, d, dv, scale, rules, isa: isa.or_scalar() })
+        Ok(Problem {
+            q,
+            k,
+            v,
+            batch,
+            heads,
+            nq,
+            nk,
+            d,
+            dv,
+            scale,
+            rules,
+            isa: isa.or_scalar(),
+        })
     }
 
     /// (batch, head) of a flat index `b·H + h`.
@@ -63,13 +88,17 @@ impl<'a, T: Real> Problem<'a, T> {
     #[inline]
     pub fn head<'v>(&self, x: &ArrayView4<'v, T>, bh: usize) -> ArrayView2<'v, T> {
         let (b, h) = self.split(bh);
-        x.clone().index_axis_move(Axis(0), b).index_axis_move(Axis(0), h)
+        x.index_axis_move(Axis(0), b).index_axis_move(Axis(0), h)
     }
 
     /// End (exclusive) of the keys any query row in `[i0, i0 + mq)` can see.
     #[inline]
     pub fn hi_max(&self, b: usize, i0: usize, mq: usize) -> usize {
-        if mq == 0 { 0 } else { self.rules.hi(b, i0 + mq - 1) }
+        if mq == 0 {
+            0
+        } else {
+            self.rules.hi(b, i0 + mq - 1)
+        }
     }
 
     /// First query row whose visible prefix reaches past key `j0` (rows before it see nothing
@@ -78,20 +107,36 @@ impl<'a, T: Real> Problem<'a, T> {
         let (mut lo, mut hi) = (0, self.nq);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.rules.hi(b, mid) > j0 { hi = mid } else { lo = mid + 1 }
+            if self.rules.hi(b, mid) > j0 {
+                hi = mid
+            } else {
+                lo = mid + 1
+            }
         }
         lo
     }
 }
 
 /// The `[B, H, N]` vector of one (batch, head).
-pub(crate) fn head3<'v, T>(x: &ArrayView3<'v, T>, heads: usize, bh: usize) -> ndarray::ArrayView1<'v, T> {
-    x.clone().index_axis_move(Axis(0), bh / heads).index_axis_move(Axis(0), bh % heads)
+pub(crate) fn head3<'v, T>(
+    x: &ArrayView3<'v, T>,
+    heads: usize,
+    bh: usize,
+) -> ndarray::ArrayView1<'v, T> {
+    x.index_axis_move(Axis(0), bh / heads)
+        .index_axis_move(Axis(0), bh % heads)
 }
 
 /// `dst[r·stride + c] = alpha·src[r0 + r, c]` for `r < rows`, `c < cols`, zero for
 /// `cols ≤ c < stride`.
-pub(crate) fn pack_rows<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, alpha: T, dst: &mut [T], stride: usize) {
+pub(crate) fn pack_rows<T: Real>(
+    src: &ArrayView2<T>,
+    r0: usize,
+    rows: usize,
+    alpha: T,
+    dst: &mut [T],
+    stride: usize,
+) {
     let cols = src.shape()[1];
     if rows == 0 {
         return;
@@ -125,7 +170,13 @@ pub(crate) fn pack_rows<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, al
 
 /// Transposed pack: `dst[c·stride + r] = src[r0 + r, c]` for `r < rows`, zero for
 /// `rows ≤ r < stride`, for every column `c`.
-pub(crate) fn pack_cols<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, dst: &mut [T], stride: usize) {
+pub(crate) fn pack_cols<T: Real>(
+    src: &ArrayView2<T>,
+    r0: usize,
+    rows: usize,
+    dst: &mut [T],
+    stride: usize,
+) {
     let cols = src.shape()[1];
     assert!(r0 + rows <= src.shape()[0] && rows <= stride && dst.len() >= cols * stride);
     let (rs, cs) = (src.strides()[0], src.strides()[1]);
@@ -157,7 +208,10 @@ impl<T> Mat<T> {
     /// The operand starting `r` rows further down.
     #[inline]
     pub fn down(self, r: usize) -> Self {
-        Mat { ptr: self.ptr.wrapping_offset(r as isize * self.rs), ..self }
+        Mat {
+            ptr: self.ptr.wrapping_offset(r as isize * self.rs),
+            ..self
+        }
     }
 }
 
@@ -165,25 +219,42 @@ impl<T> Mat<T> {
 /// element through the view's own strides; no copy).
 pub(crate) fn a_operand<T: Real>(src: &ArrayView2<T>, r0: usize) -> Mat<T> {
     let (rs, cs) = (src.strides()[0], src.strides()[1]);
-    Mat { ptr: src.as_ptr().wrapping_offset(r0 as isize * rs), rs, cs }
+    Mat {
+        ptr: src.as_ptr().wrapping_offset(r0 as isize * rs),
+        rs,
+        cs,
+    }
 }
 
 /// Rows `[r0, r0 + rows)` of a view as a right operand of [`crate::micro::gemm`] (contiguous
 /// rows of padded width): the view itself when its rows are contiguous and their width is a
 /// multiple of [`PAD`](crate::micro::PAD), otherwise a zero-padded copy in `buf`.
-pub(crate) fn b_operand<T: Real>(src: &ArrayView2<T>, r0: usize, rows: usize, buf: &mut [T]) -> Mat<T> {
+pub(crate) fn b_operand<T: Real>(
+    src: &ArrayView2<T>,
+    r0: usize,
+    rows: usize,
+    buf: &mut [T],
+) -> Mat<T> {
     let cols = src.shape()[1];
     let (rs, cs) = (src.strides()[0], src.strides()[1]);
     if (cs == 1 || cols <= 1) && cols % crate::micro::PAD == 0 {
-        return Mat { ptr: src.as_ptr().wrapping_offset(r0 as isize * rs), rs, cs: 1 };
+        return Mat {
+            ptr: src.as_ptr().wrapping_offset(r0 as isize * rs),
+            rs,
+            cs: 1,
+        };
     }
     let w = padded(cols);
     pack_rows(src, r0, rows, T::ONE, buf, w);
-    Mat { ptr: buf.as_ptr(), rs: w as isize, cs: 1 }
+    Mat {
+        ptr: buf.as_ptr(),
+        rs: w as isize,
+        cs: 1,
+    }
 }
 
 /// Splits `buf` into consecutive pieces of the given lengths (lengths may be 0).
-pub(crate) fn split_lens<'s, T>(mut buf: &'s mut [T], lens: impl Iterator<Item = usize>) -> Vec<&'s mut [T]> {
+pub(crate) fn split_lens<T>(mut buf: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
     let mut out = Vec::new();
     for n in lens {
         let (a, b) = std::mem::take(&mut buf).split_at_mut(n);
@@ -195,7 +266,9 @@ pub(crate) fn split_lens<'s, T>(mut buf: &'s mut [T], lens: impl Iterator<Item =
 
 /// Tile starts and lengths covering `0..n` in steps of `block`.
 pub(crate) fn tiles(n: usize, block: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..n).step_by(block.max(1)).map(move |s| (s, block.min(n - s)))
+    (0..n)
+        .step_by(block.max(1))
+        .map(move |s| (s, block.min(n - s)))
 }
 
 /// Runs `f(scratch, task)` over all tasks, sequentially or on rayon's current pool; each rayon
@@ -214,7 +287,10 @@ pub(crate) fn run_tasks<S, X: Send>(
             }
         }
         Par::Rayon => {
-            tasks.into_par_iter().with_min_len(crate::MIN_TASKS_PER_JOB).for_each_init(init, f);
+            tasks
+                .into_par_iter()
+                .with_min_len(crate::MIN_TASKS_PER_JOB)
+                .for_each_init(init, f);
         }
     }
 }

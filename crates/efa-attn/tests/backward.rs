@@ -5,12 +5,24 @@
 mod common;
 
 use common::*;
-use efa_attn::{backward, backward_with, forward, forward_with, naive, Isa, Mask, Par, BLOCK_Q, FUSED_MIN_HEADS};
+use efa_attn::{
+    backward, backward_with, forward, forward_with, naive, Isa, Mask, Par, BLOCK_Q, FUSED_MIN_HEADS,
+};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayD, Ix4};
 
 #[allow(clippy::too_many_arguments)]
-fn check_case<T: Real>(b: usize, h: usize, nq: usize, nk: usize, d: usize, dv: usize, isa: Isa, with_dlse: bool, seed: u64) {
+fn check_case<T: Real>(
+    b: usize,
+    h: usize,
+    nq: usize,
+    nk: usize,
+    d: usize,
+    dv: usize,
+    isa: Isa,
+    with_dlse: bool,
+    seed: u64,
+) {
     let q = rand4::<T>([b, h, nq, d], 1.0, seed);
     let k = rand4::<T>([b, h, nk, d], 1.0, seed + 1);
     let v = rand4::<T>([b, h, nk, dv], 1.0, seed + 2);
@@ -19,14 +31,44 @@ fn check_case<T: Real>(b: usize, h: usize, nq: usize, nk: usize, d: usize, dv: u
     let lens = lengths(b, nk);
     let dense = rand_dense(b, nq, nk, seed + 5);
     let scale = T::from_f64(1.0 / (d as f64).sqrt());
-    let (atol, rtol) = if T::BYTES == 4 { (1e-4, 1e-3) } else { (1e-11, 1e-9) };
+    let (atol, rtol) = if T::BYTES == 4 {
+        (1e-4, 1e-3)
+    } else {
+        (1e-11, 1e-9)
+    };
     for (name, mask) in masks(nq, nk, &lens, &dense) {
-        let what = format!("{} {} b{b} h{h} nq{nq} nk{nk} d{d} dv{dv} {name} dlse={with_dlse}", T::NAME, isa.name());
-        let (o, lse) = forward_with(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon, isa).unwrap();
+        let what = format!(
+            "{} {} b{b} h{h} nq{nq} nk{nk} d{d} dv{dv} {name} dlse={with_dlse}",
+            T::NAME,
+            isa.name()
+        );
+        let (o, lse) =
+            forward_with(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon, isa).unwrap();
         let dl = if with_dlse { Some(gl.view()) } else { None };
-        let (dq, dk, dvv) =
-            backward_with(q.view(), k.view(), v.view(), o.view(), lse.view(), g.view(), dl, &mask, scale, Par::Rayon, isa).unwrap();
-        let (rq, rk, rv) = naive::backward(q.view(), k.view(), v.view(), g.view(), dl, &mask, scale.to_f64()).unwrap();
+        let (dq, dk, dvv) = backward_with(
+            q.view(),
+            k.view(),
+            v.view(),
+            o.view(),
+            lse.view(),
+            g.view(),
+            dl,
+            &mask,
+            scale,
+            Par::Rayon,
+            isa,
+        )
+        .unwrap();
+        let (rq, rk, rv) = naive::backward(
+            q.view(),
+            k.view(),
+            v.view(),
+            g.view(),
+            dl,
+            &mask,
+            scale.to_f64(),
+        )
+        .unwrap();
         assert_close(&dq, &rq, atol, rtol, &format!("{what} dq"));
         assert_close(&dk, &rk, atol, rtol, &format!("{what} dk"));
         assert_close(&dvv, &rv, atol, rtol, &format!("{what} dv"));
@@ -37,23 +79,82 @@ fn check_case<T: Real>(b: usize, h: usize, nq: usize, nk: usize, d: usize, dv: u
 fn two_pass_grid_matches_naive() {
     // B·H < FUSED_MIN_HEADS: key-tile pass + query-tile pass.
     let t = BLOCK_Q;
-    for (n, &(nq, nk, d)) in [(0, 0, 3), (1, 1, 1), (2, 2, 8), (t - 1, t - 1, 16), (t + 1, t + 1, 3), (3 * t + 5, 3 * t + 5, 8), (13, 29, 32), (29, 13, 64)]
-        .iter()
-        .enumerate()
+    for (n, &(nq, nk, d)) in [
+        (0, 0, 3),
+        (1, 1, 1),
+        (2, 2, 8),
+        (t - 1, t - 1, 16),
+        (t + 1, t + 1, 3),
+        (3 * t + 5, 3 * t + 5, 8),
+        (13, 29, 32),
+        (29, 13, 64),
+    ]
+    .iter()
+    .enumerate()
     {
-        check_case::<f64>(2, 1, nq, nk, d, d, efa_num::simd::active(), n % 2 == 0, 10 * n as u64);
-        check_case::<f32>(1, 2, nq, nk, d, d.max(2) - 1, efa_num::simd::active(), n % 2 == 1, 10 * n as u64 + 7);
+        check_case::<f64>(
+            2,
+            1,
+            nq,
+            nk,
+            d,
+            d,
+            efa_num::simd::active(),
+            n % 2 == 0,
+            10 * n as u64,
+        );
+        check_case::<f32>(
+            1,
+            2,
+            nq,
+            nk,
+            d,
+            d.max(2) - 1,
+            efa_num::simd::active(),
+            n % 2 == 1,
+            10 * n as u64 + 7,
+        );
     }
 }
 
 #[test]
 fn fused_grid_matches_naive() {
     // B·H ≥ FUSED_MIN_HEADS: one task per (batch, head).
-    assert!(2 * 4 >= FUSED_MIN_HEADS);
+    const _: () = assert!(2 * 4 >= FUSED_MIN_HEADS);
     let t = BLOCK_Q;
-    for (n, &(nq, nk, d)) in [(1, 1, 3), (t, t, 16), (t + 1, 2 * t + 3, 8), (3 * t + 5, 3 * t + 5, 1), (50, 50, 16), (31, 17, 64)].iter().enumerate() {
-        check_case::<f64>(2, 4, nq, nk, d, d, efa_num::simd::active(), n % 2 == 0, 100 + 10 * n as u64);
-        check_case::<f32>(4, 2, nq, nk, d, d, efa_num::simd::active(), n % 2 == 1, 200 + 10 * n as u64);
+    for (n, &(nq, nk, d)) in [
+        (1, 1, 3),
+        (t, t, 16),
+        (t + 1, 2 * t + 3, 8),
+        (3 * t + 5, 3 * t + 5, 1),
+        (50, 50, 16),
+        (31, 17, 64),
+    ]
+    .iter()
+    .enumerate()
+    {
+        check_case::<f64>(
+            2,
+            4,
+            nq,
+            nk,
+            d,
+            d,
+            efa_num::simd::active(),
+            n % 2 == 0,
+            100 + 10 * n as u64,
+        );
+        check_case::<f32>(
+            4,
+            2,
+            nq,
+            nk,
+            d,
+            d,
+            efa_num::simd::active(),
+            n % 2 == 1,
+            200 + 10 * n as u64,
+        );
     }
 }
 
@@ -66,10 +167,23 @@ fn every_simd_variant_forced() {
 }
 
 /// Loss `Σ g∘o + Σ gl∘lse` (over finite lse) in f64 for central differences.
-fn loss(q: &Array4<f64>, k: &Array4<f64>, v: &Array4<f64>, g: &Array4<f64>, gl: &Array3<f64>, mask: &Mask, scale: f64) -> f64 {
+fn loss(
+    q: &Array4<f64>,
+    k: &Array4<f64>,
+    v: &Array4<f64>,
+    g: &Array4<f64>,
+    gl: &Array3<f64>,
+    mask: &Mask,
+    scale: f64,
+) -> f64 {
     let (o, lse) = forward(q.view(), k.view(), v.view(), mask, scale, Par::Sequential).unwrap();
     let a: f64 = o.iter().zip(g.iter()).map(|(x, y)| x * y).sum();
-    let b: f64 = lse.iter().zip(gl.iter()).filter(|(x, _)| x.is_finite()).map(|(x, y)| x * y).sum();
+    let b: f64 = lse
+        .iter()
+        .zip(gl.iter())
+        .filter(|(x, _)| x.is_finite())
+        .map(|(x, y)| x * y)
+        .sum();
     a + b
 }
 
@@ -84,16 +198,51 @@ fn fd_audit(b: usize, h: usize, nq: usize, nk: usize, d: usize, seed: u64) {
     let scale = 0.7;
     for (name, mask) in masks(nq, nk, &lens, &dense) {
         let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-        let (dq, dk, dv) =
-            backward(q.view(), k.view(), v.view(), o.view(), lse.view(), g.view(), Some(gl.view()), &mask, scale, Par::Rayon).unwrap();
+        let (dq, dk, dv) = backward(
+            q.view(),
+            k.view(),
+            v.view(),
+            o.view(),
+            lse.view(),
+            g.view(),
+            Some(gl.view()),
+            &mask,
+            scale,
+            Par::Rayon,
+        )
+        .unwrap();
         let fd_q = central_diff(&q.clone().into_dyn(), |x: &ArrayD<f64>| {
-            loss(&x.clone().into_dimensionality::<Ix4>().unwrap(), &k, &v, &g, &gl, &mask, scale)
+            loss(
+                &x.clone().into_dimensionality::<Ix4>().unwrap(),
+                &k,
+                &v,
+                &g,
+                &gl,
+                &mask,
+                scale,
+            )
         });
         let fd_k = central_diff(&k.clone().into_dyn(), |x: &ArrayD<f64>| {
-            loss(&q, &x.clone().into_dimensionality::<Ix4>().unwrap(), &v, &g, &gl, &mask, scale)
+            loss(
+                &q,
+                &x.clone().into_dimensionality::<Ix4>().unwrap(),
+                &v,
+                &g,
+                &gl,
+                &mask,
+                scale,
+            )
         });
         let fd_v = central_diff(&v.clone().into_dyn(), |x: &ArrayD<f64>| {
-            loss(&q, &k, &x.clone().into_dimensionality::<Ix4>().unwrap(), &g, &gl, &mask, scale)
+            loss(
+                &q,
+                &k,
+                &x.clone().into_dimensionality::<Ix4>().unwrap(),
+                &g,
+                &gl,
+                &mask,
+                scale,
+            )
         });
         assert_close(&dq.into_dyn(), &fd_q, 1e-5, 1e-3, &format!("fd dq {name}"));
         assert_close(&dk.into_dyn(), &fd_k, 1e-5, 1e-3, &format!("fd dk {name}"));
@@ -123,16 +272,34 @@ fn exponential_family_identity() {
         let (o, lse) = forward(q.view(), k.view(), k.view(), &mask, scale, Par::Rayon).unwrap();
         let sum_lse = |x: &ArrayD<f64>| {
             let x4 = x.clone().into_dimensionality::<Ix4>().unwrap();
-            let (_, l) = forward(x4.view(), k.view(), k.view(), &mask, scale, Par::Sequential).unwrap();
+            let (_, l) =
+                forward(x4.view(), k.view(), k.view(), &mask, scale, Par::Sequential).unwrap();
             l.iter().filter(|v| v.is_finite()).sum::<f64>()
         };
         let grad = central_diff(&q.clone().into_dyn(), sum_lse);
         let o_fd = grad.mapv(|g| g / scale);
-        assert_close(&o.clone().into_dyn(), &o_fd, 1e-7, 1e-6, "o vs (1/scale) dlse/dq");
+        assert_close(
+            &o.clone().into_dyn(),
+            &o_fd,
+            1e-7,
+            1e-6,
+            "o vs (1/scale) dlse/dq",
+        );
         let zero = Array4::<f64>::zeros(o.raw_dim());
         let ones = Array3::<f64>::ones(lse.raw_dim());
-        let (dq, _, _) =
-            backward(q.view(), k.view(), k.view(), o.view(), lse.view(), zero.view(), Some(ones.view()), &mask, scale, Par::Rayon).unwrap();
+        let (dq, _, _) = backward(
+            q.view(),
+            k.view(),
+            k.view(),
+            o.view(),
+            lse.view(),
+            zero.view(),
+            Some(ones.view()),
+            &mask,
+            scale,
+            Par::Rayon,
+        )
+        .unwrap();
         let want = o.mapv(|x| x * scale);
         assert_close(&dq, &want, 1e-12, 1e-10, "dq = scale·o");
     }
@@ -149,15 +316,32 @@ fn fully_masked_rows_have_zero_gradients() {
         let lens = [6, 0, 2];
         let mask = Mask::KeyPadding(&lens);
         let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, 1.0, Par::Rayon).unwrap();
-        let (dq, dk, dv) =
-            backward(q.view(), k.view(), v.view(), o.view(), lse.view(), g.view(), Some(gl.view()), &mask, 1.0, Par::Rayon).unwrap();
+        let (dq, dk, dv) = backward(
+            q.view(),
+            k.view(),
+            v.view(),
+            o.view(),
+            lse.view(),
+            g.view(),
+            Some(gl.view()),
+            &mask,
+            1.0,
+            Par::Rayon,
+        )
+        .unwrap();
         for x in [&dq, &dk, &dv] {
             assert!(x.index_axis(ndarray::Axis(0), 1).iter().all(|&v| v == 0.0));
             assert!(x.iter().all(|v| v.is_finite()));
         }
         // Padded keys get no gradient either.
-        assert!(dk.slice(ndarray::s![2, .., 2.., ..]).iter().all(|&v| v == 0.0));
-        assert!(dv.slice(ndarray::s![2, .., 2.., ..]).iter().all(|&v| v == 0.0));
+        assert!(dk
+            .slice(ndarray::s![2, .., 2.., ..])
+            .iter()
+            .all(|&v| v == 0.0));
+        assert!(dv
+            .slice(ndarray::s![2, .., 2.., ..])
+            .iter()
+            .all(|&v| v == 0.0));
     }
 }
 
@@ -170,16 +354,37 @@ fn deterministic_across_thread_counts() {
         let g = rand4::<f32>([bsz, h, n, 16], 1.0, 703);
         let mask = Mask::causal();
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| {
-                let (o, l) = forward(q.view(), k.view(), v.view(), &mask, 0.25, Par::Rayon).unwrap();
-                backward(q.view(), k.view(), v.view(), o.view(), l.view(), g.view(), None, &mask, 0.25, Par::Rayon).unwrap()
+                let (o, l) =
+                    forward(q.view(), k.view(), v.view(), &mask, 0.25, Par::Rayon).unwrap();
+                backward(
+                    q.view(),
+                    k.view(),
+                    v.view(),
+                    o.view(),
+                    l.view(),
+                    g.view(),
+                    None,
+                    &mask,
+                    0.25,
+                    Par::Rayon,
+                )
+                .unwrap()
             })
         };
         let r1 = run(1);
         for r in [run(2), run(3)] {
             for (a, b) in [(&r1.0, &r.0), (&r1.1, &r.1), (&r1.2, &r.2)] {
-                assert!(a.iter().zip(b.iter()).all(|(x, y)| x.to_bits() == y.to_bits()), "bitwise");
+                assert!(
+                    a.iter()
+                        .zip(b.iter())
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "bitwise"
+                );
             }
         }
     }
@@ -193,10 +398,53 @@ fn backward_shape_errors_name_the_tensor() {
     let o = Array4::<f64>::zeros((1, 1, 3, 2));
     let lse = Array3::<f64>::zeros((1, 1, 3));
     let bad = Array4::<f64>::zeros((1, 1, 3, 3));
-    let e = backward(q.view(), k.view(), v.view(), o.view(), lse.view(), bad.view(), None, &Mask::None, 1.0, Par::Rayon).unwrap_err();
+    let e = backward(
+        q.view(),
+        k.view(),
+        v.view(),
+        o.view(),
+        lse.view(),
+        bad.view(),
+        None,
+        &Mask::None,
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!((e.tensor, e.shape.clone()), ("d_o", vec![1, 1, 3, 3]));
     let bad_l = Array3::<f64>::zeros((1, 1, 4));
-    let e = backward(q.view(), k.view(), v.view(), o.view(), lse.view(), o.view(), Some(bad_l.view()), &Mask::None, 1.0, Par::Rayon)
-        .unwrap_err();
+    let e = backward(
+        q.view(),
+        k.view(),
+        v.view(),
+        o.view(),
+        lse.view(),
+        o.view(),
+        Some(bad_l.view()),
+        &Mask::None,
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!(e.tensor, "d_lse");
+}
+
+#[test]
+fn negative_and_permuted_strides_match_naive() {
+    let big = rand4::<f64>([2, 2, 30, 8], 1.0, 800);
+    let q = big.slice(ndarray::s![.., .., ..;-1, ..]);
+    let k = big.slice(ndarray::s![.., ..;-1, .., ..;-1]);
+    let vt = rand4::<f64>([2, 2, 5, 30], 1.0, 801);
+    let v = vt.view().permuted_axes([0, 1, 3, 2]);
+    let g = rand4::<f64>([2, 2, 30, 5], 1.0, 802);
+    for mask in [Mask::causal(), Mask::ExcludeSelf] {
+        let (o, lse) = forward(q, k, v, &mask, 0.3, Par::Rayon).unwrap();
+        let (o_ref, _) = naive::forward(q, k, v, &mask, 0.3).unwrap();
+        assert_close(&o, &o_ref, 1e-12, 1e-10, "o");
+        let (dq, dk, dv) = backward(q, k, v, o.view(), lse.view(), g.view(), None, &mask, 0.3, Par::Rayon).unwrap();
+        let (rq, rk, rv) = naive::backward(q, k, v, g.view(), None, &mask, 0.3).unwrap();
+        assert_close(&dq, &rq, 1e-11, 1e-9, "dq");
+        assert_close(&dk, &rk, 1e-11, 1e-9, "dk");
+        assert_close(&dv, &rv, 1e-11, 1e-9, "dv");
+    }
 }

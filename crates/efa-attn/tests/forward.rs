@@ -14,22 +14,63 @@ const DIMS: [usize; 6] = [1, 3, 8, 16, 32, 64];
 fn sizes() -> Vec<(usize, usize)> {
     let t = BLOCK_Q;
     vec![
-        (0, 0), (1, 1), (2, 2), (t - 1, t - 1), (t, t), (t + 1, t + 1), (BLOCK_K + 1, BLOCK_K + 1),
-        (3 * t + 5, 3 * t + 5), (13, 13), (31, 31), (50, 50), (7, 19), (19, 7), (0, 5), (5, 0),
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (t - 1, t - 1),
+        (t, t),
+        (t + 1, t + 1),
+        (BLOCK_K + 1, BLOCK_K + 1),
+        (3 * t + 5, 3 * t + 5),
+        (13, 13),
+        (31, 31),
+        (50, 50),
+        (7, 19),
+        (19, 7),
+        (0, 5),
+        (5, 0),
     ]
 }
 
-fn check_case<T: Real>(b: usize, h: usize, nq: usize, nk: usize, d: usize, dv: usize, amp: f64, isa: Isa, seed: u64) {
+#[allow(clippy::too_many_arguments)]
+fn check_case<T: Real>(
+    b: usize,
+    h: usize,
+    nq: usize,
+    nk: usize,
+    d: usize,
+    dv: usize,
+    amp: f64,
+    isa: Isa,
+    seed: u64,
+) {
     let q = rand4::<T>([b, h, nq, d], amp, seed);
     let k = rand4::<T>([b, h, nk, d], amp, seed + 1);
     let v = rand4::<T>([b, h, nk, dv], 1.0, seed + 2);
     let lens = lengths(b, nk);
     let dense = rand_dense(b, nq, nk, seed + 3);
     let scale = 1.0 / (d as f64).sqrt();
-    let (atol, rtol) = if T::BYTES == 4 { (2e-5 * amp * amp, 2e-4) } else { (1e-11 * amp * amp, 1e-10) };
+    let (atol, rtol) = if T::BYTES == 4 {
+        (2e-5 * amp * amp, 2e-4)
+    } else {
+        (1e-11 * amp * amp, 1e-10)
+    };
     for (name, mask) in masks(nq, nk, &lens, &dense) {
-        let what = format!("{} {} b{b} h{h} nq{nq} nk{nk} d{d} dv{dv} {name}", T::NAME, isa.name());
-        let (o, lse) = forward_with(q.view(), k.view(), v.view(), &mask, T::from_f64(scale), Par::Rayon, isa).unwrap();
+        let what = format!(
+            "{} {} b{b} h{h} nq{nq} nk{nk} d{d} dv{dv} {name}",
+            T::NAME,
+            isa.name()
+        );
+        let (o, lse) = forward_with(
+            q.view(),
+            k.view(),
+            v.view(),
+            &mask,
+            T::from_f64(scale),
+            Par::Rayon,
+            isa,
+        )
+        .unwrap();
         let sc = T::from_f64(scale).to_f64();
         let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &mask, sc).unwrap();
         assert_close(&o, &o_ref, atol, rtol, &format!("{what} o"));
@@ -41,7 +82,17 @@ fn check_case<T: Real>(b: usize, h: usize, nq: usize, nk: usize, d: usize, dv: u
 fn grid_f64_matches_naive() {
     for (n, &(nq, nk)) in sizes().iter().enumerate() {
         let d = DIMS[n % DIMS.len()];
-        check_case::<f64>(2, 2, nq, nk, d, d, 1.0, efa_num::simd::active(), n as u64 * 10);
+        check_case::<f64>(
+            2,
+            2,
+            nq,
+            nk,
+            d,
+            d,
+            1.0,
+            efa_num::simd::active(),
+            n as u64 * 10,
+        );
     }
 }
 
@@ -49,15 +100,45 @@ fn grid_f64_matches_naive() {
 fn grid_f32_matches_naive() {
     for (n, &(nq, nk)) in sizes().iter().enumerate() {
         let d = DIMS[(n + 3) % DIMS.len()];
-        check_case::<f32>(3, 1, nq, nk, d, d, 1.0, efa_num::simd::active(), n as u64 * 10 + 5);
+        check_case::<f32>(
+            3,
+            1,
+            nq,
+            nk,
+            d,
+            d,
+            1.0,
+            efa_num::simd::active(),
+            n as u64 * 10 + 5,
+        );
     }
 }
 
 #[test]
 fn every_head_dim_with_value_dim_differing() {
     for (n, &d) in DIMS.iter().enumerate() {
-        check_case::<f64>(1, 2, 37, 41, d, 5, 1.0, efa_num::simd::active(), 100 + n as u64);
-        check_case::<f32>(1, 2, 70, 70, d, d, 1.0, efa_num::simd::active(), 200 + n as u64);
+        check_case::<f64>(
+            1,
+            2,
+            37,
+            41,
+            d,
+            5,
+            1.0,
+            efa_num::simd::active(),
+            100 + n as u64,
+        );
+        check_case::<f32>(
+            1,
+            2,
+            70,
+            70,
+            d,
+            d,
+            1.0,
+            efa_num::simd::active(),
+            200 + n as u64,
+        );
     }
 }
 
@@ -82,7 +163,15 @@ fn large_score_magnitudes() {
     k[[0, 0, 2, 0]] = -1000.0;
     k[[0, 0, 3, 0]] = 1000.0;
     let v = Array4::<f64>::from_shape_fn((1, 1, 4, 1), |(_, _, j, _)| j as f64);
-    let (o, lse) = forward(q.view(), k.view(), v.view(), &Mask::None, 1.0, Par::Sequential).unwrap();
+    let (o, lse) = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::None,
+        1.0,
+        Par::Sequential,
+    )
+    .unwrap();
     let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &Mask::None, 1.0).unwrap();
     assert_close(&o, &o_ref, 1e-12, 1e-12, "o");
     assert_close(&lse, &lse_ref, 1e-12, 1e-12, "lse");
@@ -95,9 +184,21 @@ fn f32_agrees_with_f64() {
     let q = rand4::<f64>([b, h, n, d], 1.0, 500);
     let k = rand4::<f64>([b, h, n, d], 1.0, 501);
     let v = rand4::<f64>([b, h, n, d], 1.0, 502);
-    let (q32, k32, v32) = (q.mapv(|x| x as f32), k.mapv(|x| x as f32), v.mapv(|x| x as f32));
+    let (q32, k32, v32) = (
+        q.mapv(|x| x as f32),
+        k.mapv(|x| x as f32),
+        v.mapv(|x| x as f32),
+    );
     let m = Mask::causal();
-    let (o64, l64) = forward(q32.mapv(|x| x as f64).view(), k32.mapv(|x| x as f64).view(), v32.mapv(|x| x as f64).view(), &m, 0.25, Par::Rayon).unwrap();
+    let (o64, l64) = forward(
+        q32.mapv(|x| x as f64).view(),
+        k32.mapv(|x| x as f64).view(),
+        v32.mapv(|x| x as f64).view(),
+        &m,
+        0.25,
+        Par::Rayon,
+    )
+    .unwrap();
     let (o32, l32) = forward(q32.view(), k32.view(), v32.view(), &m, 0.25f32, Par::Rayon).unwrap();
     assert_close(&o32, &o64, 1e-5, 1e-4, "o f32 vs f64");
     assert_close(&l32, &l64, 1e-5, 1e-5, "lse f32 vs f64");
@@ -105,18 +206,42 @@ fn f32_agrees_with_f64() {
 
 #[test]
 fn rectangular_causal_offsets() {
-    for &(nq, nk, off) in &[(10, 30, 20isize), (30, 10, -5), (70, 200, 130), (129, 64, 0), (5, 5, -10), (9, 300, 1)] {
+    for &(nq, nk, off) in &[
+        (10, 30, 20isize),
+        (30, 10, -5),
+        (70, 200, 130),
+        (129, 64, 0),
+        (5, 5, -10),
+        (9, 300, 1),
+    ] {
         let q = rand4::<f64>([1, 2, nq, 4], 1.0, 600);
         let k = rand4::<f64>([1, 2, nk, 4], 1.0, 601);
         let v = rand4::<f64>([1, 2, nk, 3], 1.0, 602);
         for mask in [
             Mask::Causal { offset: off },
-            Mask::Combined(MaskSet { causal: Some(off), exclude_self: true, ..Default::default() }),
+            Mask::Combined(MaskSet {
+                causal: Some(off),
+                exclude_self: true,
+                ..Default::default()
+            }),
         ] {
             let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, 0.5, Par::Rayon).unwrap();
-            let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &mask, 0.5).unwrap();
-            assert_close(&o, &o_ref, 1e-12, 1e-10, &format!("o nq{nq} nk{nk} off{off}"));
-            assert_close(&lse, &lse_ref, 1e-12, 1e-10, &format!("lse nq{nq} nk{nk} off{off}"));
+            let (o_ref, lse_ref) =
+                naive::forward(q.view(), k.view(), v.view(), &mask, 0.5).unwrap();
+            assert_close(
+                &o,
+                &o_ref,
+                1e-12,
+                1e-10,
+                &format!("o nq{nq} nk{nk} off{off}"),
+            );
+            assert_close(
+                &lse,
+                &lse_ref,
+                1e-12,
+                1e-10,
+                &format!("lse nq{nq} nk{nk} off{off}"),
+            );
         }
     }
 }
@@ -127,11 +252,30 @@ fn fully_masked_rows_give_zero_and_neg_infinity() {
     let k = rand4::<f32>([3, 1, 6, 4], 1.0, 701);
     let v = rand4::<f32>([3, 1, 6, 4], 1.0, 702);
     let lens = [6, 0, 3];
-    let (o, lse) = forward(q.view(), k.view(), v.view(), &Mask::KeyPadding(&lens), 1.0, Par::Rayon).unwrap();
+    let (o, lse) = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::KeyPadding(&lens),
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap();
     assert!(o.index_axis(ndarray::Axis(0), 1).iter().all(|&x| x == 0.0));
-    assert!(lse.index_axis(ndarray::Axis(0), 1).iter().all(|&x| x == f32::NEG_INFINITY));
+    assert!(lse
+        .index_axis(ndarray::Axis(0), 1)
+        .iter()
+        .all(|&x| x == f32::NEG_INFINITY));
     // Causal with a negative offset: the first rows see nothing.
-    let (o, lse) = forward(q.view(), k.view(), v.view(), &Mask::Causal { offset: -2 }, 1.0, Par::Rayon).unwrap();
+    let (o, lse) = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::Causal { offset: -2 },
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap();
     for b in 0..3 {
         for i in 0..2 {
             assert_eq!(lse[[b, 0, i]], f32::NEG_INFINITY);
@@ -140,8 +284,15 @@ fn fully_masked_rows_give_zero_and_neg_infinity() {
         assert!(lse[[b, 0, 2]].is_finite());
     }
     // Exclude-self on a single key: nothing visible.
-    let (o, lse) = forward(q.slice(ndarray::s![.., .., ..1, ..]), k.slice(ndarray::s![.., .., ..1, ..]),
-        v.slice(ndarray::s![.., .., ..1, ..]), &Mask::ExcludeSelf, 1.0, Par::Rayon).unwrap();
+    let (o, lse) = forward(
+        q.slice(ndarray::s![.., .., ..1, ..]),
+        k.slice(ndarray::s![.., .., ..1, ..]),
+        v.slice(ndarray::s![.., .., ..1, ..]),
+        &Mask::ExcludeSelf,
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap();
     assert!(lse.iter().all(|&x| x == f32::NEG_INFINITY) && o.iter().all(|&x| x == 0.0));
 }
 
@@ -167,15 +318,47 @@ fn errors_name_tensor_shape_and_index() {
     assert_eq!(e.tensor, "k");
     assert_eq!(e.shape, vec![2, 1, 5, 3]);
     let k = Array4::<f64>::zeros((2, 1, 5, 4));
-    let e = forward(q.view(), k.view(), v.view(), &Mask::KeyPadding(&[5, 6]), 1.0, Par::Rayon).unwrap_err();
+    let e = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::KeyPadding(&[5, 6]),
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!(e.tensor, "mask.key_lengths");
     assert!(e.to_string().contains("[1]"), "{e}");
-    let e = forward(q.view(), k.view(), v.view(), &Mask::KeyPadding(&[5]), 1.0, Par::Rayon).unwrap_err();
+    let e = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::KeyPadding(&[5]),
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!(e.tensor, "mask.key_lengths");
     let dense = ndarray::Array4::from_elem((2, 1, 3, 4), true);
-    let e = forward(q.view(), k.view(), v.view(), &Mask::Dense(dense.view()), 1.0, Par::Rayon).unwrap_err();
+    let e = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::Dense(dense.view()),
+        1.0,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!(e.tensor, "mask.dense");
-    let e = forward(q.view(), k.view(), v.view(), &Mask::None, f64::NAN, Par::Rayon).unwrap_err();
+    let e = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::None,
+        f64::NAN,
+        Par::Rayon,
+    )
+    .unwrap_err();
     assert_eq!(e.tensor, "scale");
 }
 
@@ -185,16 +368,43 @@ fn deterministic_across_thread_counts() {
     let k = rand4::<f32>([2, 3, 200, 16], 1.0, 901);
     let v = rand4::<f32>([2, 3, 200, 16], 1.0, 902);
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| forward(q.view(), k.view(), v.view(), &Mask::causal(), 0.25, Par::Rayon).unwrap())
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            forward(
+                q.view(),
+                k.view(),
+                v.view(),
+                &Mask::causal(),
+                0.25,
+                Par::Rayon,
+            )
+            .unwrap()
+        })
     };
     let (o1, l1) = run(1);
     let (o2, l2) = run(2);
     let (o3, l3) = run(3);
-    let (os, ls) = forward(q.view(), k.view(), v.view(), &Mask::causal(), 0.25, Par::Sequential).unwrap();
+    let (os, ls) = forward(
+        q.view(),
+        k.view(),
+        v.view(),
+        &Mask::causal(),
+        0.25,
+        Par::Sequential,
+    )
+    .unwrap();
     for (o, l) in [(&o2, &l2), (&o3, &l3), (&os, &ls)] {
-        assert!(o1.iter().zip(o.iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
-        assert!(l1.iter().zip(l.iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(o1
+            .iter()
+            .zip(o.iter())
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(l1
+            .iter()
+            .zip(l.iter())
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
 
@@ -209,9 +419,16 @@ fn negative_and_zero_scales_with_every_mask() {
     for scale in [-0.7, 0.0] {
         for (name, mask) in masks(n, n, &lens, &dense) {
             let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-            let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &mask, scale).unwrap();
+            let (o_ref, lse_ref) =
+                naive::forward(q.view(), k.view(), v.view(), &mask, scale).unwrap();
             assert_close(&o, &o_ref, 1e-12, 1e-10, &format!("o scale {scale} {name}"));
-            assert_close(&lse, &lse_ref, 1e-12, 1e-10, &format!("lse scale {scale} {name}"));
+            assert_close(
+                &lse,
+                &lse_ref,
+                1e-12,
+                1e-10,
+                &format!("lse scale {scale} {name}"),
+            );
         }
     }
 }

@@ -96,9 +96,13 @@ fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
 
 /// Deterministic values in [-1, 1) (a fixed linear congruential sequence).
 fn filled<T: efa_num::Real>(shape: [usize; 4], seed: u64) -> Array4<T> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     Array4::from_shape_fn(shape, |_| {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         T::from_f64(((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0)
     })
 }
@@ -127,7 +131,18 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     let fwdbwd_ms = if a.backward {
         let step = || -> Result<_, efa_attn::AttnError> {
             let (o, l): (Array4<T>, Array3<T>) = fwd()?;
-            backward(q.view(), k.view(), v.view(), o.view(), l.view(), g.view(), None, mask, scale, Par::Rayon)
+            backward(
+                q.view(),
+                k.view(),
+                v.view(),
+                o.view(),
+                l.view(),
+                g.view(),
+                None,
+                mask,
+                scale,
+                Par::Rayon,
+            )
         };
         for _ in 0..2 {
             step().map_err(err)?;
@@ -143,12 +158,19 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     let naive_ms = if work <= 1.5e8 && !a.no_baselines {
         let nreps = if work <= 2e7 { 3 } else { 1 };
         Some(median_ms(nreps, || {
-            std::hint::black_box(naive::forward(q.view(), k.view(), v.view(), mask, scale.to_f64()).expect("checked"));
+            std::hint::black_box(
+                naive::forward(q.view(), k.view(), v.view(), mask, scale.to_f64())
+                    .expect("checked"),
+            );
         }))
     } else {
         None
     };
-    Ok(Timings { fwd_ms, fwdbwd_ms, naive_ms })
+    Ok(Timings {
+        fwd_ms,
+        fwdbwd_ms,
+        naive_ms,
+    })
 }
 
 /// GFLOP/s of a 2048³ sgemm (matrixmultiply), row blocks split over the current rayon pool.
@@ -165,8 +187,22 @@ fn sgemm_ceiling() -> f64 {
             let m = cb.len() / n;
             // SAFETY: a is n×n, rows [t·rows, t·rows + m) are in bounds; b is n×n; cb is m×n.
             unsafe {
-                matrixmultiply::sgemm(m, n, n, 1.0, a.as_ptr().add(t * rows * n), n as isize, 1, b.as_ptr(),
-                    n as isize, 1, 0.0, cb.as_mut_ptr(), n as isize, 1);
+                matrixmultiply::sgemm(
+                    m,
+                    n,
+                    n,
+                    1.0,
+                    a.as_ptr().add(t * rows * n),
+                    n as isize,
+                    1,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    cb.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
             }
         });
     };
@@ -177,11 +213,19 @@ fn sgemm_ceiling() -> f64 {
 
 fn attention(a: AttentionArgs) -> Result<(), CliError> {
     if a.batch == 0 || a.heads == 0 || a.len == 0 || a.dim == 0 {
-        return Err(CliError::new("efa bench attention: --batch, --heads, --len and --dim must be positive"));
+        return Err(CliError::new(
+            "efa bench attention: --batch, --heads, --len and --dim must be positive",
+        ));
     }
-    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let threads = a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     if threads == 0 {
-        return Err(CliError::new("efa bench attention: --threads must be positive"));
+        return Err(CliError::new(
+            "efa bench attention: --threads must be positive",
+        ));
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -194,7 +238,14 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             Dtype::F32 => time_attention::<f32>(&a, &mask)?,
             Dtype::F64 => time_attention::<f64>(&a, &mask)?,
         };
-        Ok((t, if a.no_baselines { f64::NAN } else { sgemm_ceiling() }))
+        Ok((
+            t,
+            if a.no_baselines {
+                f64::NAN
+            } else {
+                sgemm_ceiling()
+            },
+        ))
     })?;
     let flops = forward_flops(a.batch, a.heads, a.len, a.len, a.dim, causal);
     let gf = |ms: f64, mult: f64| mult * flops / (ms * 1e-3) / 1e9;
@@ -210,22 +261,45 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             obj["fwdbwd_gflops"] = serde_json::json!(gf(ms, 3.5));
         }
         obj["naive_fwd_ms"] = serde_json::json!(t.naive_ms);
-        obj["sgemm_gflops"] = if sgemm.is_nan() { serde_json::Value::Null } else { serde_json::json!(sgemm) };
+        obj["sgemm_gflops"] = if sgemm.is_nan() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(sgemm)
+        };
         println!("{obj}");
     } else {
         println!(
             "attention {dtype} B={} H={} N={} D={} mask={mask_name} threads={threads} simd={}",
-            a.batch, a.heads, a.len, a.dim, efa_num::simd::active().name()
+            a.batch,
+            a.heads,
+            a.len,
+            a.dim,
+            efa_num::simd::active().name()
         );
-        println!("  forward           {:9.3} ms  {:7.1} GFLOP/s", t.fwd_ms, gf(t.fwd_ms, 1.0));
+        println!(
+            "  forward           {:9.3} ms  {:7.1} GFLOP/s",
+            t.fwd_ms,
+            gf(t.fwd_ms, 1.0)
+        );
         if let Some(ms) = t.fwdbwd_ms {
-            println!("  forward+backward  {:9.3} ms  {:7.1} GFLOP/s (3.5× forward FLOPs)", ms, gf(ms, 3.5));
+            println!(
+                "  forward+backward  {:9.3} ms  {:7.1} GFLOP/s (3.5× forward FLOPs)",
+                ms,
+                gf(ms, 3.5)
+            );
         }
         match t.naive_ms {
-            Some(ms) => println!("  naive f64 forward {:9.3} ms  ({:.1}× slower)", ms, ms / t.fwd_ms),
+            Some(ms) => println!(
+                "  naive f64 forward {:9.3} ms  ({:.1}× slower)",
+                ms,
+                ms / t.fwd_ms
+            ),
             None => println!("  naive f64 forward skipped (too large)"),
         }
-        println!("  sgemm 2048³       {:9.1} GFLOP/s ceiling (same pool)", sgemm);
+        println!(
+            "  sgemm 2048³       {:9.1} GFLOP/s ceiling (same pool)",
+            sgemm
+        );
     }
     Ok(())
 }

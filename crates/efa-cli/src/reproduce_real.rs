@@ -128,8 +128,13 @@ pub struct TemperatureArgs {
     common: RealCommon,
 }
 
-fn cli(e: impl std::fmt::Display) -> CliError {
-    CliError::new(e.to_string())
+/// A user-facing error; configuration errors from the experiment builders (missing data
+/// files, bad flag values) are shown without the model-configuration prefix.
+fn cli(e: impl std::fmt::Display + 'static) -> CliError {
+    match (&e as &dyn std::any::Any).downcast_ref::<efa_model::ModelError>() {
+        Some(efa_model::ModelError::Config(s)) => CliError::new(s.clone()),
+        _ => CliError::new(e.to_string()),
+    }
 }
 
 fn data_dir(c: &RealCommon) -> Result<PathBuf, CliError> {

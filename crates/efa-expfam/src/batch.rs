@@ -7,7 +7,11 @@
 //! with rayon; results (including the ordinal cut-point gradient, reduced in chunk order) are
 //! bitwise independent of the thread count. The first invalid row (lowest index) is reported.
 
-use crate::{ordinal, ExpfamError, Family};
+use crate::common::c;
+use crate::{
+    bernoulli, beta, binomial, categorical, exponential, gamma, gaussian, gaussian_known,
+    multinomial, negbin, ordinal, poisson, ExpfamError, Family,
+};
 use efa_num::Real;
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -107,44 +111,130 @@ pub fn nll_batch<T: Real>(
     }
     let (od, ed) = (family.obs_dim(), family.eta_dim());
     check_shapes(family.name(), od, ed, &y, &eta, mask, out_nll, &out_grad)?;
-    // Contiguous row-major inputs are read in place; anything else is copied row by row.
-    let (ys, es) = (y.as_slice(), eta.as_slice());
-    chunked(out_nll, out_grad, |start, nll, mut grad| {
-        let (mut yb, mut eb, mut gb) = (vec![T::ZERO; od], vec![T::ZERO; ed], vec![T::ZERO; ed]);
-        for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {
-            let row = start + i;
-            if mask.is_some_and(|m| !m[row]) {
-                *n = T::ZERO;
-                g.fill(T::ZERO);
-                continue;
-            }
-            let yr: &[T] = match ys {
-                Some(s) => &s[row * od..(row + 1) * od],
-                None => {
-                    yb.iter_mut().zip(y.row(row)).for_each(|(b, &v)| *b = v);
-                    &yb
+    let b = Rows {
+        family,
+        y,
+        eta,
+        mask,
+        od,
+        ed,
+    };
+    // One monomorphic row loop per family, so per-family constants (e.g. ln s2) are hoisted.
+    match *family {
+        Family::GaussianKnownVar { s2 } => {
+            let s2 = c::<T>(s2);
+            b.run(out_nll, out_grad, move |y, e, g| {
+                put(g, gaussian_known::nll_grad(s2, y[0], e[0]))
+            })
+        }
+        Family::Gaussian => b.run(out_nll, out_grad, |y, e, g| gaussian::nll_grad(y[0], e, g)),
+        Family::Bernoulli => b.run(out_nll, out_grad, |y, e, g| {
+            put(g, bernoulli::nll_grad(y[0], e[0]))
+        }),
+        Family::Binomial { n } => {
+            let n = c::<T>(n as f64);
+            b.run(out_nll, out_grad, move |y, e, g| {
+                put(g, binomial::nll_grad(n, y[0], e[0]))
+            })
+        }
+        Family::Poisson => b.run(out_nll, out_grad, |y, e, g| {
+            put(g, poisson::nll_grad(y[0], e[0]))
+        }),
+        Family::Categorical { .. } => b.run(out_nll, out_grad, |y, e, g| {
+            categorical::nll_grad(y[0].to_f64() as usize, e, g)
+        }),
+        Family::Multinomial { n, .. } => {
+            let n = c::<T>(n as f64);
+            b.run(out_nll, out_grad, move |y, e, g| {
+                multinomial::nll_grad(n, y, e, g)
+            })
+        }
+        Family::Gamma => b.run(out_nll, out_grad, |y, e, g| gamma::nll_grad(y[0], e, g)),
+        Family::Exponential => b.run(out_nll, out_grad, |y, e, g| {
+            put(g, exponential::nll_grad(y[0], e[0]))
+        }),
+        Family::Beta => b.run(out_nll, out_grad, |y, e, g| beta::nll_grad(y[0], e, g)),
+        Family::NegativeBinomial { r } => {
+            let r = c::<T>(r);
+            b.run(out_nll, out_grad, move |y, e, g| {
+                put(g, negbin::nll_grad(r, y[0], e[0]))
+            })
+        }
+        Family::OrdinalLogit { .. } => unreachable!("rejected above"),
+    }
+}
+
+/// Writes a scalar family's gradient and returns its nll.
+#[inline(always)]
+fn put<T: Real>(g: &mut [T], (v, d): (T, T)) -> T {
+    g[0] = d;
+    v
+}
+
+/// The validated inputs of [`nll_batch`].
+struct Rows<'f, 'y, 'e, T> {
+    family: &'f Family,
+    y: ArrayView2<'y, T>,
+    eta: ArrayView2<'e, T>,
+    mask: Option<&'f [bool]>,
+    od: usize,
+    ed: usize,
+}
+
+impl<T: Real> Rows<'_, '_, '_, T> {
+    /// Checks each unmasked row and evaluates `f(y_row, eta_row, grad_row) -> nll`.
+    fn run<F>(&self, out_nll: &mut [T], out_grad: ArrayViewMut2<T>, f: F) -> Result<(), ExpfamError>
+    where
+        F: Fn(&[T], &[T], &mut [T]) -> T + Sync,
+    {
+        let (od, ed, fam) = (self.od, self.ed, self.family);
+        // Contiguous row-major inputs are read in place; anything else is copied row by row.
+        let (ys, es) = (self.y.as_slice(), self.eta.as_slice());
+        let eval =
+            |row: usize, g: &mut [T], yb: &mut [T], eb: &mut [T]| -> Result<T, ExpfamError> {
+                if self.mask.is_some_and(|m| !m[row]) {
+                    g.fill(T::ZERO);
+                    return Ok(T::ZERO);
                 }
+                let yr: &[T] = match ys {
+                    Some(s) => &s[row * od..(row + 1) * od],
+                    None => {
+                        yb.iter_mut()
+                            .zip(self.y.row(row))
+                            .for_each(|(b, &v)| *b = v);
+                        yb
+                    }
+                };
+                let er: &[T] = match es {
+                    Some(s) => &s[row * ed..(row + 1) * ed],
+                    None => {
+                        eb.iter_mut()
+                            .zip(self.eta.row(row))
+                            .for_each(|(b, &v)| *b = v);
+                        eb
+                    }
+                };
+                fam.check_obs_values(yr, row)?;
+                fam.check_eta_values(er, row)?;
+                Ok(f(yr, er, g))
             };
-            let er: &[T] = match es {
-                Some(s) => &s[row * ed..(row + 1) * ed],
-                None => {
-                    eb.iter_mut().zip(eta.row(row)).for_each(|(b, &v)| *b = v);
-                    &eb
+        chunked(out_nll, out_grad, |start, nll, mut grad| {
+            let (mut yb, mut eb, mut gb) =
+                (vec![T::ZERO; od], vec![T::ZERO; ed], vec![T::ZERO; ed]);
+            if let Some(gs) = grad.as_slice_mut() {
+                for (i, (n, g)) in nll.iter_mut().zip(gs.chunks_exact_mut(ed)).enumerate() {
+                    *n = eval(start + i, g, &mut yb, &mut eb)?;
                 }
-            };
-            family.check_obs_values(yr, row)?;
-            family.check_eta_values(er, row)?;
-            match g.as_slice_mut() {
-                Some(gs) => *n = family.nll_grad_checked(yr, er, gs),
-                None => {
-                    *n = family.nll_grad_checked(yr, er, &mut gb);
+            } else {
+                for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {
+                    *n = eval(start + i, &mut gb, &mut yb, &mut eb)?;
                     g.iter_mut().zip(&gb).for_each(|(o, &v)| *o = v);
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(())
-    })?;
-    Ok(())
+    }
 }
 
 /// Batched nll and gradients of the ordinal cumulative-logit model with shared cut-points

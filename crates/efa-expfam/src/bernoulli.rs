@@ -1,6 +1,6 @@
 //! Bernoulli: η = logit p, t(y) = y ∈ {0, 1}, log h = 0, A(η) = softplus(η).
 
-use crate::common::{check_finite_eta, support};
+use crate::common::{check_finite_eta, logistic_parts, support};
 use crate::ExpfamError;
 use efa_num::scalar::{sigmoid, softplus};
 use efa_num::Real;
@@ -41,10 +41,11 @@ pub fn hessian<T: Real>(eta: T) -> T {
 /// nll = softplus(−η) for y = 1, softplus(η) for y = 0;
 /// ∂nll/∂η = σ(η) − y = −σ(−η) (y = 1) or σ(η) (y = 0).
 pub fn nll_grad<T: Real>(y: T, eta: T) -> (T, T) {
+    let (sp, sm, sig, sig_m) = logistic_parts(eta);
     if y == T::ONE {
-        (softplus(-eta), -sigmoid(-eta))
+        (sm, -sig_m)
     } else {
-        (softplus(eta), sigmoid(eta))
+        (sp, sig)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Binomial(n): η = logit p, t(y) = y ∈ {0..n}, log h = ln C(n, y), A(η) = n softplus(η).
 
-use crate::common::{check_finite_eta, is_count, support};
+use crate::common::{check_finite_eta, is_count, logistic_parts, support};
 use crate::ExpfamError;
 use efa_num::scalar::{ln_binomial, sigmoid, softplus};
 use efa_num::Real;
@@ -48,15 +48,16 @@ pub fn log_base<T: Real>(n: T, y: T) -> T {
 /// ∂nll/∂η = n σ(η) − y = (n − y) σ(η) − y σ(−η).
 pub fn nll_grad<T: Real>(n: T, y: T, eta: T) -> (T, T) {
     let m = n - y;
+    let (sp, sm, sig, sig_m) = logistic_parts(eta);
     let mut nll = -ln_binomial(n, y);
     let mut g = T::ZERO;
     if y > T::ZERO {
-        nll += y * softplus(-eta);
-        g -= y * sigmoid(-eta);
+        nll += y * sm;
+        g -= y * sig_m;
     }
     if m > T::ZERO {
-        nll += m * softplus(eta);
-        g += m * sigmoid(eta);
+        nll += m * sp;
+        g += m * sig;
     }
     (nll, g)
 }

@@ -52,6 +52,17 @@ pub(crate) fn domain<T: Real>(
     }
 }
 
+/// Error for parameters a sampler cannot take (e.g. a rate so small its scale overflows).
+pub(crate) fn no_sampler(family: &'static str, row: usize, value: f64) -> ExpfamError {
+    ExpfamError::Domain {
+        family,
+        row,
+        component: 0,
+        value,
+        expected: "natural parameters whose distribution can be sampled (finite scale)",
+    }
+}
+
 /// Checks every η component is finite.
 pub(crate) fn check_finite_eta<T: Real>(
     family: &'static str,
@@ -76,5 +87,22 @@ pub(crate) fn check_finite_obs<T: Real>(
         Ok(())
     } else {
         Err(support(family, row, 0, y, "a finite real number"))
+    }
+}
+
+/// Shared pieces of softplus(±x) and σ(±x) from one exponential: with e = exp(−|x|) and
+/// l = ln_1p(e), softplus(x) = max(x, 0) + l, softplus(−x) = max(−x, 0) + l, and σ(x), σ(−x)
+/// are 1/(1 + e) and e/(1 + e) in the order given by the sign of x.
+/// Returns (softplus(x), softplus(−x), σ(x), σ(−x)).
+#[inline]
+pub(crate) fn logistic_parts<T: Real>(x: T) -> (T, T, T, T) {
+    let e = (-x.abs()).exp();
+    let l = e.ln_1p();
+    let d = T::ONE + e;
+    let (big, small) = (T::ONE / d, e / d);
+    if x >= T::ZERO {
+        (x + l, l, big, small)
+    } else {
+        (l, l - x, small, big)
     }
 }

@@ -415,17 +415,19 @@ impl Family {
         self.check_eta(eta, row)?;
         self.check_lens(Some(&*out), None)?;
         match *self {
-            Family::GaussianKnownVar { s2 } => out[0] = gaussian_known::sample(c(s2), eta[0], rng),
-            Family::Gaussian => out[0] = gaussian::sample(eta, rng),
+            Family::GaussianKnownVar { s2 } => {
+                out[0] = gaussian_known::sample(c(s2), eta[0], rng, row)?
+            }
+            Family::Gaussian => out[0] = gaussian::sample(eta, rng, row)?,
             Family::Bernoulli => out[0] = bernoulli::sample(eta[0], rng),
             Family::Binomial { n } => out[0] = binomial::sample(n, eta[0], rng),
-            Family::Poisson => out[0] = poisson::sample(eta[0], rng),
+            Family::Poisson => out[0] = poisson::sample(eta[0], rng, row)?,
             Family::Categorical { .. } => out[0] = categorical::sample(eta, rng),
             Family::Multinomial { n, .. } => multinomial::sample(n, eta, rng, out),
-            Family::Gamma => out[0] = gamma::sample(eta, rng),
+            Family::Gamma => out[0] = gamma::sample(eta, rng, row)?,
             Family::Exponential => out[0] = exponential::sample(eta[0], rng),
             Family::Beta => out[0] = beta::sample(eta, rng),
-            Family::NegativeBinomial { r } => out[0] = negbin::sample(r, eta[0], rng),
+            Family::NegativeBinomial { r } => out[0] = negbin::sample(r, eta[0], rng, row)?,
             Family::OrdinalLogit { .. } => {
                 return Err(self.unsupported("sampling without cut-points (use ordinal::sample)"))
             }

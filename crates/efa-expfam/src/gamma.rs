@@ -1,7 +1,7 @@
 //! Gamma (shape α, rate β): η = (α − 1, −β), t(y) = (ln y, y), log h = 0,
 //! A(η) = lnΓ(η₁ + 1) − (η₁ + 1) ln(−η₂).
 
-use crate::common::{c, domain, support, HALF_LN_2PI};
+use crate::common::{c, domain, no_sampler, support, HALF_LN_2PI};
 use crate::ExpfamError;
 use efa_num::scalar::{digamma, digamma_minus_ln, log1pmx, stirling_remainder, trigamma};
 use efa_num::Real;
@@ -127,8 +127,13 @@ pub fn natural_from_mean<T: Real>(m: &[T], out: &mut [T], row: usize) -> Result<
 }
 
 /// Draws y ~ Gamma(α, rate β).
-pub fn sample<T: Real, R: Rng + ?Sized>(eta: &[T], rng: &mut R) -> T {
+pub fn sample<T: Real, R: Rng + ?Sized>(
+    eta: &[T],
+    rng: &mut R,
+    row: usize,
+) -> Result<T, ExpfamError> {
     let a = eta[0].to_f64() + 1.0;
-    let d = Gamma::new(a, 1.0 / -eta[1].to_f64()).expect("validated shape and rate");
-    T::from_f64(d.sample(rng))
+    let d = Gamma::new(a, 1.0 / -eta[1].to_f64())
+        .map_err(|_| no_sampler(NAME, row, eta[1].to_f64()))?;
+    Ok(T::from_f64(d.sample(rng)))
 }

@@ -1,7 +1,7 @@
 //! Gaussian with unknown mean and variance: η = (μ/s2, −1/(2 s2)), t(y) = (y, y²),
 //! log h = −½ ln(2π), A(η) = −η₁²/(4η₂) − ½ ln(−2η₂).
 
-use crate::common::{c, check_finite_obs, domain, HALF_LN_2PI};
+use crate::common::{c, check_finite_obs, domain, no_sampler, HALF_LN_2PI};
 use crate::ExpfamError;
 use efa_num::Real;
 use rand::Rng;
@@ -89,8 +89,13 @@ pub fn natural_from_mean<T: Real>(m: &[T], out: &mut [T], row: usize) -> Result<
 }
 
 /// Draws y ~ N(μ, s2).
-pub fn sample<T: Real, R: Rng + ?Sized>(eta: &[T], rng: &mut R) -> T {
+pub fn sample<T: Real, R: Rng + ?Sized>(
+    eta: &[T],
+    rng: &mut R,
+    row: usize,
+) -> Result<T, ExpfamError> {
     let (mu, s2) = moments(eta);
-    let d = Normal::new(mu.to_f64(), s2.to_f64().sqrt()).expect("validated eta2 < 0");
-    T::from_f64(d.sample(rng))
+    let d = Normal::new(mu.to_f64(), s2.to_f64().sqrt())
+        .map_err(|_| no_sampler(NAME, row, eta[1].to_f64()))?;
+    Ok(T::from_f64(d.sample(rng)))
 }

@@ -1,7 +1,7 @@
 //! Gaussian with known variance s2: η = μ/s2, t(y) = y,
 //! log h(y) = −y²/(2 s2) − ½ ln(2π s2), A(η) = s2 η²/2.
 
-use crate::common::{c, check_finite_eta, check_finite_obs, HALF_LN_2PI};
+use crate::common::{c, check_finite_eta, check_finite_obs, no_sampler, HALF_LN_2PI};
 use crate::ExpfamError;
 use efa_num::Real;
 use rand::Rng;
@@ -55,8 +55,14 @@ pub fn natural_from_mean<T: Real>(s2: T, mu: T) -> T {
 }
 
 /// Draws y ~ N(s2 η, s2).
-pub fn sample<T: Real, R: Rng + ?Sized>(s2: T, eta: T, rng: &mut R) -> T {
+pub fn sample<T: Real, R: Rng + ?Sized>(
+    s2: T,
+    eta: T,
+    rng: &mut R,
+    row: usize,
+) -> Result<T, ExpfamError> {
     let s2f = s2.to_f64();
-    let d = Normal::new(s2f * eta.to_f64(), s2f.sqrt()).expect("validated s2 > 0");
-    T::from_f64(d.sample(rng))
+    let d = Normal::new(s2f * eta.to_f64(), s2f.sqrt())
+        .map_err(|_| no_sampler(NAME, row, eta.to_f64()))?;
+    Ok(T::from_f64(d.sample(rng)))
 }

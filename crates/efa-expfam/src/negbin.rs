@@ -1,7 +1,7 @@
 //! Negative binomial(r): η = ln p < 0 (p the success probability, y the successes before the
 //! r-th failure), t(y) = y, log h = lnΓ(y + r) − lnΓ(r) − lnΓ(y + 1), A(η) = −r ln(1 − e^η).
 
-use crate::common::{domain, is_count, support};
+use crate::common::{domain, is_count, no_sampler, support};
 use crate::ExpfamError;
 use efa_num::scalar::{lbeta, log1mexp};
 use efa_num::Real;
@@ -81,11 +81,18 @@ pub fn natural_from_mean<T: Real>(r: T, m: T, row: usize) -> Result<T, ExpfamErr
 }
 
 /// Draws y as a Gamma–Poisson mixture: G ~ Gamma(r, scale q), y ~ Poisson(G).
-pub fn sample<T: Real, R: Rng + ?Sized>(r: f64, eta: T, rng: &mut R) -> T {
+pub fn sample<T: Real, R: Rng + ?Sized>(
+    r: f64,
+    eta: T,
+    rng: &mut R,
+    row: usize,
+) -> Result<T, ExpfamError> {
     let q = 1.0 / (-eta.to_f64()).exp_m1();
-    let g = Gamma::new(r, q).expect("r > 0, q > 0").sample(rng);
+    let bad = |_| no_sampler(NAME, row, eta.to_f64());
+    let g = Gamma::new(r, q).map_err(bad)?.sample(rng);
     if g <= 0.0 {
-        return T::ZERO;
+        return Ok(T::ZERO);
     }
-    T::from_f64(Poisson::new(g).expect("g > 0").sample(rng))
+    let p = Poisson::new(g).map_err(|_| no_sampler(NAME, row, eta.to_f64()))?;
+    Ok(T::from_f64(p.sample(rng)))
 }

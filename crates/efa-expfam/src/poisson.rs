@@ -1,6 +1,6 @@
 //! Poisson: η = ln λ, t(y) = y ∈ {0, 1, …}, log h = −ln y!, A(η) = e^η.
 
-use crate::common::{c, check_finite_eta, domain, is_count, support, HALF_LN_2PI};
+use crate::common::{c, check_finite_eta, domain, is_count, no_sampler, support, HALF_LN_2PI};
 use crate::ExpfamError;
 use efa_num::scalar::{log1pmx, stirling_remainder};
 use efa_num::Real;
@@ -68,12 +68,13 @@ pub fn natural_from_mean<T: Real>(m: T, row: usize) -> Result<T, ExpfamError> {
     }
 }
 
-/// Draws y ~ Poisson(e^η) (0 when e^η underflows).
-pub fn sample<T: Real, R: Rng + ?Sized>(eta: T, rng: &mut R) -> T {
+/// Draws y ~ Poisson(e^η) (0 when e^η underflows; an error when e^η is beyond the
+/// sampler's range).
+pub fn sample<T: Real, R: Rng + ?Sized>(eta: T, rng: &mut R, row: usize) -> Result<T, ExpfamError> {
     let lambda = eta.to_f64().exp();
     if lambda <= 0.0 {
-        return T::ZERO;
+        return Ok(T::ZERO);
     }
-    let d = Poisson::new(lambda).expect("lambda > 0 finite");
-    T::from_f64(d.sample(rng))
+    let d = Poisson::new(lambda).map_err(|_| no_sampler(NAME, row, eta.to_f64()))?;
+    Ok(T::from_f64(d.sample(rng)))
 }

@@ -130,3 +130,28 @@ fn shapes_and_parameters_are_checked() {
     .unwrap_err();
     assert_mentions(&e.to_string(), &["ordinal_logit", "3", "row 0"]);
 }
+
+#[test]
+fn samplers_reject_parameters_they_cannot_draw_from() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    let mut y = [0.0];
+    let e = Family::Poisson
+        .sample(&[700.0], &mut rng, &mut y, 4)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("poisson") && e.to_string().contains("row 4"),
+        "{e}"
+    );
+    let e = Family::Gamma
+        .sample(&[0.5, -1e-320], &mut rng, &mut y, 2)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("gamma") && e.to_string().contains("row 2"),
+        "{e}"
+    );
+    let e = Family::NegativeBinomial { r: 2.0 }
+        .sample(&[-1e-320], &mut rng, &mut y, 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("negative_binomial"), "{e}");
+}

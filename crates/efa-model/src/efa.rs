@@ -10,7 +10,7 @@
 mod continuous;
 
 use crate::batch::Samples;
-use crate::layers::{dense, mha, Dense, Mha};
+use crate::layers::{dense, mha, mha_cross, Dense, Mha};
 use crate::ops::attention::AttentionMask;
 use crate::params::{zeros, Init, Params};
 use crate::ModelError;
@@ -283,11 +283,30 @@ impl EfaConfig {
             Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
         };
         let attn = Mha { heads: self.heads, key_dim: self.key_dim, d_model: d };
+        // Only the target position is read after the last attention, and everything after it
+        // is per position (residual, layer norm, feed-forward, head), so the last block runs
+        // its queries for the target row alone: exact, and L−1 full blocks plus one row.
+        let target_mask = self.target_mask(batch);
+        let mut gathered = false;
         for l in 0..self.layers {
             let ln1 = format!("block{l}.ln1");
             let pre = self.norm == Norm::Pre;
             let h = if pre { self.layer_norm(tape, vars, &ln1, x)? } else { x };
-            let a = mha(tape, vars, &attn, &format!("block{l}.attn"), h, &mask)?;
+            let prefix = format!("block{l}.attn");
+            let a = if l + 1 == self.layers {
+                let rows = tape.gather_positions(x, &batch.pred_idx)?;
+                x = tape.reshape(rows, &[b, 1, d])?;
+                let hq = if pre {
+                    let rows = tape.gather_positions(h, &batch.pred_idx)?;
+                    tape.reshape(rows, &[b, 1, d])?
+                } else {
+                    x
+                };
+                gathered = true;
+                mha_cross(tape, vars, &attn, &prefix, hq, h, &target_mask)?
+            } else {
+                mha(tape, vars, &attn, &prefix, h, &mask)?
+            };
             x = tape.add(x, a)?;
             if self.norm == Norm::Post {
                 x = self.layer_norm(tape, vars, &ln1, x)?;
@@ -307,12 +326,24 @@ impl EfaConfig {
         }
 
         // Target position → head MLP → η.
-        let mut h = tape.gather_positions(x, &batch.pred_idx)?;
+        let mut h = if gathered { tape.reshape(x, &[b, d])? } else { tape.gather_positions(x, &batch.pred_idx)? };
         for i in 0..self.head_hidden.len() {
             h = dense(tape, vars, &format!("head{i}"), h)?;
             h = tape.relu(h)?;
         }
         Ok(dense(tape, vars, "out", h)?)
+    }
+
+    /// The keys the target row `pred_idx` sees: padding → `j < length`; causal → `j ≤ pred`;
+    /// both → `j < min(length, pred + 1)`.
+    fn target_mask(&self, batch: &Samples) -> AttentionMask {
+        let causal = || batch.pred_idx.iter().map(|&p| p + 1);
+        let lengths = match self.direction {
+            Direction::Padding => batch.lengths.clone(),
+            Direction::Causal => causal().collect(),
+            Direction::CausalPadding => causal().zip(&batch.lengths).map(|(c, &l)| c.min(l)).collect(),
+        };
+        AttentionMask::padding(lengths)
     }
 
     fn layer_norm<T: Real>(

@@ -90,9 +90,23 @@ pub(super) fn forward<T: Real>(
             c.sites.len()
         )));
     }
-    // Value branch on each scalar, then the mask row at the target.
-    let yv = tape.constant(Array3::from_shape_fn((b, n, 1), |(i, j, _)| T::from_f64(y[[i, j]])).into_dyn());
+    // Value branch on each scalar, then the mask row at the target. The MLP runs once per
+    // distinct value and is gathered at each position: the same function of each scalar as
+    // running it at every position (temperatures have few distinct values).
+    let mut distinct: Vec<f64> = Vec::new();
+    let mut slot: HashMap<u64, usize> = HashMap::new();
+    let ids = y.mapv(|v| {
+        *slot.entry(v.to_bits()).or_insert_with(|| {
+            distinct.push(v);
+            distinct.len() - 1
+        })
+    });
+    if let Some(v) = distinct.iter().find(|v| !v.is_finite()) {
+        return Err(ModelError::Batch(format!("field `weights`: non-finite value {v}")));
+    }
+    let yv = tape.constant(Array2::from_shape_fn((distinct.len(), 1), |(u, _)| T::from_f64(distinct[u])).into_dyn());
     let v = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
+    let v = tape.embedding(v, &ids.into_dyn())?;
     let m = Array3::from_shape_fn((b, n, 1), |(i, j, _)| if batch.pred_idx[i] == j { T::ONE } else { T::ZERO });
     let keep = tape.constant(m.mapv(|x| T::ONE - x).into_dyn());
     let m_ids: ArrayD<usize> = m.mapv(|x| usize::from(x == T::ONE)).into_shape_with_order((b, n)).map_err(|e| ModelError::Batch(e.to_string()))?.into_dyn();

@@ -84,16 +84,30 @@ pub fn mha<T: Real>(
     x: Var,
     mask: &AttentionMask,
 ) -> Result<Var, ModelError> {
-    let shape = tape.shape(x).to_vec();
-    let (b, n) = (shape[0], shape[1]);
+    mha_cross(tape, vars, cfg, prefix, x, x, mask)
+}
+
+/// Attention of queries from `xq` `[B, Nq, D]` over keys and values from `xkv` `[B, Nk, D]`
+/// → `[B, Nq, D]`, with the same parameters as [`mha`] (self-attention is `xq = xkv`).
+pub fn mha_cross<T: Real>(
+    tape: &mut Tape<T>,
+    vars: &HashMap<String, Var>,
+    cfg: &Mha,
+    prefix: &str,
+    xq: Var,
+    xkv: Var,
+    mask: &AttentionMask,
+) -> Result<Var, ModelError> {
     let (h, k) = (cfg.heads, cfg.key_dim);
-    let mut heads = [x; 3];
-    for (slot, name) in heads.iter_mut().zip(["q", "k", "v"]) {
+    let mut heads = [xq; 3];
+    for (slot, (name, x)) in heads.iter_mut().zip([("q", xq), ("k", xkv), ("v", xkv)]) {
+        let shape = tape.shape(x).to_vec();
         let y = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
-        *slot = tape.reshape(y, &[b, n, h, k])?;
+        *slot = tape.reshape(y, &[shape[0], shape[1], h, k])?;
     }
     let scale = 1.0 / (k as f64).sqrt();
     let (o, _lse) = attention(tape, heads[0], heads[1], heads[2], mask, scale)?;
-    let o = tape.reshape(o, &[b, n, h * k])?;
+    let shape = tape.shape(xq).to_vec();
+    let o = tape.reshape(o, &[shape[0], shape[1], h * k])?;
     dense(tape, vars, &format!("{prefix}.o"), o)
 }

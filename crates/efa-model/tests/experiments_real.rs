@@ -32,12 +32,32 @@ fn days() -> Vec<TempDay> {
         .collect()
 }
 
+/// The item models at reduced widths (the same code paths, fewer finite differences).
+fn small_item_model(uni: bool, efa: bool) -> ModelConfig {
+    if efa {
+        let mut c = item_efa_config(5, 4, uni);
+        (c.item_dim, c.key_dim) = (8, 4);
+        ModelConfig::Efa(c)
+    } else {
+        ModelConfig::Fm(efa_model::FmConfig::Item { tokens: 5 + if uni { 2 } else { 1 }, dim: 8, classes: 5 })
+    }
+}
+
+/// The temperature EFA at reduced widths.
+fn small_temperature_model(layers: usize, lag: usize) -> ModelConfig {
+    let mut c = temperature::efa_config(&cities(), layers, lag);
+    (c.item_dim, c.key_dim, c.ffn, c.head_hidden) = (8, 4, Some(8), vec![8, 4]);
+    let inputs = c.continuous.as_mut().unwrap();
+    (inputs.hidden, inputs.dim, inputs.fuse) = (16, 8, 8);
+    ModelConfig::Efa(c)
+}
+
 #[test]
 fn item_models_pass_the_finite_difference_audit() {
     for uni in [true, false] {
         for efa in [true, false] {
             let batch = item_input(&baskets(), 5, 4, uni, efa).unwrap();
-            let model = if efa { ModelConfig::Efa(item_efa_config(5, 4, uni)) } else { ModelConfig::Fm(item_fm_config(5, uni)) };
+            let model = small_item_model(uni, efa);
             let report = audit_model(&model, &Objective::CrossEntropy, &batch, 3, &default_options()).unwrap();
             assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
             assert_eq!(report.params.len(), model.init::<f64>(3).len());
@@ -48,7 +68,7 @@ fn item_models_pass_the_finite_difference_audit() {
 
 #[test]
 fn temperature_efa_with_lags_passes_the_finite_difference_audit() {
-    let model = ModelConfig::Efa(temperature::efa_config(&cities(), 1, 1));
+    let model = small_temperature_model(1, 1);
     let all = temperature::efa_samples(&days()[..2], 3).unwrap();
     let report = audit_model(&model, &Objective::Mse, &all, 5, &default_options()).unwrap();
     assert!(report.passed(), "{report}");

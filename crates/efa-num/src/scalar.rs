@@ -166,11 +166,28 @@ pub fn softmax_in_place<T: Real>(x: &mut [T]) {
 }
 
 /// log_softmax(x)ᵢ = xᵢ − m − ln_1p(s) (= xᵢ − logsumexp x) written into `out`.
+/// All −∞ gives all −∞; +∞ entries share the mass (−ln count), the others get −∞.
 pub fn log_softmax_into<T: Real>(x: &[T], out: &mut [T]) {
     let (_, m, s) = lse_parts(x);
+    if m == T::NEG_INFINITY {
+        out.iter_mut().for_each(|o| *o = T::NEG_INFINITY);
+        return;
+    }
+    if m == T::INFINITY {
+        let count = x.iter().filter(|&&v| v == T::INFINITY).count();
+        let share = -T::from_usize(count).ln();
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = if v == T::INFINITY {
+                share
+            } else {
+                T::NEG_INFINITY
+            };
+        }
+        return;
+    }
     let l = s.ln_1p();
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = if m.is_finite() { (v - m) - l } else { v - m };
+        *o = (v - m) - l;
     }
 }
 
@@ -517,6 +534,10 @@ mod tests {
         let mut l = [0.0; 3];
         log_softmax_into(&[1.0, 2.0, 3.0], &mut l);
         assert!(rel(l[0], 1.0 - z.ln()) < 1e-15);
+        log_softmax_into(&[ninf, ninf, ninf], &mut l);
+        assert_eq!(l, [ninf; 3]);
+        log_softmax_into(&[ninf, 0.0, f64::INFINITY], &mut l);
+        assert_eq!(l, [ninf, ninf, 0.0]);
     }
 
     #[test]

@@ -26,29 +26,61 @@ pub fn rand_dense(b: usize, nq: usize, nk: usize, seed: u64) -> Array4<bool> {
 
 /// Key lengths per batch row: varied, including 0 and full when there is room.
 pub fn lengths(b: usize, nk: usize) -> Vec<usize> {
-    (0..b).map(|i| match i % 3 {
-        0 => nk,
-        1 => nk / 2,
-        _ => 0,
-    }).collect()
+    (0..b)
+        .map(|i| match i % 3 {
+            0 => nk,
+            1 => nk / 2,
+            _ => 0,
+        })
+        .collect()
 }
 
 /// Every mask kind (and the combinations the model uses) for a problem; names for messages.
-pub fn masks<'a>(nq: usize, nk: usize, lens: &'a [usize], dense: &'a Array4<bool>) -> Vec<(&'static str, Mask<'a>)> {
+pub fn masks<'a>(
+    nq: usize,
+    nk: usize,
+    lens: &'a [usize],
+    dense: &'a Array4<bool>,
+) -> Vec<(&'static str, Mask<'a>)> {
     vec![
         ("none", Mask::None),
         ("causal", Mask::Causal { offset: 0 }),
-        ("causal_offset", Mask::Causal { offset: nk as isize - nq as isize }),
+        (
+            "causal_offset",
+            Mask::Causal {
+                offset: nk as isize - nq as isize,
+            },
+        ),
         ("key_padding", Mask::KeyPadding(lens)),
         ("exclude_self", Mask::ExcludeSelf),
         ("dense", Mask::Dense(dense.view())),
-        ("padding+causal", Mask::Combined(MaskSet { causal: Some(0), key_lengths: Some(lens), ..Default::default() })),
-        ("padding+exclude_self", Mask::Combined(MaskSet { key_lengths: Some(lens), exclude_self: true, ..Default::default() })),
+        (
+            "padding+causal",
+            Mask::Combined(MaskSet {
+                causal: Some(0),
+                key_lengths: Some(lens),
+                ..Default::default()
+            }),
+        ),
+        (
+            "padding+exclude_self",
+            Mask::Combined(MaskSet {
+                key_lengths: Some(lens),
+                exclude_self: true,
+                ..Default::default()
+            }),
+        ),
     ]
 }
 
 /// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed.
-pub fn assert_close<D: Dimension, A: Real>(a: &ndarray::Array<A, D>, b: &ndarray::Array<f64, D>, atol: f64, rtol: f64, what: &str) {
+pub fn assert_close<D: Dimension, A: Real>(
+    a: &ndarray::Array<A, D>,
+    b: &ndarray::Array<f64, D>,
+    atol: f64,
+    rtol: f64,
+    what: &str,
+) {
     assert_eq!(a.shape(), b.shape(), "{what}: shapes");
     for ((idx, x), y) in a.indexed_iter().zip(b.iter()) {
         let x = x.to_f64();
@@ -56,7 +88,10 @@ pub fn assert_close<D: Dimension, A: Real>(a: &ndarray::Array<A, D>, b: &ndarray
             continue;
         }
         let err = (x - y).abs();
-        assert!(err <= atol + rtol * y.abs(), "{what}: at {idx:?}: got {x}, want {y} (err {err:e})");
+        assert!(
+            err <= atol + rtol * y.abs(),
+            "{what}: at {idx:?}: got {x}, want {y} (err {err:e})"
+        );
     }
 }
 

@@ -216,7 +216,9 @@ unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V
         }
         let mut s = s0.add(s1).reduce_sum();
         while i < n {
-            s += <V::Elem as SimdElem>::One::splat(*x.add(i) - m).exp().reduce_sum();
+            s += <V::Elem as SimdElem>::One::splat(*x.add(i) - m)
+                .exp()
+                .reduce_sum();
             i += 1;
         }
         s
@@ -249,7 +251,9 @@ unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) ->
         }
         let mut s = s0.add(s1).reduce_sum();
         while i < n {
-            let e = <V::Elem as SimdElem>::One::splat(*x.add(i) - m).exp().reduce_sum();
+            let e = <V::Elem as SimdElem>::One::splat(*x.add(i) - m)
+                .exp()
+                .reduce_sum();
             *x.add(i) = e;
             s += e;
             i += 1;
@@ -269,7 +273,9 @@ unsafe fn exp_body<V: SimdVec>(x: *mut V::Elem, n: usize) {
             i += w;
         }
         while i < n {
-            *x.add(i) = <V::Elem as SimdElem>::One::splat(*x.add(i)).exp().reduce_sum();
+            *x.add(i) = <V::Elem as SimdElem>::One::splat(*x.add(i))
+                .exp()
+                .reduce_sum();
             i += 1;
         }
     }

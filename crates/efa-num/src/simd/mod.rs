@@ -17,9 +17,9 @@ use crate::Real;
 use std::any::TypeId;
 use std::sync::OnceLock;
 
-pub use vector::{Lane, SimdElem, SimdVec};
 #[cfg(target_arch = "x86_64")]
 pub use vector::{Avx2F32, Avx2F64, Avx512F32, Avx512F64};
+pub use vector::{Lane, SimdElem, SimdVec};
 
 /// An instruction-set variant of the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,9 +55,24 @@ impl Isa {
         }
     }
 
+    /// Parses an `EFA_SIMD` value (`scalar`, `avx2`, `avx512`; case and surrounding blanks
+    /// ignored).
+    pub fn parse(s: &str) -> Option<Isa> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Some(Isa::Scalar),
+            "avx2" => Some(Isa::Avx2),
+            "avx512" => Some(Isa::Avx512),
+            _ => None,
+        }
+    }
+
     /// This variant if supported, otherwise [`Isa::Scalar`].
     pub fn or_scalar(self) -> Isa {
-        if self.is_supported() { self } else { Isa::Scalar }
+        if self.is_supported() {
+            self
+        } else {
+            Isa::Scalar
+        }
     }
 }
 
@@ -87,25 +102,20 @@ pub fn detected() -> Isa {
 pub fn active() -> Isa {
     *ACTIVE.get_or_init(|| match std::env::var("EFA_SIMD") {
         Err(_) => detected(),
-        Ok(v) => {
-            let want = match v.trim().to_ascii_lowercase().as_str() {
-                "scalar" => Some(Isa::Scalar),
-                "avx2" => Some(Isa::Avx2),
-                "avx512" => Some(Isa::Avx512),
-                _ => None,
-            };
-            match want {
-                Some(isa) if isa.is_supported() => isa,
-                Some(isa) => {
-                    eprintln!("note: EFA_SIMD={} is not supported by this CPU; using scalar", isa.name());
-                    Isa::Scalar
-                }
-                None => {
-                    eprintln!("note: EFA_SIMD={v:?} is not one of scalar|avx2|avx512; using scalar");
-                    Isa::Scalar
-                }
+        Ok(v) => match Isa::parse(&v) {
+            Some(isa) if isa.is_supported() => isa,
+            Some(isa) => {
+                eprintln!(
+                    "note: EFA_SIMD={} is not supported by this CPU; using scalar",
+                    isa.name()
+                );
+                Isa::Scalar
             }
-        }
+            None => {
+                eprintln!("note: EFA_SIMD={v:?} is not one of scalar|avx2|avx512; using scalar");
+                Isa::Scalar
+            }
+        },
     })
 }
 
@@ -121,12 +131,16 @@ pub enum ElemKind {
 /// The element kind of `T` (a compile-time constant after monomorphisation).
 #[inline(always)]
 pub fn elem_kind<T: Real>() -> ElemKind {
-    if TypeId::of::<T>() == TypeId::of::<f32>() { ElemKind::F32 } else { ElemKind::F64 }
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        ElemKind::F32
+    } else {
+        ElemKind::F64
+    }
 }
 
 pub use kernels::{
-    axpy, axpy_with, dot, dot_with, exp_slice, exp_slice_with, exp_sub_sum, exp_sub_sum_with,
-    max, max_with, scale, scale_with, sum, sum_exp, sum_exp_with, sum_with,
+    axpy, axpy_with, dot, dot_with, exp_slice, exp_slice_with, exp_sub_sum, exp_sub_sum_with, max,
+    max_with, scale, scale_with, sum, sum_exp, sum_exp_with, sum_with,
 };
 
 #[cfg(test)]

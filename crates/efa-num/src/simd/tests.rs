@@ -27,7 +27,10 @@ fn lengths() -> Vec<usize> {
 }
 
 fn vector_isas() -> Vec<Isa> {
-    [Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_supported()).collect()
+    [Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|i| i.is_supported())
+        .collect()
 }
 
 /// |a − b| ≤ tol·scale, with exact equality for infinities.
@@ -35,7 +38,10 @@ fn close(a: f64, b: f64, tol: f64, scale: f64, what: &str) {
     if a == b {
         return;
     }
-    assert!((a - b).abs() <= tol * scale.max(1e-300), "{what}: {a} vs {b} (tol {tol}, scale {scale})");
+    assert!(
+        (a - b).abs() <= tol * scale.max(1e-300),
+        "{what}: {a} vs {b} (tol {tol}, scale {scale})"
+    );
 }
 
 fn variants_match_scalar<T: Real>(tol: f64) {
@@ -43,15 +49,38 @@ fn variants_match_scalar<T: Real>(tol: f64) {
         for n in lengths() {
             let a: Vec<T> = conv(&values(n, n as u64 + 1, -2.0, 2.0));
             let b: Vec<T> = conv(&values(n, n as u64 + 99, -2.0, 2.0));
-            let abs: f64 = a.iter().zip(&b).map(|(x, y)| (x.to_f64() * y.to_f64()).abs()).sum();
+            let abs: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x.to_f64() * y.to_f64()).abs())
+                .sum();
             let tag = format!("{} {} n={n}", T::NAME, isa.name());
-            close(dot_with(isa, &a, &b).to_f64(), dot_with(Isa::Scalar, &a, &b).to_f64(), tol, abs, &tag);
+            close(
+                dot_with(isa, &a, &b).to_f64(),
+                dot_with(Isa::Scalar, &a, &b).to_f64(),
+                tol,
+                abs,
+                &tag,
+            );
             let abs: f64 = a.iter().map(|x| x.to_f64().abs()).sum();
-            close(sum_with(isa, &a).to_f64(), sum_with(Isa::Scalar, &a).to_f64(), tol, abs, &tag);
-            assert_eq!(max_with(isa, &a).to_f64(), max_with(Isa::Scalar, &a).to_f64(), "{tag} max");
+            close(
+                sum_with(isa, &a).to_f64(),
+                sum_with(Isa::Scalar, &a).to_f64(),
+                tol,
+                abs,
+                &tag,
+            );
+            assert_eq!(
+                max_with(isa, &a).to_f64(),
+                max_with(Isa::Scalar, &a).to_f64(),
+                "{tag} max"
+            );
             let m = T::from_f64(0.5);
             let se: f64 = a.iter().map(|x| (x.to_f64() - 0.5).exp()).sum();
-            let (v, s) = (sum_exp_with(isa, &a, m).to_f64(), sum_exp_with(Isa::Scalar, &a, m).to_f64());
+            let (v, s) = (
+                sum_exp_with(isa, &a, m).to_f64(),
+                sum_exp_with(Isa::Scalar, &a, m).to_f64(),
+            );
             close(v, s, tol, se, &format!("{tag} sum_exp"));
             close(v, se, 4.0 * tol, se, &format!("{tag} sum_exp vs std"));
             let (mut x1, mut x2) = (a.clone(), a.clone());
@@ -59,7 +88,13 @@ fn variants_match_scalar<T: Real>(tol: f64) {
             let s2 = exp_sub_sum_with(Isa::Scalar, &mut x2, m).to_f64();
             close(s1, s2, tol, se, &format!("{tag} exp_sub_sum"));
             for (p, q) in x1.iter().zip(&x2) {
-                close(p.to_f64(), q.to_f64(), tol, q.to_f64().abs(), &format!("{tag} exp_sub_sum values"));
+                close(
+                    p.to_f64(),
+                    q.to_f64(),
+                    tol,
+                    q.to_f64().abs(),
+                    &format!("{tag} exp_sub_sum values"),
+                );
             }
             let (mut y1, mut y2) = (b.clone(), b.clone());
             axpy_with(isa, T::from_f64(-0.75), &a, &mut y1);
@@ -91,7 +126,10 @@ fn scalar_kernels_match_plain_loops() {
     let d: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
     assert!((dot_with(Isa::Scalar, &a, &b) - d).abs() < 1e-14);
     assert!((sum_with(Isa::Scalar, &a) - a.iter().sum::<f64>()).abs() < 1e-14);
-    assert_eq!(max_with(Isa::Scalar, &a), a.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+    assert_eq!(
+        max_with(Isa::Scalar, &a),
+        a.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+    );
     assert_eq!(max_with::<f64>(Isa::Scalar, &[]), f64::NEG_INFINITY);
     assert_eq!(sum_with::<f32>(Isa::Avx512, &[]), 0.0);
     let se: f64 = a.iter().map(|x| (x - 0.25).exp()).sum();
@@ -121,7 +159,14 @@ fn exp_max_ulp<T: Real>(isa: Isa, xs: &[f64], reference: impl Fn(f64) -> f64) ->
             continue;
         }
         let rel = ((e.to_f64() - r) / r).abs() / T::EPSILON.to_f64();
-        assert!(rel.is_finite(), "{} exp({}) = {} vs {}", isa.name(), x, e, r);
+        assert!(
+            rel.is_finite(),
+            "{} exp({}) = {} vs {}",
+            isa.name(),
+            x,
+            e,
+            r
+        );
         worst = worst.max(rel);
     }
     worst
@@ -132,7 +177,9 @@ fn exp_max_ulp<T: Real>(isa: Isa, xs: &[f64], reference: impl Fn(f64) -> f64) ->
 fn exp_dense_sweep_f32_within_2ulp() {
     // f32 against the f64 exponential of the same (f32) input: ~3 million points.
     let n = 3_000_000;
-    let xs: Vec<f64> = (0..n).map(|i| -87.3 + (88.7 + 87.3) * i as f64 / n as f64).collect();
+    let xs: Vec<f64> = (0..n)
+        .map(|i| -87.3 + (88.7 + 87.3) * i as f64 / n as f64)
+        .collect();
     for isa in Isa::ALL {
         let worst = exp_max_ulp::<f32>(isa, &xs, f64::exp);
         assert!(worst < 2.0, "{} f32 exp worst {worst} ulp", isa.name());
@@ -142,13 +189,17 @@ fn exp_dense_sweep_f32_within_2ulp() {
 #[test]
 fn exp_dense_sweep_f64_within_2ulp() {
     let n = 2_000_000;
-    let xs: Vec<f64> = (0..n).map(|i| -708.0 + 1417.0 * i as f64 / n as f64).collect();
+    let xs: Vec<f64> = (0..n)
+        .map(|i| -708.0 + 1417.0 * i as f64 / n as f64)
+        .collect();
     for isa in Isa::ALL {
         let worst = exp_max_ulp::<f64>(isa, &xs, f64::exp);
         assert!(worst < 2.0, "{} f64 exp worst {worst} ulp", isa.name());
     }
     // Near zero, where most softmax arguments live, densely.
-    let xs: Vec<f64> = (0..200_000).map(|i| -1.0 + 2.0 * i as f64 / 200_000.0).collect();
+    let xs: Vec<f64> = (0..200_000)
+        .map(|i| -1.0 + 2.0 * i as f64 / 200_000.0)
+        .collect();
     for isa in Isa::ALL {
         assert!(exp_max_ulp::<f64>(isa, &xs, f64::exp) < 2.0);
     }
@@ -156,7 +207,15 @@ fn exp_dense_sweep_f64_within_2ulp() {
 
 fn exp_specials<T: Real>() {
     for isa in Isa::ALL {
-        let mut v: Vec<T> = conv(&[f64::NEG_INFINITY, f64::INFINITY, f64::NAN, 0.0, 1e4, -1e4, 1.0]);
+        let mut v: Vec<T> = conv(&[
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::NAN,
+            0.0,
+            1e4,
+            -1e4,
+            1.0,
+        ]);
         exp_slice_with(isa, &mut v);
         let tag = format!("{} {}", T::NAME, isa.name());
         assert_eq!(v[0].to_f64(), 0.0, "{tag} exp(-inf)");
@@ -182,12 +241,20 @@ fn exp_overflow_and_gradual_underflow_boundaries() {
         let mut v = vec![88.72f32, 88.73, -87.0, -95.0, -103.0, -104.5];
         exp_slice_with(isa, &mut v);
         let r = (88.72f32 as f64).exp();
-        assert!(v[0].is_finite() && ((v[0] as f64 - r) / r).abs() < 3e-7, "{}", isa.name());
+        assert!(
+            v[0].is_finite() && ((v[0] as f64 - r) / r).abs() < 3e-7,
+            "{}",
+            isa.name()
+        );
         assert_eq!(v[1], f32::INFINITY);
         assert!(((v[2] as f64 - (-87.0f64).exp()) / (-87.0f64).exp()).abs() < 3e-7);
         // Subnormal results: absolute error within one subnormal step (2^-149).
         let step = 2f64.powi(-149);
-        assert!((v[3] as f64 - (-95.0f64).exp()).abs() <= step, "{}", isa.name());
+        assert!(
+            (v[3] as f64 - (-95.0f64).exp()).abs() <= step,
+            "{}",
+            isa.name()
+        );
         assert!((v[4] as f64 - (-103.0f64).exp()).abs() <= step);
         assert_eq!(v[5], 0.0);
         let mut w = vec![709.7f64, 709.8, -740.0, -746.0];
@@ -206,4 +273,53 @@ fn env_override_and_detection_are_consistent() {
     assert_eq!(Isa::Scalar.or_scalar(), Isa::Scalar);
     assert_eq!(elem_kind::<f32>(), ElemKind::F32);
     assert_eq!(elem_kind::<f64>(), ElemKind::F64);
+}
+
+#[test]
+fn efa_simd_values_parse() {
+    assert_eq!(Isa::parse(" AVX512 "), Some(Isa::Avx512));
+    assert_eq!(Isa::parse("avx2"), Some(Isa::Avx2));
+    assert_eq!(Isa::parse("scalar"), Some(Isa::Scalar));
+    assert_eq!(Isa::parse("neon"), None);
+    for isa in Isa::ALL {
+        assert_eq!(Isa::parse(isa.name()), Some(isa));
+    }
+}
+
+/// Checks `active()` against `EFA_SIMD` in this process (run in a child by the test below).
+#[test]
+fn active_follows_env() {
+    match std::env::var("EFA_SIMD") {
+        Ok(v) => match Isa::parse(&v) {
+            Some(isa) => assert_eq!(active(), isa.or_scalar()),
+            None => assert_eq!(active(), Isa::Scalar),
+        },
+        Err(_) => assert_eq!(active(), detected()),
+    }
+}
+
+#[test]
+fn efa_simd_env_forces_a_variant() {
+    let exe = std::env::current_exe().unwrap();
+    for v in ["scalar", "avx2", "avx512", "bogus"] {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "simd::tests::active_follows_env",
+                "--test-threads",
+                "1",
+            ])
+            .env("EFA_SIMD", v)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "EFA_SIMD={v}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "EFA_SIMD={v}: child ran no test"
+        );
+    }
 }

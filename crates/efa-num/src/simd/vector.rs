@@ -71,7 +71,7 @@ impl SimdElem for f64 {
     const EXP_LO: Self = -760.0;
     const EXP_HI: Self = 710.0;
     const LOG2E: Self = std::f64::consts::LOG2_E;
-    const LN2_HI: Self = 6.931_471_803_691_238_2e-1;
+    const LN2_HI: Self = 6.931_471_803_691_238e-1;
     const LN2_LO: Self = 1.908_214_929_270_587_7e-10;
     const EXP_COEF: &'static [Self] = &[
         1.0 / 6_227_020_800.0,
@@ -94,9 +94,11 @@ impl SimdElem for f64 {
 /// A SIMD register of `LANES` elements of type `Elem`.
 ///
 /// # Safety
+/// (This section covers every method: each is `unsafe` for the same two reasons.)
 /// Implementations use CPU-specific instructions: every method may only be called on a CPU
 /// that supports the type's instruction set (see [`super::Isa`]), and pointer arguments must be
 /// valid for `LANES` elements.
+#[allow(clippy::missing_safety_doc)]
 pub unsafe trait SimdVec: Copy {
     /// The element type.
     type Elem: SimdElem;
@@ -243,7 +245,9 @@ impl_lane!(f64, u64, 52, 1023);
 #[cfg(target_arch = "x86_64")]
 pub use x86::{Avx2F32, Avx2F64, Avx512F32, Avx512F64};
 
+// AVX-512 intrinsics are stable since Rust 1.89 (the workspace's declared MSRV is older).
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)]
 mod x86 {
     use super::SimdVec;
     use std::arch::x86_64::*;
@@ -328,15 +332,35 @@ mod x86 {
     }
 
     fn fmax32(a: f32, b: f32) -> f32 {
-        if a > b { a } else { b }
+        if a > b {
+            a
+        } else {
+            b
+        }
     }
     fn fmax64(a: f64, b: f64) -> f64 {
-        if a > b { a } else { b }
+        if a > b {
+            a
+        } else {
+            b
+        }
     }
 
     unsafe impl SimdVec for Avx2F32 {
-        common!(Avx2F32, f32, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
-            _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps, _mm256_max_ps, _mm256_min_ps);
+        common!(
+            Avx2F32,
+            f32,
+            8,
+            _mm256_set1_ps,
+            _mm256_loadu_ps,
+            _mm256_storeu_ps,
+            _mm256_add_ps,
+            _mm256_sub_ps,
+            _mm256_mul_ps,
+            _mm256_fmadd_ps,
+            _mm256_max_ps,
+            _mm256_min_ps
+        );
         #[inline(always)]
         unsafe fn round(self) -> Self {
             unsafe { Avx2F32(_mm256_round_ps::<NEAREST>(self.0)) }
@@ -363,8 +387,20 @@ mod x86 {
     }
 
     unsafe impl SimdVec for Avx2F64 {
-        common!(Avx2F64, f64, 4, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_add_pd,
-            _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd, _mm256_max_pd, _mm256_min_pd);
+        common!(
+            Avx2F64,
+            f64,
+            4,
+            _mm256_set1_pd,
+            _mm256_loadu_pd,
+            _mm256_storeu_pd,
+            _mm256_add_pd,
+            _mm256_sub_pd,
+            _mm256_mul_pd,
+            _mm256_fmadd_pd,
+            _mm256_max_pd,
+            _mm256_min_pd
+        );
         #[inline(always)]
         unsafe fn round(self) -> Self {
             unsafe { Avx2F64(_mm256_round_pd::<NEAREST>(self.0)) }
@@ -392,9 +428,20 @@ mod x86 {
     }
 
     unsafe impl SimdVec for Avx512F32 {
-        common!(Avx512F32, f32, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
-            _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm512_max_ps,
-            _mm512_min_ps);
+        common!(
+            Avx512F32,
+            f32,
+            16,
+            _mm512_set1_ps,
+            _mm512_loadu_ps,
+            _mm512_storeu_ps,
+            _mm512_add_ps,
+            _mm512_sub_ps,
+            _mm512_mul_ps,
+            _mm512_fmadd_ps,
+            _mm512_max_ps,
+            _mm512_min_ps
+        );
         #[inline(always)]
         unsafe fn round(self) -> Self {
             unsafe { Avx512F32(_mm512_roundscale_ps::<NEAREST>(self.0)) }
@@ -425,9 +472,20 @@ mod x86 {
     }
 
     unsafe impl SimdVec for Avx512F64 {
-        common!(Avx512F64, f64, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd,
-            _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm512_max_pd,
-            _mm512_min_pd);
+        common!(
+            Avx512F64,
+            f64,
+            8,
+            _mm512_set1_pd,
+            _mm512_loadu_pd,
+            _mm512_storeu_pd,
+            _mm512_add_pd,
+            _mm512_sub_pd,
+            _mm512_mul_pd,
+            _mm512_fmadd_pd,
+            _mm512_max_pd,
+            _mm512_min_pd
+        );
         #[inline(always)]
         unsafe fn round(self) -> Self {
             unsafe { Avx512F64(_mm512_roundscale_pd::<NEAREST>(self.0)) }

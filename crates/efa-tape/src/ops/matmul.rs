@@ -52,9 +52,20 @@ fn geometry(sa: &[usize], sb: &[usize], ta: bool, tb: bool) -> Result<(Geom, Vec
             "batch axes differ (b must have a's batch axes or be 2-D)",
         ));
     }
-    let batch = batch_a.iter().product();
+    let mut batch: usize = batch_a.iter().product();
     let mut out = batch_a.to_vec();
     out.extend([m, n]);
+    // A shared 2-D B with an untransposed, standard-layout A: the batch's row blocks are
+    // consecutive rows of one (batch·m)×k matrix, and C's blocks likewise, so one large gemm
+    // replaces `batch` small ones (whose packing would dominate; e.g. per-position
+    // projections of [256, 5, 64] by [64, 32]). Forward and backward share this geometry.
+    let m = if shared && !ta && batch > 1 {
+        let folded = batch * m;
+        batch = 1;
+        folded
+    } else {
+        m
+    };
     let geom = Geom {
         batch,
         m,
