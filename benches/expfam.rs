@@ -153,12 +153,11 @@ fn textbook_all(
     nll: &mut [f64],
     mut g: ArrayViewMut2<f64>,
 ) {
-    let d = fam.eta_dim();
-    let mut gb = vec![0.0; d];
-    for i in 0..nll.len() {
-        let (yr, er) = (y.row(i), eta.row(i));
-        nll[i] = textbook(fam, yr.as_slice().unwrap(), er.as_slice().unwrap(), &mut gb);
-        g.row_mut(i).iter_mut().zip(&gb).for_each(|(o, &v)| *o = v);
+    let (d, od) = (fam.eta_dim(), fam.obs_dim());
+    let (ys, es) = (y.as_slice().unwrap(), eta.as_slice().unwrap());
+    let gs = g.as_slice_mut().unwrap();
+    for (i, (n, gr)) in nll.iter_mut().zip(gs.chunks_exact_mut(d)).enumerate() {
+        *n = textbook(fam, &ys[i * od..(i + 1) * od], &es[i * d..(i + 1) * d], gr);
     }
 }
 

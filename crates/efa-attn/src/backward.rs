@@ -233,14 +233,23 @@ impl<T: Real> Ctx<'_, '_, T> {
         let (oa, ga) = (a_operand(&oh, i0), a_operand(&doh, i0));
         for r in 0..mq {
             sc.lse[r] = l[i0 + r];
-            let mut s = T::ZERO;
-            for c in 0..p.dv {
-                // SAFETY: row i0 + r < nq and c < dv address elements of the views.
-                unsafe {
-                    let (ro, rg) = (oa.down(r), ga.down(r));
-                    s += *ro.ptr.offset(c as isize * ro.cs) * *rg.ptr.offset(c as isize * rg.cs);
+            let (ro, rg) = (oa.down(r), ga.down(r));
+            // SAFETY: row i0 + r < nq and c < dv address elements of the views.
+            let s = unsafe {
+                if ro.cs == 1 && rg.cs == 1 {
+                    let (x, y) = (
+                        std::slice::from_raw_parts(ro.ptr, p.dv),
+                        std::slice::from_raw_parts(rg.ptr, p.dv),
+                    );
+                    simd::dot_with(p.isa, x, y)
+                } else {
+                    let mut s = T::ZERO;
+                    for c in 0..p.dv as isize {
+                        s += *ro.ptr.offset(c * ro.cs) * *rg.ptr.offset(c * rg.cs);
+                    }
+                    s
                 }
-            }
+            };
             sc.dd[r] = match self.d_lse {
                 Some(dl) => s - head3(dl, p.heads, bh)[i0 + r],
                 None => s,

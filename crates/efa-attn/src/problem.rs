@@ -186,12 +186,23 @@ pub(crate) fn pack_cols<T: Real>(
     if rows == 0 {
         return;
     }
-    // SAFETY: as in pack_rows. Rows outer: contiguous reads, `cols` sequential write streams.
-    let base = unsafe { src.as_ptr().offset(r0 as isize * rs) };
-    for r in 0..rows {
-        let row = unsafe { base.offset(r as isize * rs) };
-        for c in 0..cols {
-            dst[c * stride + r] = unsafe { *row.offset(c as isize * cs) };
+    // SAFETY: as in pack_rows for the reads; the writes stay below cols·stride ≤ dst.len()
+    // (asserted above). Rows outer: contiguous reads, `cols` sequential write streams.
+    unsafe {
+        let base = src.as_ptr().offset(r0 as isize * rs);
+        let d = dst.as_mut_ptr();
+        for r in 0..rows {
+            let row = base.offset(r as isize * rs);
+            let out = d.add(r);
+            if cs == 1 {
+                for c in 0..cols {
+                    *out.add(c * stride) = *row.add(c);
+                }
+            } else {
+                for c in 0..cols {
+                    *out.add(c * stride) = *row.offset(c as isize * cs);
+                }
+            }
         }
     }
 }

@@ -441,7 +441,19 @@ fn negative_and_permuted_strides_match_naive() {
         let (o, lse) = forward(q, k, v, &mask, 0.3, Par::Rayon).unwrap();
         let (o_ref, _) = naive::forward(q, k, v, &mask, 0.3).unwrap();
         assert_close(&o, &o_ref, 1e-12, 1e-10, "o");
-        let (dq, dk, dv) = backward(q, k, v, o.view(), lse.view(), g.view(), None, &mask, 0.3, Par::Rayon).unwrap();
+        let (dq, dk, dv) = backward(
+            q,
+            k,
+            v,
+            o.view(),
+            lse.view(),
+            g.view(),
+            None,
+            &mask,
+            0.3,
+            Par::Rayon,
+        )
+        .unwrap();
         let (rq, rk, rv) = naive::backward(q, k, v, g.view(), None, &mask, 0.3).unwrap();
         assert_close(&dq, &rq, 1e-11, 1e-9, "dq");
         assert_close(&dk, &rk, 1e-11, 1e-9, "dk");

@@ -294,12 +294,14 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
                 ms,
                 ms / t.fwd_ms
             ),
+            None if a.no_baselines => println!("  naive f64 forward skipped (--no-baselines)"),
             None => println!("  naive f64 forward skipped (too large)"),
         }
-        println!(
-            "  sgemm 2048³       {:9.1} GFLOP/s ceiling (same pool)",
-            sgemm
-        );
+        if sgemm.is_nan() {
+            println!("  sgemm 2048³ ceiling skipped (--no-baselines)");
+        } else {
+            println!("  sgemm 2048³       {sgemm:9.1} GFLOP/s ceiling (same pool)");
+        }
     }
     Ok(())
 }

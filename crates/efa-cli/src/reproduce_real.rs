@@ -359,7 +359,7 @@ pub fn temperature_cmd(a: TemperatureArgs) -> Result<(), CliError> {
     let dir = data_dir(&a.common)?;
     protocol(&a.common, false);
     let layer_list = match (a.layers, a.lag) {
-        (Some(l), _) if l == 0 => return Err(CliError::new("--layers must be at least 1")),
+        (Some(0), _) => return Err(CliError::new("--layers must be at least 1")),
         (Some(l), _) => vec![l],
         (None, 0) => vec![1, 2, 4],
         (None, _) => vec![4],

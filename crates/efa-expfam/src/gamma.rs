@@ -133,7 +133,10 @@ pub fn sample<T: Real, R: Rng + ?Sized>(
     row: usize,
 ) -> Result<T, ExpfamError> {
     let a = eta[0].to_f64() + 1.0;
-    let d = Gamma::new(a, 1.0 / -eta[1].to_f64())
-        .map_err(|_| no_sampler(NAME, row, eta[1].to_f64()))?;
+    let scale = 1.0 / -eta[1].to_f64();
+    if !scale.is_finite() {
+        return Err(no_sampler(NAME, row, eta[1].to_f64()));
+    }
+    let d = Gamma::new(a, scale).map_err(|_| no_sampler(NAME, row, eta[1].to_f64()))?;
     Ok(T::from_f64(d.sample(rng)))
 }

@@ -95,6 +95,9 @@ pub fn sample<T: Real, R: Rng + ?Sized>(
     row: usize,
 ) -> Result<T, ExpfamError> {
     let (mu, s2) = moments(eta);
+    if !(mu.is_finite() && s2.is_finite()) {
+        return Err(no_sampler(NAME, row, eta[1].to_f64()));
+    }
     let d = Normal::new(mu.to_f64(), s2.to_f64().sqrt())
         .map_err(|_| no_sampler(NAME, row, eta[1].to_f64()))?;
     Ok(T::from_f64(d.sample(rng)))

@@ -62,6 +62,9 @@ pub fn sample<T: Real, R: Rng + ?Sized>(
     row: usize,
 ) -> Result<T, ExpfamError> {
     let s2f = s2.to_f64();
+    if !(s2f * eta.to_f64()).is_finite() {
+        return Err(no_sampler(NAME, row, eta.to_f64()));
+    }
     let d = Normal::new(s2f * eta.to_f64(), s2f.sqrt())
         .map_err(|_| no_sampler(NAME, row, eta.to_f64()))?;
     Ok(T::from_f64(d.sample(rng)))

@@ -88,6 +88,9 @@ pub fn sample<T: Real, R: Rng + ?Sized>(
     row: usize,
 ) -> Result<T, ExpfamError> {
     let q = 1.0 / (-eta.to_f64()).exp_m1();
+    if !q.is_finite() {
+        return Err(no_sampler(NAME, row, eta.to_f64()));
+    }
     let bad = |_| no_sampler(NAME, row, eta.to_f64());
     let g = Gamma::new(r, q).map_err(bad)?.sample(rng);
     if g <= 0.0 {

@@ -1,3 +1,4 @@
 //! Tape ops that wrap the tape-free kernels of other crates through `efa_tape::FusedOp`.
 
 pub mod attention;
+pub mod nll;
