@@ -218,7 +218,7 @@ pub unsafe fn gemm<T: Real>(
     accumulate: bool,
     alpha: T,
 ) {
-    debug_assert!(n % PAD == 0);
+    debug_assert!(n.is_multiple_of(PAD));
     simd_by_kind!(T, E => unsafe {
         gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, accumulate,
             *(&alpha as *const T).cast::<E>())
@@ -258,7 +258,7 @@ unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem)
     unsafe {
         let lanes = V::LANES;
         let mut j = from;
-        while j < w && j % lanes != 0 {
+        while j < w && !j.is_multiple_of(lanes) {
             *row.add(j) = x;
             j += 1;
         }
@@ -380,7 +380,7 @@ pub unsafe fn online_softmax_t<T: Real>(
     acct: &mut [T],
     dv: usize,
 ) {
-    debug_assert!(mqp % PAD == 0 && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp);
+    debug_assert!(mqp.is_multiple_of(PAD) && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp);
     debug_assert!(acct.len() >= dv * mqp);
     simd_by_kind!(T, E => unsafe {
         online_t_d::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),

@@ -248,7 +248,7 @@ pub(crate) fn b_operand<T: Real>(
 ) -> Mat<T> {
     let cols = src.shape()[1];
     let (rs, cs) = (src.strides()[0], src.strides()[1]);
-    if (cs == 1 || cols <= 1) && cols % crate::micro::PAD == 0 {
+    if (cs == 1 || cols <= 1) && cols.is_multiple_of(crate::micro::PAD) {
         return Mat {
             ptr: src.as_ptr().wrapping_offset(r0 as isize * rs),
             rs,

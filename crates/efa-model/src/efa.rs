@@ -183,7 +183,7 @@ impl EfaConfig {
         if self.head_hidden.contains(&0) || self.ffn == Some(0) {
             return bad("head_hidden/ffn", "widths must be at least 1");
         }
-        if !(self.ln_eps > 0.0) {
+        if self.ln_eps.is_nan() || self.ln_eps <= 0.0 {
             return bad("ln_eps", "must be positive");
         }
         if let Some(c) = &self.continuous {
@@ -331,7 +331,7 @@ impl EfaConfig {
             h = dense(tape, vars, &format!("head{i}"), h)?;
             h = tape.relu(h)?;
         }
-        Ok(dense(tape, vars, "out", h)?)
+        dense(tape, vars, "out", h)
     }
 
     /// The keys the target row `pred_idx` sees: padding → `j < length`; causal → `j ≤ pred`;

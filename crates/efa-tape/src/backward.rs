@@ -85,6 +85,9 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
+        if let Some(e) = &self.anomaly {
+            return Err(e.clone());
+        }
         let mut grads: Vec<Option<ArrayD<T>>> = (0..self.nodes.len()).map(|_| None).collect();
         grads[o] = Some(if cotangent.is_standard_layout() {
             cotangent
@@ -120,6 +123,9 @@ impl<T: Real> Tape<T> {
                 let Some(c) = c else { continue };
                 if !self.nodes[j].needs_grad {
                     continue;
+                }
+                if self.detect_anomaly {
+                    crate::anomaly::check_backward(self, i, j, &c)?;
                 }
                 assert_eq!(
                     c.shape(),

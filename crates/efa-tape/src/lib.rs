@@ -22,6 +22,7 @@
 //! assert_eq!(g.param("w").unwrap(), &array![[1.0, 1.0], [1.0, 1.0]].into_dyn());
 //! ```
 
+mod anomaly;
 pub mod audit;
 mod backward;
 mod broadcast;

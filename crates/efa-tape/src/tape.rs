@@ -136,6 +136,10 @@ pub struct Tape<T: Real> {
     pub(crate) id: u64,
     pub(crate) nodes: Vec<Node<T>>,
     pub(crate) params: Vec<(String, usize)>,
+    /// Opt-in anomaly mode (see [`Tape::set_detect_anomaly`]).
+    pub(crate) detect_anomaly: bool,
+    /// The first non-finite forward value recorded in anomaly mode.
+    pub(crate) anomaly: Option<TapeError>,
 }
 
 impl<T: Real> Default for Tape<T> {
@@ -151,6 +155,8 @@ impl<T: Real> Tape<T> {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
             params: Vec::new(),
+            detect_anomaly: false,
+            anomaly: None,
         }
     }
 
@@ -219,6 +225,9 @@ impl<T: Real> Tape<T> {
             needs_grad,
             name,
         });
+        if self.detect_anomaly && self.anomaly.is_none() {
+            self.anomaly = crate::anomaly::check_forward(self, self.nodes.len() - 1);
+        }
         Var {
             idx: self.nodes.len() - 1,
             tape: self.id,

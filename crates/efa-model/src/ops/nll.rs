@@ -30,9 +30,12 @@ fn eta2<'a, T: Real>(family: &Family, x: &'a ArrayD<T>) -> Result<ndarray::Array
         .map_err(|_| err(family, format!("η must be [B, {}], got {:?}", family.eta_dim(), x.shape())))
 }
 
+/// Per-row nll, per-row ∂nll/∂η, and the (weighted, summed) cut-point gradient.
+type Evaluated<T> = (Vec<T>, Array2<T>, Vec<T>);
+
 impl<T: Real> NllOp<T> {
     /// Per-row nll, per-row ∂/∂η and (ordinal) the cut-point gradient of Σᵢ wᵢ·nllᵢ.
-    fn eval(&self, eta: &ArrayD<T>, cut: Option<&[T]>, w: Option<&[T]>) -> Result<(Vec<T>, Array2<T>, Vec<T>), TapeError> {
+    fn eval(&self, eta: &ArrayD<T>, cut: Option<&[T]>, w: Option<&[T]>) -> Result<Evaluated<T>, TapeError> {
         let f = &self.family;
         let eta = eta2(f, eta)?;
         let rows = eta.nrows();
@@ -47,7 +50,7 @@ impl<T: Real> NllOp<T> {
                     .map_err(|e| err(f, e))?,
                 Some(w) => {
                     let mut gi = vec![T::ZERO; c.len()];
-                    for i in 0..rows {
+                    for (i, &wi) in w.iter().enumerate().take(rows) {
                         let r = i..i + 1;
                         let m = self.mask.as_ref().map(|m| &m[r.clone()]);
                         ordinal_nll_batch(
@@ -61,7 +64,7 @@ impl<T: Real> NllOp<T> {
                         )
                         .map_err(|e| err(f, format!("row {i}: {e}")))?;
                         for (g, x) in gcut.iter_mut().zip(&gi) {
-                            *g += w[i] * *x;
+                            *g += wi * *x;
                         }
                     }
                 }
