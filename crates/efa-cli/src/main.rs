@@ -7,18 +7,21 @@ mod alloc;
 mod audit_cmd;
 mod bench_cmd;
 mod error;
+mod evaluate_cmd;
 mod expfam_cmd;
 mod plot;
+mod predict_cmd;
 mod report;
 mod reproduce_cmd;
 mod reproduce_real;
+mod train_cmd;
 
 pub use error::CliError;
 
 /// Exponential Family Attention on the CPU: reproduce the paper's experiments, audit gradients,
 /// check exponential-family numerics and benchmark the kernels.
 #[derive(Parser)]
-#[command(name = "efa", version, about, long_about = None)]
+#[command(name = "efa", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,6 +38,12 @@ enum Command {
     Reproduce(reproduce_cmd::ReproduceArgs),
     /// Finite-difference audit of every parameter gradient of a whole model, in f64.
     Audit(audit_cmd::AuditArgs),
+    /// Train an EFA or factor model on your own CSV data, with checkpoints and --resume.
+    Train(train_cmd::TrainArgs),
+    /// Mean negative log-likelihood of a trained model on a CSV.
+    Evaluate(evaluate_cmd::EvaluateArgs),
+    /// Natural parameter, mean and variance per target row of a CSV, from a trained model.
+    Predict(predict_cmd::PredictArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +55,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Reproduce(args) => reproduce_cmd::run_cmd(args),
         Command::Audit(args) => audit_cmd::run(args),
+        Command::Train(args) => train_cmd::run(args),
+        Command::Evaluate(args) => evaluate_cmd::run(args),
+        Command::Predict(args) => predict_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,7 +17,8 @@ pub struct ReproduceArgs {
 
 #[derive(Subcommand)]
 enum Experiment {
-    /// Synthetic ratings (PAPER.md §2): 10,000 users × 5 movies; no download needed.
+    /// Synthetic ratings: 10,000 users × 5 movies with order-dependent rating rules (numpy seed
+    /// 42, as the paper); EFA and FM, uni- and bidirectional; no download needed.
     Synthetic(SyntheticArgs),
     /// MovieLens-100K exp-1 (PAPER.md §3): the held-out / next movie as a category.
     MovielensItems(crate::reproduce_real::MlItemsArgs),

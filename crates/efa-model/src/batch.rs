@@ -36,7 +36,7 @@ impl Targets {
 /// A set of samples (or a minibatch of them): one row per sample.
 ///
 /// * EFA models read `tokens` (the item at each position, 0 = padding), optionally `values`
-///   (the row of the value table at each position, the target's being the [MASK] row),
+///   (the row of the value table at each position, the target's being the \[MASK\] row),
 ///   `lengths` (positions `< length` are valid keys) and `pred_idx` (the target position).
 /// * Factor models read `tokens` as the context items, `weights` as per-context multipliers
 ///   (ratings, or 1), `center` as the target's own item, and `lengths` as the context size.

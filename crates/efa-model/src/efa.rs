@@ -1,7 +1,7 @@
 //! The Exponential Family Attention model (DESIGN §6; PAPER.md §2.3, §3.4, §6.2).
 //!
 //! Per position, an item embedding is concatenated with the embedding of the observed value
-//! (the target's value replaced by a learned [MASK] row); a learned position embedding is
+//! (the target's value replaced by a learned \[MASK\] row); a learned position embedding is
 //! added; `L` blocks of multi-head attention on the fused kernel with residual connections
 //! (optionally a feed-forward block and layer norm) follow; the target position is gathered
 //! and a head MLP maps it to the natural parameter η of the chosen family.
@@ -24,7 +24,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ValueTable {
-    /// Rows of the table (value classes, padding and the [MASK] row).
+    /// Rows of the table (value classes, padding and the \[MASK\] row).
     pub rows: usize,
     /// Embedding width.
     pub dim: usize,
@@ -100,7 +100,7 @@ pub struct ContinuousInputs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EfaConfig {
-    /// Rows of the item table (padding 0, items, any [MASK] token).
+    /// Rows of the item table (padding 0, items, any \[MASK\] token).
     pub items: usize,
     /// Item embedding width.
     pub item_dim: usize,

@@ -24,9 +24,9 @@ pub enum FmConfig {
         dim: usize,
     },
     /// Item contexts: η = (Σⱼ α[cⱼ])·W, one logit per class, no bias; padding rows (token 0)
-    /// contribute nothing. A [MASK] token in the context acts as a learned bias vector.
+    /// contribute nothing. A \[MASK\] token in the context acts as a learned bias vector.
     Item {
-        /// Rows of α (padding, items, optional [MASK]).
+        /// Rows of α (padding, items, optional \[MASK\]).
         tokens: usize,
         /// Embedding width.
         dim: usize,

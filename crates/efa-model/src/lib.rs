@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod batch;
+pub mod checkpoint;
 pub mod efa;
 pub mod experiments;
 pub mod fm;
@@ -14,6 +15,7 @@ pub mod objective;
 pub mod ops;
 pub mod params;
 pub mod train;
+pub mod userdata;
 
 pub use batch::{Samples, Targets};
 pub use efa::{Direction, EfaConfig, Norm, Positions, ValueTable};
@@ -42,6 +44,8 @@ pub enum ModelError {
     Optim(String),
     /// Training produced a non-finite loss.
     NonFinite(String),
+    /// A model or checkpoint file could not be read or written (names the file).
+    Io(String),
 }
 
 impl fmt::Display for ModelError {
@@ -53,6 +57,7 @@ impl fmt::Display for ModelError {
             ModelError::Tape(e) => write!(f, "{e}"),
             ModelError::Optim(s) => write!(f, "optimizer: {s}"),
             ModelError::NonFinite(s) => write!(f, "non-finite value: {s}"),
+            ModelError::Io(s) => write!(f, "{s}"),
         }
     }
 }

@@ -2,11 +2,12 @@
 //! the best weights, and exact evaluation over a whole split.
 
 use crate::batch::Samples;
+use crate::checkpoint::{Checkpoint, CheckpointPolicy, EpochBits, ShuffleState, TrainState};
 use crate::objective::Objective;
 use crate::params::Params;
 use crate::{register, ModelConfig, ModelError};
 use efa_num::Real;
-use efa_tape::Tape;
+use efa_tape::{Tape, Var};
 use ndarray::ArrayD;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -126,6 +127,34 @@ impl EarlyStopping {
     }
 }
 
+/// What a training run minimises: one of the paper's [`Objective`]s, or the fully normalised
+/// mean nll of an efa-expfam family (`mean_i nll(y_i; η_i)` through [`crate::ops::nll::nll`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Loss<'a> {
+    /// A paper objective.
+    Objective(&'a Objective),
+    /// Mean exponential-family nll; targets are `Targets::Real` holding one observation per
+    /// sample (class indices as reals for the categorical family).
+    Nll(efa_expfam::Family),
+}
+
+impl Loss<'_> {
+    /// Mean loss of η `[B, width]` against the targets, on the tape.
+    pub fn loss<T: Real>(&self, tape: &mut Tape<T>, eta: Var, targets: &crate::Targets) -> Result<Var, ModelError> {
+        match self {
+            Loss::Objective(o) => o.loss(tape, eta, targets),
+            Loss::Nll(family) => {
+                let crate::Targets::Real(y) = targets else {
+                    return Err(ModelError::Batch("the nll loss needs real-valued targets".into()));
+                };
+                let y = ndarray::Array2::from_shape_fn((y.len(), 1), |(i, _)| T::from_f64(y[i]));
+                let per_row = crate::ops::nll::nll(tape, family, eta, &y, None)?;
+                Ok(tape.mean_all(per_row)?)
+            }
+        }
+    }
+}
+
 /// Mean loss of one minibatch and the gradient of every parameter, in parameter order.
 pub fn loss_and_grads<T: Real>(
     model: &ModelConfig,
@@ -133,10 +162,27 @@ pub fn loss_and_grads<T: Real>(
     params: &Params<T>,
     batch: &Samples,
 ) -> Result<(f64, Vec<ArrayD<T>>), ModelError> {
+    loss_and_grads_with(model, &Loss::Objective(objective), params, batch, false)
+}
+
+/// [`loss_and_grads`] for any [`Loss`]; with `detect_anomaly` the tape runs in anomaly mode
+/// and the first non-finite forward value or gradient is the error (op, node, parameters).
+pub fn loss_and_grads_with<T: Real>(
+    model: &ModelConfig,
+    objective: &Loss<'_>,
+    params: &Params<T>,
+    batch: &Samples,
+    detect_anomaly: bool,
+) -> Result<(f64, Vec<ArrayD<T>>), ModelError> {
     let mut tape = Tape::new();
+    tape.set_detect_anomaly(detect_anomaly);
     let vars = register(&mut tape, params)?;
-    let eta = model.forward(&mut tape, &vars, batch)?;
-    let loss = objective.loss(&mut tape, eta, &batch.targets)?;
+    let built = model.forward(&mut tape, &vars, batch).and_then(|eta| objective.loss(&mut tape, eta, &batch.targets));
+    // In anomaly mode, the first non-finite value explains any later failure best.
+    if let Some(e) = tape.anomaly() {
+        return Err(ModelError::Tape(e.clone()));
+    }
+    let loss = built?;
     let value = tape.value(loss).iter().next().map_or(f64::NAN, |v| v.to_f64());
     let grads = tape.backward(loss)?;
     let mut out = Vec::with_capacity(params.len());
@@ -154,6 +200,16 @@ pub fn loss_and_grads<T: Real>(
 pub fn batch_loss<T: Real>(
     model: &ModelConfig,
     objective: &Objective,
+    params: &Params<T>,
+    batch: &Samples,
+) -> Result<f64, ModelError> {
+    batch_loss_with(model, &Loss::Objective(objective), params, batch)
+}
+
+/// [`batch_loss`] for any [`Loss`].
+pub fn batch_loss_with<T: Real>(
+    model: &ModelConfig,
+    objective: &Loss<'_>,
     params: &Params<T>,
     batch: &Samples,
 ) -> Result<f64, ModelError> {
@@ -202,6 +258,17 @@ pub fn evaluate<T: Real>(
     samples: &Samples,
     batch_size: usize,
 ) -> Result<f64, ModelError> {
+    evaluate_with(model, &Loss::Objective(objective), params, samples, batch_size)
+}
+
+/// [`evaluate`] for any [`Loss`] (same batch-order summation).
+pub fn evaluate_with<T: Real>(
+    model: &ModelConfig,
+    objective: &Loss<'_>,
+    params: &Params<T>,
+    samples: &Samples,
+    batch_size: usize,
+) -> Result<f64, ModelError> {
     let n = samples.len();
     if n == 0 {
         return Err(ModelError::Batch("cannot evaluate on an empty split".into()));
@@ -210,7 +277,7 @@ pub fn evaluate<T: Real>(
     let chunks: Vec<&[usize]> = idx.chunks(batch_size.max(1)).collect();
     let sums: Result<Vec<f64>, ModelError> = chunks
         .par_iter()
-        .map(|c| Ok(batch_loss(model, objective, params, &samples.select(c))? * c.len() as f64))
+        .map(|c| Ok(batch_loss_with(model, objective, params, &samples.select(c))? * c.len() as f64))
         .collect();
     Ok(sums?.iter().sum::<f64>() / n as f64)
 }
@@ -230,11 +297,88 @@ pub fn fit(
     cfg: &TrainConfig,
     observer: &mut dyn FnMut(&EpochLog),
 ) -> Result<FitResult, ModelError> {
+    fit_with(model, &Loss::Objective(objective), params, train, val, cfg, observer, FitOptions::default())
+}
+
+/// A callback after each epoch (and its checkpoint); an error ends training with it.
+pub type EpochHook<'a> = &'a mut dyn FnMut(&EpochLog) -> Result<(), ModelError>;
+
+/// Options of [`fit_with`] beyond [`fit`]'s: checkpoints, resume, an after-epoch hook and
+/// anomaly mode. The default is exactly [`fit`].
+#[derive(Default)]
+pub struct FitOptions<'a> {
+    /// Write a checkpoint every N epochs and after the last one.
+    pub checkpoint: Option<CheckpointPolicy>,
+    /// Continue from this checkpoint (same data, model and [`TrainConfig`]): the result is
+    /// bit-identical to an uninterrupted run with the same seed and thread count.
+    pub resume: Option<Checkpoint>,
+    /// Called after each epoch's checkpoint; an error ends training with that error (tests
+    /// use it to simulate a crash).
+    pub after_epoch: Option<EpochHook<'a>>,
+    /// Run every training tape in anomaly mode: the first non-finite value, forward or
+    /// backward, stops training with an error naming the op, node, parameters and batch.
+    pub detect_anomaly: bool,
+}
+
+/// Checks that a checkpoint belongs to this run (same settings and training-set size).
+fn check_resume(state: &TrainState, cfg: &TrainConfig, n_train: usize) -> Result<(), ModelError> {
+    let differ = |field: &str, a: String, b: String| {
+        Err(ModelError::Config(format!("cannot resume: checkpoint has train.{field} = {a}, this run has {b}")))
+    };
+    let c = &state.train;
+    if c.seed != cfg.seed {
+        return differ("seed", c.seed.to_string(), cfg.seed.to_string());
+    }
+    if c.lr.to_bits() != cfg.lr.to_bits() {
+        return differ("lr", c.lr.to_string(), cfg.lr.to_string());
+    }
+    if c.batch_size != cfg.batch_size {
+        return differ("batch_size", c.batch_size.to_string(), cfg.batch_size.to_string());
+    }
+    if c.patience != cfg.patience {
+        return differ("patience", c.patience.to_string(), cfg.patience.to_string());
+    }
+    if c.max_epochs != cfg.max_epochs {
+        return differ("max_epochs", c.max_epochs.to_string(), cfg.max_epochs.to_string());
+    }
+    if state.n_train != n_train {
+        return differ("(training samples)", state.n_train.to_string(), n_train.to_string());
+    }
+    if state.shuffle.seed != cfg.seed || state.shuffle.shuffles != state.epoch || state.history.len() != state.epoch {
+        return Err(ModelError::Config(format!(
+            "cannot resume: inconsistent checkpoint state (epoch {}, {} shuffles, {} history entries)",
+            state.epoch,
+            state.shuffle.shuffles,
+            state.history.len()
+        )));
+    }
+    Ok(())
+}
+
+/// [`fit`] with any [`Loss`] and [`FitOptions`]. Without options its results are bit for bit
+/// those of [`fit`]. With a checkpoint policy, the state after epoch `e` (parameters, best
+/// parameters, Adam state, shuffle state, early stopping, history) is written when
+/// `e % every == 0` and after the last epoch; resuming replays the `e` seeded shuffles to
+/// rebuild the generator, then continues with epoch `e + 1`.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_with(
+    model: &ModelConfig,
+    objective: &Loss<'_>,
+    params: &mut Params<f32>,
+    train: &Samples,
+    val: &Samples,
+    cfg: &TrainConfig,
+    observer: &mut dyn FnMut(&EpochLog),
+    mut opts: FitOptions<'_>,
+) -> Result<FitResult, ModelError> {
     if train.is_empty() {
         return Err(ModelError::Batch("the training split is empty".into()));
     }
     if cfg.batch_size == 0 {
         return Err(ModelError::Config("train config field `batch_size` must be at least 1".into()));
+    }
+    if opts.checkpoint.as_ref().is_some_and(|c| c.every == 0) {
+        return Err(ModelError::Config("checkpoint interval `every` must be at least 1".into()));
     }
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
@@ -245,13 +389,36 @@ pub fn fit(
     let mut stopper = EarlyStopping::new(cfg.patience);
     let mut best_params = params.clone();
     let mut stopped_early = false;
-    for epoch in 1..=cfg.max_epochs {
+    let mut first_epoch = 1;
+    let mut finished = false;
+    if let Some(ck) = opts.resume.take() {
+        check_resume(&ck.state, cfg, train.len())?;
+        for _ in 0..ck.state.shuffle.shuffles {
+            order.shuffle(&mut rng);
+        }
+        adam = efa_optim::Adam::load(&ck.adam).map_err(|e| ModelError::Optim(format!("checkpoint optimizer state: {e}")))?;
+        *params = ck.params;
+        best_params = ck.best;
+        stopper = ck.state.stopper();
+        history = ck.state.history.iter().map(|h| h.to_log()).collect();
+        stopped_early = ck.state.stopped_early;
+        finished = ck.state.finished;
+        first_epoch = ck.state.epoch + 1;
+    }
+    let last_epoch = if finished { 0 } else { cfg.max_epochs };
+    for epoch in first_epoch..=last_epoch {
         let t0 = Instant::now();
         order.shuffle(&mut rng);
         let mut sum = 0.0;
-        for chunk in order.chunks(cfg.batch_size) {
+        for (b, chunk) in order.chunks(cfg.batch_size).enumerate() {
             let batch = train.select(chunk);
-            let (loss, grads) = loss_and_grads(model, objective, params, &batch)?;
+            let (loss, grads) = loss_and_grads_with(model, objective, params, &batch, opts.detect_anomaly).map_err(|e| {
+                if opts.detect_anomaly {
+                    ModelError::NonFinite(format!("epoch {epoch}, batch {} of {}: {e}", b + 1, order.len().div_ceil(cfg.batch_size)))
+                } else {
+                    e
+                }
+            })?;
             if !loss.is_finite() {
                 return Err(ModelError::NonFinite(format!("training loss {loss} at epoch {epoch}")));
             }
@@ -259,18 +426,42 @@ pub fn fit(
             adam_step(&mut adam, params, &grads)?;
         }
         let train_loss = sum / train.len() as f64;
-        let val_loss = evaluate(model, objective, params, val, cfg.eval_batch)?;
+        let val_loss = evaluate_with(model, objective, params, val, cfg.eval_batch)?;
         let seconds = t0.elapsed().as_secs_f64();
         let log = EpochLog { epoch, train_loss, val_loss, seconds, samples_per_s: train.len() as f64 / seconds };
         observer(&log);
-        history.push(log);
-        match stopper.update(epoch, val_loss) {
+        history.push(log.clone());
+        let verdict = stopper.update(epoch, val_loss);
+        match verdict {
             Verdict::Improved => best_params.clone_from(params),
             Verdict::Continue => {}
-            Verdict::Stop => {
-                stopped_early = epoch < cfg.max_epochs;
-                break;
+            Verdict::Stop => stopped_early = epoch < cfg.max_epochs,
+        }
+        let last = verdict == Verdict::Stop || epoch == cfg.max_epochs;
+        if let Some(policy) = &opts.checkpoint {
+            if epoch % policy.every == 0 || last {
+                let state = TrainState {
+                    epoch,
+                    shuffle: ShuffleState { seed: cfg.seed, shuffles: epoch },
+                    patience: stopper.patience,
+                    best_bits: stopper.best.to_bits(),
+                    best_epoch: stopper.best_epoch,
+                    wait: stopper.wait,
+                    history: history.iter().map(EpochBits::from_log).collect(),
+                    stopped_early,
+                    finished: last,
+                    train: cfg.clone(),
+                    n_train: train.len(),
+                };
+                let ck = Checkpoint { params: params.clone(), best: best_params.clone(), adam: adam.save(), state, meta: policy.meta.clone() };
+                ck.save(&policy.path)?;
             }
+        }
+        if let Some(hook) = opts.after_epoch.as_mut() {
+            hook(&log)?;
+        }
+        if verdict == Verdict::Stop {
+            break;
         }
     }
     let epochs = history.len();

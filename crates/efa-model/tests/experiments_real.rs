@@ -122,6 +122,36 @@ fn short_runs_overfit_tiny_sets() {
 }
 
 #[test]
+fn short_runs_of_the_rating_and_neighbour_models_reduce_their_losses() {
+    use efa_data::samples::RatingData;
+    use efa_model::experiments::movielens::{exp2_spec, Variant};
+    // Exp-2 models on six hand-made users (movies 1..=4, ratings 1..=3), both variants.
+    let seq = |v: &[(usize, f64)]| v.to_vec();
+    let users = vec![
+        seq(&[(1, 3.0), (2, 1.0), (3, 2.0)]),
+        seq(&[(2, 1.0), (1, 3.0), (4, 2.0), (3, 2.0)]),
+        seq(&[(4, 2.0), (1, 3.0)]),
+        seq(&[(3, 2.0), (2, 1.0), (1, 3.0)]),
+    ];
+    let test = vec![seq(&[(1, 3.0), (4, 2.0)])];
+    let data = RatingData::new(users, test, Some(4), 42).unwrap();
+    for v in [Variant::V1, Variant::V2] {
+        for efa in [true, false] {
+            let spec = exp2_spec(&data, v, false, efa, TrainConfig::paper(1, 0), 0).unwrap();
+            let l = short_fit(&spec.model, &spec.objective, &spec.train, 1e-2, 30);
+            assert!(l.iter().all(|x| x.is_finite()));
+            assert!(l[29] < l[0] - 0.01, "{v:?} efa={efa}: {l:?}");
+        }
+    }
+    // The k-nearest-city FM (k = 2) on four days of three cities.
+    let data = temperature::fm_samples(&days(), &temperature::neighbours(&cities()), 2).unwrap();
+    let model = ModelConfig::Fm(efa_model::FmConfig::Rating { items: 4, dim: 32 });
+    let l = short_fit(&model, &Objective::Mse, &data, 1e-2, 30);
+    assert!(l.iter().all(|x| x.is_finite()));
+    assert!(l[29] < 0.5 * l[0], "{l:?}");
+}
+
+#[test]
 fn haversine_and_neighbours_match_hand_values() {
     // A quarter of the equator: 6371·π/2 km.
     let q = temperature::haversine_km((0.0, 0.0), (0.0, 90.0));

@@ -1,0 +1,212 @@
+//! `efa train`: train an EFA or rating-FM model on the user's own CSV data (layout in
+//! `efa_model::userdata`), with atomic checkpoints, `--resume`, and anomaly mode.
+//!
+//! Output directory: `config.toml` (a copy of the configuration), `checkpoint.safetensors`
+//! (every `--checkpoint-every` epochs and at the end), `model.safetensors` (the restored best
+//! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`) and
+//! `result.json` (history, best epoch, validation and test nll).
+
+use crate::report::{epoch_bar, on_epoch};
+use crate::CliError;
+use clap::Args;
+use efa_model::checkpoint::{load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy};
+use efa_model::train::{evaluate_with, fit_with, FitOptions, Loss};
+use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
+use efa_model::Params;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Metadata key of the JSON configuration in model and checkpoint files.
+pub const CONFIG_KEY: &str = "efa.config";
+/// File names inside the output directory.
+pub const MODEL_FILE: &str = "model.safetensors";
+/// The checkpoint file name.
+pub const CHECKPOINT_FILE: &str = "checkpoint.safetensors";
+
+/// Arguments of `efa train`.
+#[derive(Args)]
+pub struct TrainArgs {
+    /// TOML configuration: [model.efa] or [model.fm], [family], [train], direction, init_seed.
+    #[arg(long)]
+    config: PathBuf,
+    /// Training CSV with header `seq,order,item,value`.
+    #[arg(long)]
+    data: PathBuf,
+    /// Validation CSV for early stopping (default: the training data).
+    #[arg(long)]
+    valid: Option<PathBuf>,
+    /// Test CSV, evaluated once with the final model.
+    #[arg(long)]
+    test: Option<PathBuf>,
+    /// Output directory (default: the --resume directory, else `efa-train-out`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the run whose checkpoint is in this directory (same config and data).
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Write a checkpoint every N epochs (and after the last one).
+    #[arg(long, default_value_t = 1)]
+    checkpoint_every: usize,
+    /// Stop at the first NaN/inf in any op, forward or backward, naming op, node, parameters, batch.
+    #[arg(long)]
+    detect_anomaly: bool,
+    /// Worker threads (default: all cores). Results are bit-identical for a given seed and
+    /// thread count (and, with the current kernels, across thread counts).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Testing aid: abort the process (SIGABRT, no cleanup) right after epoch K's checkpoint.
+    #[arg(long, hide = true)]
+    crash_after_epoch: Option<usize>,
+}
+
+/// Maps any displayable error to a user error (exit status 2).
+pub(crate) fn user<E: std::fmt::Display>(e: E) -> CliError {
+    CliError::new(e.to_string())
+}
+
+/// Sets the rayon pool size once.
+pub(crate) fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
+    if let Some(n) = threads {
+        if n == 0 {
+            return Err(CliError::new("--threads must be at least 1"));
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().map_err(user)?;
+    }
+    Ok(())
+}
+
+/// Reads and validates the TOML configuration.
+pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
+    UserConfig::from_toml(&text, path).map_err(user)
+}
+
+/// Reads a CSV split into samples, checked against the model.
+pub(crate) fn load_split(path: &Path, cfg: &UserConfig) -> Result<UserSamples, CliError> {
+    let data = read_csv(path, cfg).map_err(user)?;
+    let s = build(&data, cfg);
+    s.samples.validate(&path.display().to_string()).map_err(CliError::new)?;
+    Ok(s)
+}
+
+/// A saved model: its configuration and parameters. `path` is a model file or a directory
+/// holding `model.safetensors`.
+pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, Params<f32>), CliError> {
+    let file = if path.is_dir() { path.join(MODEL_FILE) } else { path.to_path_buf() };
+    let meta = read_meta(&file).map_err(user)?;
+    let json = meta
+        .get(CONFIG_KEY)
+        .ok_or_else(|| CliError::new(format!("{}: metadata `{CONFIG_KEY}` is missing (not written by efa train?)", file.display())))?;
+    let cfg: UserConfig =
+        serde_json::from_str(json).map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
+    cfg.validate().map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
+    let (params, _) = load_model(&file, &cfg.model.init::<f32>(0)).map_err(user)?;
+    Ok((cfg, params))
+}
+
+#[derive(Serialize)]
+struct TrainReport<'a> {
+    config: &'a UserConfig,
+    train_samples: usize,
+    valid_samples: usize,
+    epochs: usize,
+    best_epoch: usize,
+    stopped_early: bool,
+    best_valid_nll: f64,
+    test_nll: Option<f64>,
+    history: &'a [efa_model::train::EpochLog],
+}
+
+/// Runs `efa train`.
+pub fn run(args: TrainArgs) -> Result<(), CliError> {
+    if args.checkpoint_every == 0 {
+        return Err(CliError::new("--checkpoint-every must be at least 1"));
+    }
+    set_threads(args.threads)?;
+    let cfg = read_config(&args.config)?;
+    let train = load_split(&args.data, &cfg)?;
+    let valid = match &args.valid {
+        Some(p) => Some(load_split(p, &cfg)?),
+        None => None,
+    };
+    let test = match &args.test {
+        Some(p) => Some(load_split(p, &cfg)?),
+        None => None,
+    };
+    let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| PathBuf::from("efa-train-out"));
+    std::fs::create_dir_all(&out).map_err(|e| CliError::new(format!("{}: cannot create the output directory: {e}", out.display())))?;
+    let config_json = serde_json::to_string(&cfg).map_err(user)?;
+    let text = std::fs::read(&args.config).map_err(user)?;
+    write_atomic(&out.join("config.toml"), &text).map_err(user)?;
+
+    let family = cfg.family.family();
+    let loss = Loss::Nll(family);
+    let mut params = cfg.model.init::<f32>(cfg.init_seed);
+    let resume = match &args.resume {
+        Some(dir) => {
+            let path = dir.join(CHECKPOINT_FILE);
+            let ck = Checkpoint::load(&path, &params).map_err(user)?;
+            if ck.meta.get(CONFIG_KEY) != Some(&config_json) {
+                return Err(CliError::new(format!(
+                    "{}: the checkpoint was written with a different configuration than {}",
+                    path.display(),
+                    args.config.display()
+                )));
+            }
+            Some(ck)
+        }
+        None => None,
+    };
+    let policy = CheckpointPolicy {
+        path: out.join(CHECKPOINT_FILE),
+        every: args.checkpoint_every,
+        meta: BTreeMap::from([(CONFIG_KEY.to_string(), config_json.clone())]),
+    };
+    let crash = args.crash_after_epoch;
+    let mut hook = move |log: &efa_model::train::EpochLog| {
+        if crash == Some(log.epoch) {
+            std::process::abort();
+        }
+        Ok(())
+    };
+    let opts = FitOptions { checkpoint: Some(policy), resume, after_epoch: Some(&mut hook), detect_anomaly: args.detect_anomaly };
+    let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
+    let val_samples = valid.as_ref().unwrap_or(&train);
+    let fit = fit_with(&cfg.model, &loss, &mut params, &train.samples, &val_samples.samples, &cfg.train, &mut |l| on_epoch(&bar, l), opts)
+        .map_err(user)?;
+    bar.finish_and_clear();
+    let meta = BTreeMap::from([(CONFIG_KEY.to_string(), config_json)]);
+    save_model(&out.join(MODEL_FILE), &params, &meta).map_err(user)?;
+    let test_nll = match &test {
+        Some(t) => Some(evaluate_with(&cfg.model, &loss, &params, &t.samples, cfg.train.eval_batch).map_err(user)?),
+        None => None,
+    };
+    let report = TrainReport {
+        config: &cfg,
+        train_samples: train.samples.len(),
+        valid_samples: val_samples.samples.len(),
+        epochs: fit.epochs,
+        best_epoch: fit.best_epoch,
+        stopped_early: fit.stopped_early,
+        best_valid_nll: fit.best_val,
+        test_nll,
+        history: &fit.history,
+    };
+    let json = serde_json::to_string_pretty(&report).map_err(user)?;
+    write_atomic(&out.join("result.json"), json.as_bytes()).map_err(user)?;
+    println!(
+        "trained {} ({}) for {} epochs, best epoch {}, valid nll {:.6}{}; wrote {}",
+        cfg.model.kind(),
+        family.name(),
+        fit.epochs,
+        fit.best_epoch,
+        fit.best_val,
+        test_nll.map_or(String::new(), |t| format!(", test nll {t:.6}")),
+        out.join(MODEL_FILE).display()
+    );
+    Ok(())
+}

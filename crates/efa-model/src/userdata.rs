@@ -1,0 +1,399 @@
+//! Bring-your-own-data training: the TOML run configuration of `efa train` and a CSV of
+//! sequences of (item, value) pairs turned into model samples.
+//!
+//! # CSV layout
+//!
+//! A header line naming exactly the four columns `seq`, `order`, `item`, `value` (any order,
+//! no quoting), then one row per observation:
+//! * `seq`: sequence id (any non-empty text);
+//! * `order`: integer position key inside the sequence (rows are sorted by it; a repeated
+//!   `(seq, order)` pair is an error);
+//! * `item`: integer item id in `1..items` (`items` from the model config; 0 is padding);
+//! * `value`: the observed value, finite and inside the support of the configured family
+//!   (categorical: a class index `0..k`). For an EFA model with a value table
+//!   (`model.efa.values`), context values are embedded by row `value + 1`, so they must be
+//!   integers in `0..=rows − 3` (row 0 is padding, row `rows − 1` is the [MASK] row).
+//!
+//! Each sequence needs at least 2 rows. Every row of a sequence is a target once:
+//! bidirectionally (pseudo-likelihood) with all other rows as context, unidirectionally
+//! (`direction = "uni"`) with the rows before it as context (so the first row is never a target).
+
+use crate::batch::{Samples, Targets};
+use crate::fm::FmConfig;
+use crate::train::TrainConfig;
+use crate::{ModelConfig, ModelError};
+use efa_data::DataError;
+use efa_expfam::{ExpfamError, Family};
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The exponential family of the value column (the families with a scalar observation).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// (Field-less families are empty struct variants so that stray keys are rejected too.)
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FamilySpec {
+    /// N(μ, s2) with known s2 (η width 1).
+    GaussianKnownVar {
+        /// Known variance.
+        s2: f64,
+    },
+    /// N(μ, σ²) with both learned (η width 2).
+    Gaussian {},
+    /// 0/1 values.
+    Bernoulli {},
+    /// Counts 0..=n.
+    Binomial {
+        /// Trials.
+        n: u64,
+    },
+    /// Counts.
+    Poisson {},
+    /// Class index 0..k (η width k).
+    Categorical {
+        /// Classes.
+        k: usize,
+    },
+    /// Positive reals (η width 2).
+    Gamma {},
+    /// Positive reals.
+    Exponential {},
+    /// Values in (0, 1) (η width 2).
+    Beta {},
+    /// Counts, with r failures.
+    NegativeBinomial {
+        /// Failures r > 0.
+        r: f64,
+    },
+}
+
+impl FamilySpec {
+    /// The efa-expfam family.
+    pub fn family(&self) -> Family {
+        match *self {
+            FamilySpec::GaussianKnownVar { s2 } => Family::GaussianKnownVar { s2 },
+            FamilySpec::Gaussian {} => Family::Gaussian,
+            FamilySpec::Bernoulli {} => Family::Bernoulli,
+            FamilySpec::Binomial { n } => Family::Binomial { n },
+            FamilySpec::Poisson {} => Family::Poisson,
+            FamilySpec::Categorical { k } => Family::Categorical { k },
+            FamilySpec::Gamma {} => Family::Gamma,
+            FamilySpec::Exponential {} => Family::Exponential,
+            FamilySpec::Beta {} => Family::Beta,
+            FamilySpec::NegativeBinomial { r } => Family::NegativeBinomial { r },
+        }
+    }
+}
+
+/// Which rows are context for a target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeqDirection {
+    /// Every other row of the sequence.
+    #[default]
+    Bi,
+    /// The rows before the target.
+    Uni,
+}
+
+/// The TOML configuration of `efa train` (unknown keys are errors).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// `[model.efa]` or `[model.fm]` (FM: `kind = "rating"` only).
+    pub model: ModelConfig,
+    /// `[family]` with `kind = "poisson"` etc.
+    pub family: FamilySpec,
+    /// `"bi"` (default) or `"uni"`.
+    #[serde(default)]
+    pub direction: SeqDirection,
+    /// `[train]`: lr, batch_size, max_epochs, patience, seed (shuffles), eval_batch.
+    pub train: TrainConfig,
+    /// Seed of the parameter initialisation.
+    #[serde(default)]
+    pub init_seed: u64,
+}
+
+impl UserConfig {
+    /// Parses and validates a TOML text read from `path` (named in every error).
+    pub fn from_toml(text: &str, path: &Path) -> Result<Self, ModelError> {
+        let cfg: UserConfig =
+            toml::from_str(text).map_err(|e| ModelError::Config(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
+        cfg.validate().map_err(|e| match e {
+            ModelError::Config(s) => ModelError::Config(format!("{}: {s}", path.display())),
+            other => other,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Checks shapes and settings, naming the offending field.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |s: String| Err(ModelError::Config(s));
+        self.model.validate()?;
+        let family = self.family.family();
+        if let Err(e) = family.validate() {
+            return bad(format!("field `family`: {e}"));
+        }
+        match &self.model {
+            ModelConfig::Efa(c) => {
+                if c.out_dim != family.eta_dim() {
+                    return bad(format!(
+                        "field `model.efa.out_dim` = {} but family `{}` needs {} natural parameter(s)",
+                        c.out_dim,
+                        family.name(),
+                        family.eta_dim()
+                    ));
+                }
+                if c.continuous.is_some() {
+                    return bad("field `model.efa.continuous` is not supported for CSV data".into());
+                }
+                if let Some(v) = &c.values {
+                    if v.rows < 3 {
+                        return bad(format!("field `model.efa.values.rows` = {} must be at least 3 (padding, a value, [MASK])", v.rows));
+                    }
+                }
+                if c.items < 2 {
+                    return bad(format!("field `model.efa.items` = {} must be at least 2 (padding row 0 and one item)", c.items));
+                }
+            }
+            ModelConfig::Fm(FmConfig::Rating { items, .. }) => {
+                if family.eta_dim() != 1 {
+                    return bad(format!(
+                        "field `family`: `{}` needs {} natural parameters but the rating FM outputs 1",
+                        family.name(),
+                        family.eta_dim()
+                    ));
+                }
+                if *items < 2 {
+                    return bad(format!("field `model.fm.items` = {items} must be at least 2 (padding row 0 and one item)"));
+                }
+            }
+            ModelConfig::Fm(FmConfig::Item { .. }) => {
+                return bad("field `model.fm.kind`: only `rating` factor models train on CSV data".into());
+            }
+        }
+        let t = &self.train;
+        if t.batch_size == 0 || t.eval_batch == 0 {
+            return bad("field `train.batch_size`/`train.eval_batch` must be at least 1".into());
+        }
+        if !(t.lr > 0.0 && t.lr.is_finite()) {
+            return bad(format!("field `train.lr` = {} must be a finite positive number", t.lr));
+        }
+        Ok(())
+    }
+
+    /// Rows of the item table (`items` of the model).
+    pub fn items(&self) -> usize {
+        match &self.model {
+            ModelConfig::Efa(c) => c.items,
+            ModelConfig::Fm(FmConfig::Rating { items, .. }) => *items,
+            ModelConfig::Fm(FmConfig::Item { tokens, .. }) => *tokens,
+        }
+    }
+}
+
+/// One CSV row, with its 1-based line number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Sequence id.
+    pub seq: String,
+    /// Order key.
+    pub order: i64,
+    /// Item id.
+    pub item: usize,
+    /// Observed value.
+    pub value: f64,
+    /// Line in the file (header = line 1).
+    pub line: usize,
+}
+
+/// A parsed CSV file: sequences in order of first appearance, rows sorted by `order`.
+#[derive(Clone, Debug)]
+pub struct UserData {
+    /// The file read.
+    pub file: PathBuf,
+    /// The sequences.
+    pub sequences: Vec<Vec<Row>>,
+}
+
+/// The columns of the CSV layout.
+pub const COLUMNS: [&str; 4] = ["seq", "order", "item", "value"];
+
+/// Reads and checks a CSV file (layout in the module docs) against the configuration: every
+/// failure is a [`DataError::Parse`] naming the file, line and field.
+pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let err = |line: usize, field: &str, value: &str, why: String| DataError::parse(path, line, field, value, why);
+    let mut lines = bytes.split(|&b| b == b'\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)));
+    let text = |n: usize, l: &[u8]| -> Result<String, DataError> {
+        String::from_utf8(l.to_vec()).map_err(|_| err(n, "", "", "the line is not valid UTF-8".into()))
+    };
+    let header = match lines.next() {
+        Some((n, l)) if !l.iter().all(u8::is_ascii_whitespace) => text(n, l)?,
+        _ => return Err(err(1, "header", "", format!("empty file: expected the header `{}`", COLUMNS.join(",")))),
+    };
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let mut col = [usize::MAX; 4];
+    for (i, name) in names.iter().enumerate() {
+        match COLUMNS.iter().position(|c| c == name) {
+            Some(k) if col[k] == usize::MAX => col[k] = i,
+            Some(_) => return Err(err(1, name, name, "duplicate column".into())),
+            None => return Err(err(1, name, name, format!("unknown column (expected exactly {})", COLUMNS.join(",")))),
+        }
+    }
+    if let Some(k) = col.iter().position(|&c| c == usize::MAX) {
+        return Err(err(1, COLUMNS[k], "", format!("missing column (expected exactly {})", COLUMNS.join(","))));
+    }
+    let family = cfg.family.family();
+    let items = cfg.items();
+    let value_rows = match &cfg.model {
+        ModelConfig::Efa(c) => c.values.as_ref().map(|v| v.rows),
+        _ => None,
+    };
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut sequences: Vec<Vec<Row>> = Vec::new();
+    let mut seen: HashMap<(usize, i64), usize> = HashMap::new();
+    let mut last_line = 1;
+    let rest: Vec<(usize, &[u8])> = lines.collect();
+    let n_rest = rest.len();
+    for (k, (n, raw)) in rest.into_iter().enumerate() {
+        if raw.is_empty() && k + 1 == n_rest {
+            break; // the final newline
+        }
+        last_line = n;
+        let line = text(n, raw)?;
+        if line.trim().is_empty() {
+            return Err(err(n, "", "", "empty line".into()));
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if fields.len() != names.len() {
+            return Err(err(n, "", &line, format!("{} fields, the header has {}", fields.len(), names.len())));
+        }
+        let [fs, fo, fi, fv] = col.map(|c| fields[c]);
+        if fs.is_empty() {
+            return Err(err(n, "seq", fs, "empty sequence id".into()));
+        }
+        let order: i64 = fo.parse().map_err(|_| err(n, "order", fo, "not an integer".into()))?;
+        let item: usize = fi.parse().map_err(|_| err(n, "item", fi, "not a non-negative integer".into()))?;
+        if item == 0 || item >= items {
+            return Err(err(n, "item", fi, format!("item id out of range 1..={} (the model has {items} item rows, row 0 is padding)", items - 1)));
+        }
+        let value: f64 = fv.parse().map_err(|_| err(n, "value", fv, "not a number".into()))?;
+        if !value.is_finite() {
+            return Err(err(n, "value", fv, "NaN and infinite values are not allowed".into()));
+        }
+        if let Err(e) = family.check_obs(&[value], 0) {
+            let why = match e {
+                ExpfamError::Support { family, expected, .. } => format!("outside the support of {family} ({expected})"),
+                other => other.to_string(),
+            };
+            return Err(err(n, "value", fv, why));
+        }
+        if let Some(rows) = value_rows {
+            if value.fract() != 0.0 || value < 0.0 || value > (rows - 3) as f64 {
+                return Err(err(n, "value", fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
+            }
+        }
+        let s = *index.entry(fs.to_string()).or_insert_with(|| {
+            sequences.push(Vec::new());
+            sequences.len() - 1
+        });
+        if let Some(first) = seen.insert((s, order), n) {
+            return Err(err(n, "order", fo, format!("duplicate key (seq `{fs}`, order {order}), first at line {first}")));
+        }
+        sequences[s].push(Row { seq: fs.to_string(), order, item, value, line: n });
+    }
+    if sequences.is_empty() {
+        return Err(err(last_line, "", "", "no data rows after the header".into()));
+    }
+    for s in &mut sequences {
+        s.sort_by_key(|r| r.order);
+        if s.len() < 2 {
+            return Err(err(s[0].line, "seq", &s[0].seq, format!("sequence `{}` has 1 row; at least 2 are needed (a target and its context)", s[0].seq)));
+        }
+        if let ModelConfig::Efa(c) = &cfg.model {
+            if let Some(p) = c.positions.as_ref().filter(|p| s.len() > p.max_len) {
+                return Err(err(s[0].line, "seq", &s[0].seq, format!("sequence `{}` has {} rows but model.efa.positions.max_len is {}", s[0].seq, s.len(), p.max_len)));
+            }
+        }
+    }
+    Ok(UserData { file: path.to_path_buf(), sequences })
+}
+
+/// Model samples built from a CSV, with the row each sample predicts.
+#[derive(Clone, Debug)]
+pub struct UserSamples {
+    /// The samples.
+    pub samples: Samples,
+    /// For each sample, the target row.
+    pub targets: Vec<Row>,
+}
+
+/// One sample per target row (see the module docs), in file order of sequences and then by
+/// `order`. EFA: tokens are the sequence's items (the context prefix for `uni`), values the
+/// value rows with the target's replaced by [MASK]. Rating FM: the context items with their
+/// values as weights and the target's item as center.
+pub fn build_samples(data: &UserData, cfg: &UserConfig) -> Samples {
+    build(data, cfg).samples
+}
+
+/// [`build_samples`] keeping the target rows.
+pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
+    let uni = cfg.direction == SeqDirection::Uni;
+    let mut cases: Vec<(&[Row], usize)> = Vec::new();
+    for s in &data.sequences {
+        for t in usize::from(uni)..s.len() {
+            cases.push((s, t));
+        }
+    }
+    let n = cases.len();
+    let longest = data.sequences.iter().map(Vec::len).max().unwrap_or(0);
+    let targets: Vec<Row> = cases.iter().map(|(s, t)| s[*t].clone()).collect();
+    let y = Targets::Real(targets.iter().map(|r| r.value).collect());
+    let samples = match &cfg.model {
+        ModelConfig::Efa(c) => {
+            let mut tokens = Array2::zeros((n, longest));
+            let mut values = c.values.as_ref().map(|_| Array2::zeros((n, longest)));
+            let mask_row = c.values.as_ref().map_or(0, |v| v.rows - 1);
+            let mut lengths = Vec::with_capacity(n);
+            for (i, (s, t)) in cases.iter().enumerate() {
+                let len = if uni { t + 1 } else { s.len() };
+                for j in 0..len {
+                    tokens[[i, j]] = s[j].item;
+                    if let Some(v) = values.as_mut() {
+                        v[[i, j]] = if j == *t { mask_row } else { s[j].value as usize + 1 };
+                    }
+                }
+                lengths.push(len);
+            }
+            Samples { tokens, values, weights: None, center: None, lengths, pred_idx: cases.iter().map(|c| c.1).collect(), targets: y }
+        }
+        ModelConfig::Fm(_) => {
+            let w = longest.saturating_sub(1);
+            let mut tokens = Array2::zeros((n, w));
+            let mut weights = Array2::zeros((n, w));
+            let mut lengths = Vec::with_capacity(n);
+            for (i, (s, t)) in cases.iter().enumerate() {
+                let ctx = s.iter().enumerate().filter(|(j, _)| if uni { j < t } else { j != t });
+                let mut k = 0;
+                for (_, r) in ctx {
+                    tokens[[i, k]] = r.item;
+                    weights[[i, k]] = r.value;
+                    k += 1;
+                }
+                lengths.push(k);
+            }
+            Samples {
+                tokens,
+                values: None,
+                weights: Some(weights),
+                center: Some(targets.iter().map(|r| r.item).collect()),
+                lengths,
+                pred_idx: vec![0; n],
+                targets: y,
+            }
+        }
+    };
+    UserSamples { samples, targets }
+}
