@@ -48,16 +48,7 @@ fn synthetic_audit(a: AuditSyntheticArgs) -> Result<(), CliError> {
     if a.batch == 0 {
         return Err(CliError::new("--batch must be at least 1"));
     }
-    let dirs: &[bool] = match a.direction {
-        Directions::Uni => &[true],
-        Directions::Bi => &[false],
-        Directions::Both => &[true, false],
-    };
-    let models: &[bool] = match a.model {
-        Models::Efa => &[true],
-        Models::Fm => &[false],
-        Models::Both => &[false, true],
-    };
+    let (dirs, models) = (a.direction.unidirectional(), a.model.is_efa());
     let opts = default_options();
     println!(
         "gradient audit in f64: central differences (step {:e}·max(1,|θ|)), tolerance abs {:e} + rel {:e}",

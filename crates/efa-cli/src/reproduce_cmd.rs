@@ -41,6 +41,17 @@ pub enum Directions {
     Both,
 }
 
+impl Directions {
+    /// The selected directions as "is unidirectional" flags, unidirectional first.
+    pub fn unidirectional(self) -> &'static [bool] {
+        match self {
+            Directions::Uni => &[true],
+            Directions::Bi => &[false],
+            Directions::Both => &[true, false],
+        }
+    }
+}
+
 /// Which model families to run.
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 pub enum Models {
@@ -50,6 +61,17 @@ pub enum Models {
     Fm,
     /// Both.
     Both,
+}
+
+impl Models {
+    /// The selected families as "is EFA" flags, the factor model first.
+    pub fn is_efa(self) -> &'static [bool] {
+        match self {
+            Models::Efa => &[true],
+            Models::Fm => &[false],
+            Models::Both => &[false, true],
+        }
+    }
 }
 
 /// Options shared by every experiment.
@@ -127,16 +149,7 @@ fn synthetic_cmd(a: SyntheticArgs) -> Result<(), CliError> {
         data.val.len(),
         data.test_samples.len()
     );
-    let dirs: &[bool] = match a.direction {
-        Directions::Uni => &[true],
-        Directions::Bi => &[false],
-        Directions::Both => &[true, false],
-    };
-    let models: &[bool] = match a.model {
-        Models::Efa => &[true],
-        Models::Fm => &[false],
-        Models::Both => &[false, true],
-    };
+    let (dirs, models) = (a.direction.unidirectional(), a.model.is_efa());
     let mut rows: Vec<RunResult> = Vec::new();
     for &uni in dirs {
         for &efa in models {

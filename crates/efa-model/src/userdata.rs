@@ -12,7 +12,7 @@
 //! * `value`: the observed value, finite and inside the support of the configured family
 //!   (categorical: a class index `0..k`). For an EFA model with a value table
 //!   (`model.efa.values`), context values are embedded by row `value + 1`, so they must be
-//!   integers in `0..=rows − 3` (row 0 is padding, row `rows − 1` is the [MASK] row).
+//!   integers in `0..=rows − 3` (row 0 is padding, row `rows − 1` is the `[MASK]` row).
 //!
 //! Each sequence needs at least 2 rows. Every row of a sequence is a target once:
 //! bidirectionally (pseudo-likelihood) with all other rows as context, unidirectionally
@@ -332,7 +332,7 @@ pub struct UserSamples {
 
 /// One sample per target row (see the module docs), in file order of sequences and then by
 /// `order`. EFA: tokens are the sequence's items (the context prefix for `uni`), values the
-/// value rows with the target's replaced by [MASK]. Rating FM: the context items with their
+/// value rows with the target's replaced by `[MASK]`. Rating FM: the context items with their
 /// values as weights and the target's item as center.
 pub fn build_samples(data: &UserData, cfg: &UserConfig) -> Samples {
     build(data, cfg).samples
