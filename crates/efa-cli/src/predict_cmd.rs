@@ -36,7 +36,9 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     let (cfg, params) = load_saved(&args.model)?;
     let data = load_split(&args.data, &cfg)?;
     let family = cfg.family.family();
-    let eta = predict(&cfg.model, &params, &data.samples, cfg.train.eval_batch).map_err(user)?;
+    let z = predict(&cfg.model, &params, &data.samples, cfg.train.eval_batch).map_err(user)?;
+    // The model's output is unconstrained; the natural parameter is its link (as in training).
+    let eta = efa_model::ops::link::natural_values(&family, &z);
     let d = family.eta_dim();
     let cols = |name: &str| -> String {
         if d == 1 {

@@ -133,8 +133,9 @@ impl EarlyStopping {
 pub enum Loss<'a> {
     /// A paper objective.
     Objective(&'a Objective),
-    /// Mean exponential-family nll; targets are `Targets::Real` holding one observation per
-    /// sample (class indices as reals for the categorical family).
+    /// Mean exponential-family nll of η = link(model output) (see [`crate::ops::link`]);
+    /// targets are `Targets::Real` holding one observation per sample (class indices as reals
+    /// for the categorical family).
     Nll(efa_expfam::Family),
 }
 
@@ -148,6 +149,9 @@ impl Loss<'_> {
                     return Err(ModelError::Batch("the nll loss needs real-valued targets".into()));
                 };
                 let y = ndarray::Array2::from_shape_fn((y.len(), 1), |(i, _)| T::from_f64(y[i]));
+                // The model's output is unconstrained; the link maps it into the family's
+                // natural parameter space (identity for most families).
+                let eta = crate::ops::link::natural(tape, family, eta)?;
                 let per_row = crate::ops::nll::nll(tape, family, eta, &y, None)?;
                 Ok(tape.mean_all(per_row)?)
             }

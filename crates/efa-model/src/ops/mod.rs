@@ -2,3 +2,4 @@
 
 pub mod attention;
 pub mod nll;
+pub mod link;
