@@ -14,7 +14,14 @@ fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {
             let (model, batch) = synthetic::audit_batch(uni, efa, 6).unwrap();
             // Tensors up to 640 elements element by element, larger ones along 24 seeded
             // random directions (the CLI audits up to 4,096 elements in full).
-            let opts = CheckOptions { mode: Mode::Auto { max_full: 640, n: 24, seed: 3 }, ..default_options() };
+            let opts = CheckOptions {
+                mode: Mode::Auto {
+                    max_full: 640,
+                    n: 24,
+                    seed: 3,
+                },
+                ..default_options()
+            };
             let report = audit_model(&model, &Objective::Mse, &batch, 0, &opts).unwrap();
             assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
             // Every parameter tensor was audited, with real comparisons.

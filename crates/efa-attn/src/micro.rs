@@ -380,7 +380,9 @@ pub unsafe fn online_softmax_t<T: Real>(
     acct: &mut [T],
     dv: usize,
 ) {
-    debug_assert!(mqp.is_multiple_of(PAD) && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp);
+    debug_assert!(
+        mqp.is_multiple_of(PAD) && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp
+    );
     debug_assert!(acct.len() >= dv * mqp);
     simd_by_kind!(T, E => unsafe {
         online_t_d::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),

@@ -57,10 +57,19 @@ fn synthetic_audit(a: AuditSyntheticArgs) -> Result<(), CliError> {
     let mut failed = 0;
     for &uni in dirs {
         for &efa in models {
-            let (model, batch) = synthetic::audit_batch(uni, efa, a.batch).map_err(|e| CliError::new(e.to_string()))?;
+            let (model, batch) = synthetic::audit_batch(uni, efa, a.batch)
+                .map_err(|e| CliError::new(e.to_string()))?;
             let report = audit_model(&model, &Objective::Mse, &batch, a.seed, &opts)
                 .map_err(|e| CliError::new(e.to_string()))?;
-            let title = format!("{} {}", model.kind(), if uni { "unidirectional" } else { "bidirectional" });
+            let title = format!(
+                "{} {}",
+                model.kind(),
+                if uni {
+                    "unidirectional"
+                } else {
+                    "bidirectional"
+                }
+            );
             print_report(&title, &report);
             if !report.passed() {
                 failed += 1;
@@ -77,7 +86,10 @@ fn synthetic_audit(a: AuditSyntheticArgs) -> Result<(), CliError> {
 /// Prints one row per parameter tensor and every failing element.
 pub fn print_report(title: &str, report: &Report) {
     println!("\n{title}");
-    println!("{:<22} {:<12} {:>7} {:>12} {:>12}  result", "parameter", "shape", "checked", "max abs err", "max rel err");
+    println!(
+        "{:<22} {:<12} {:>7} {:>12} {:>12}  result",
+        "parameter", "shape", "checked", "max abs err", "max rel err"
+    );
     for p in &report.params {
         println!(
             "{:<22} {:<12} {:>7} {:>12.3e} {:>12.3e}  {}",

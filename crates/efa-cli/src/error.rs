@@ -12,12 +12,18 @@ pub struct CliError {
 impl CliError {
     /// A failure caused by the user's input or environment (exit status 2).
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: 2 }
+        Self {
+            message: message.into(),
+            code: 2,
+        }
     }
 
     /// A check that ran and found failures (exit status 1).
     pub fn failed(message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: 1 }
+        Self {
+            message: message.into(),
+            code: 1,
+        }
     }
 
     /// The process exit status.

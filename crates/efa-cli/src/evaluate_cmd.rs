@@ -27,7 +27,14 @@ pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
     let (cfg, params) = load_saved(&args.model)?;
     let data = load_split(&args.data, &cfg)?;
     let family = cfg.family.family();
-    let nll = evaluate_with(&cfg.model, &Loss::Nll(family), &params, &data.samples, cfg.train.eval_batch).map_err(user)?;
+    let nll = evaluate_with(
+        &cfg.model,
+        &Loss::Nll(family),
+        &params,
+        &data.samples,
+        cfg.train.eval_batch,
+    )
+    .map_err(user)?;
     let out = serde_json::json!({
         "file": args.data.display().to_string(),
         "samples": data.samples.len(),

@@ -47,18 +47,31 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
             (0..d).map(|i| format!(",{name}_{i}")).collect()
         }
     };
-    let mut s = format!("seq,order,item,value{}{}{}\n", cols("eta"), cols("mean"), cols("variance"));
+    let mut s = format!(
+        "seq,order,item,value{}{}{}\n",
+        cols("eta"),
+        cols("mean"),
+        cols("variance")
+    );
     let mut mean = vec![0.0f64; d];
     let mut hess = vec![0.0f64; d * d];
     for (i, row) in data.targets.iter().enumerate() {
         let e: Vec<f64> = eta.row(i).to_vec();
         let at = |err: efa_expfam::ExpfamError| {
-            CliError::new(format!("{}:{}: prediction for this row: {err}", args.data.display(), row.line))
+            CliError::new(format!(
+                "{}:{}: prediction for this row: {err}",
+                args.data.display(),
+                row.line
+            ))
         };
         family.mean(&e, &mut mean, i).map_err(at)?;
         family.hessian(&e, &mut hess, i).map_err(at)?;
         let _ = write!(s, "{},{},{},{}", row.seq, row.order, row.item, row.value);
-        for v in e.iter().chain(&mean).chain((0..d).map(|k| &hess[k * d + k])) {
+        for v in e
+            .iter()
+            .chain(&mean)
+            .chain((0..d).map(|k| &hess[k * d + k]))
+        {
             let _ = write!(s, ",{v}");
         }
         s.push('\n');

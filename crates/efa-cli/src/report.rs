@@ -15,9 +15,11 @@ pub fn epoch_bar(label: &str, max_epochs: usize, quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(max_epochs as u64);
-    let style = ProgressStyle::with_template("{prefix:>28} [{elapsed_precise}] {bar:30} epoch {pos}/{len} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
+    let style = ProgressStyle::with_template(
+        "{prefix:>28} [{elapsed_precise}] {bar:30} epoch {pos}/{len} {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
     bar.set_style(style);
     bar.set_prefix(label.to_string());
     bar
@@ -76,9 +78,18 @@ struct History<'a> {
 }
 
 /// Writes `results.json` and `loss_curves.svg` into `out` (created if needed).
-pub fn write_outputs<C: Serialize>(out: &Path, experiment: &str, rows: &[RunResult], config: &C) -> Result<(), CliError> {
-    std::fs::create_dir_all(out)
-        .map_err(|e| CliError::new(format!("cannot create output directory {}: {e}", out.display())))?;
+pub fn write_outputs<C: Serialize>(
+    out: &Path,
+    experiment: &str,
+    rows: &[RunResult],
+    config: &C,
+) -> Result<(), CliError> {
+    std::fs::create_dir_all(out).map_err(|e| {
+        CliError::new(format!(
+            "cannot create output directory {}: {e}",
+            out.display()
+        ))
+    })?;
     let results = Results {
         experiment,
         rows: rows
@@ -96,7 +107,14 @@ pub fn write_outputs<C: Serialize>(out: &Path, experiment: &str, rows: &[RunResu
             })
             .collect(),
         config,
-        history: rows.iter().map(|r| History { setting: &r.setting, model: &r.model, epochs: &r.history }).collect(),
+        history: rows
+            .iter()
+            .map(|r| History {
+                setting: &r.setting,
+                model: &r.model,
+                epochs: &r.history,
+            })
+            .collect(),
     };
     let json = serde_json::to_string_pretty(&results).map_err(|e| CliError::new(e.to_string()))?;
     write_file(&out.join("results.json"), &json)?;
@@ -105,21 +123,36 @@ pub fn write_outputs<C: Serialize>(out: &Path, experiment: &str, rows: &[RunResu
         let tag = format!("{} {}", r.model, r.setting);
         series.push(Series {
             label: format!("{tag} train"),
-            points: r.history.iter().map(|h| (h.epoch as f64, h.train_loss)).collect(),
+            points: r
+                .history
+                .iter()
+                .map(|h| (h.epoch as f64, h.train_loss))
+                .collect(),
         });
         series.push(Series {
             label: format!("{tag} val"),
-            points: r.history.iter().map(|h| (h.epoch as f64, h.val_loss)).collect(),
+            points: r
+                .history
+                .iter()
+                .map(|h| (h.epoch as f64, h.val_loss))
+                .collect(),
         });
     }
     let metric = rows.first().map_or("loss", |r| r.metric.as_str());
-    let svg = line_chart(&format!("{experiment}: loss per epoch"), "epoch", metric.trim_start_matches("test_"), &series);
+    let svg = line_chart(
+        &format!("{experiment}: loss per epoch"),
+        "epoch",
+        metric.trim_start_matches("test_"),
+        &series,
+    );
     write_file(&out.join("loss_curves.svg"), &svg)
 }
 
 /// Writes a file atomically (temporary file, then rename), naming it in errors.
 pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents).map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+    std::fs::write(&tmp, contents)
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
 }

@@ -140,7 +140,10 @@ pub fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
 fn synthetic_cmd(a: SyntheticArgs) -> Result<(), CliError> {
     set_threads(a.common.threads)?;
     if a.users < 8 || a.users % 4 != 0 {
-        return Err(CliError::new(format!("--users {}: must be a multiple of 4, at least 8", a.users)));
+        return Err(CliError::new(format!(
+            "--users {}: must be a multiple of 4, at least 8",
+            a.users
+        )));
     }
     let data = synthetic::data(a.users).map_err(|e| CliError::new(e.to_string()))?;
     eprintln!(
@@ -156,18 +159,34 @@ fn synthetic_cmd(a: SyntheticArgs) -> Result<(), CliError> {
             let cfg = TrainConfig::paper(a.common.epochs, a.common.seed);
             let spec = synthetic::spec(&data, uni, efa, cfg, a.common.seed)
                 .map_err(|e| CliError::new(e.to_string()))?;
-            let bar = epoch_bar(&format!("{} {}", spec.model.kind(), spec.setting), a.common.epochs, a.common.quiet);
-            let (result, _) = run(&spec, &mut |log| on_epoch(&bar, log)).map_err(|e| CliError::new(e.to_string()))?;
+            let bar = epoch_bar(
+                &format!("{} {}", spec.model.kind(), spec.setting),
+                a.common.epochs,
+                a.common.quiet,
+            );
+            let (result, _) = run(&spec, &mut |log| on_epoch(&bar, log))
+                .map_err(|e| CliError::new(e.to_string()))?;
             bar.finish_and_clear();
             eprintln!(
                 "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s",
-                result.model, result.setting, result.metric, result.value, result.paper, result.epochs, result.best_epoch, result.seconds
+                result.model,
+                result.setting,
+                result.metric,
+                result.value,
+                result.paper,
+                result.epochs,
+                result.best_epoch,
+                result.seconds
             );
             rows.push(result);
         }
     }
     print_table(&rows);
-    let out = a.common.out.clone().unwrap_or_else(|| PathBuf::from("out/synthetic"));
+    let out = a
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out/synthetic"));
     write_outputs(&out, "synthetic", &rows, &a)?;
     eprintln!("wrote {}/results.json and loss_curves.svg", out.display());
     Ok(())

@@ -183,10 +183,15 @@ fn models(m: Models) -> Vec<bool> {
 
 /// Trains one spec with a progress bar and prints its summary line (incl. seconds per epoch).
 fn train(spec: &RunSpec, epochs: usize, quiet: bool) -> Result<(RunResult, Params<f32>), CliError> {
-    let bar = epoch_bar(&format!("{} {}", spec.model.kind(), spec.setting), epochs, quiet);
+    let bar = epoch_bar(
+        &format!("{} {}", spec.model.kind(), spec.setting),
+        epochs,
+        quiet,
+    );
     let (r, p) = run(spec, &mut |log| on_epoch(&bar, log)).map_err(cli)?;
     bar.finish_and_clear();
-    let per_epoch = r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
+    let per_epoch =
+        r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
     eprintln!(
         "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s ({:.2} s/epoch, {} train samples)",
         r.model, r.setting, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds, per_epoch, spec.train.len()
@@ -195,12 +200,19 @@ fn train(spec: &RunSpec, epochs: usize, quiet: bool) -> Result<(RunResult, Param
 }
 
 /// Writes results.json and the loss curves, then adds `analysis` to results.json.
-fn finish<C: Serialize>(out: &Path, name: &str, rows: &[RunResult], config: &C, analysis: Option<Value>) -> Result<(), CliError> {
+fn finish<C: Serialize>(
+    out: &Path,
+    name: &str,
+    rows: &[RunResult],
+    config: &C,
+    analysis: Option<Value>,
+) -> Result<(), CliError> {
     print_table(rows);
     write_outputs(out, name, rows, config)?;
     if let Some(a) = analysis {
         let path = out.join("results.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
         let mut v: Value = serde_json::from_str(&text).map_err(cli)?;
         v["analysis"] = a;
         write_file(&path, &serde_json::to_string_pretty(&v).map_err(cli)?)?;
@@ -230,11 +242,23 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
     for uni in pick(a.direction, true, false) {
         for efa in models(a.model) {
             let cfg = TrainConfig::paper(epochs, a.common.seed);
-            let spec = ml::item_spec(&data, uni, efa, ml::exp1_paper_value(uni, efa), cfg, a.common.seed).map_err(cli)?;
+            let spec = ml::item_spec(
+                &data,
+                uni,
+                efa,
+                ml::exp1_paper_value(uni, efa),
+                cfg,
+                a.common.seed,
+            )
+            .map_err(cli)?;
             rows.push(train(&spec, epochs, a.common.quiet)?.0);
         }
     }
-    let out = a.common.out.clone().unwrap_or_else(|| PathBuf::from("out/movielens-items"));
+    let out = a
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out/movielens-items"));
     finish(&out, "movielens-items", &rows, &a, None)
 }
 
@@ -263,16 +287,26 @@ pub fn movielens_ratings(a: MlRatingsArgs) -> Result<(), CliError> {
             let cfg = TrainConfig::paper(epochs, a.common.seed);
             let spec = ml::exp2_spec(&data, v, uni, efa, cfg, a.common.seed).map_err(cli)?;
             let (r, params) = train(&spec, epochs, a.common.quiet)?;
-            let (m, n) = ml::mean_prediction_by_rating(&spec.model, &params, &spec.test).map_err(cli)?;
+            let (m, n) =
+                ml::mean_prediction_by_rating(&spec.model, &params, &spec.test).map_err(cli)?;
             let paper = ml::exp2_paper_means(v, uni, efa);
-            means.push(json!({"setting": r.setting, "model": r.model, "true_rating": [1, 2, 3],
-                "mean_predicted": m, "paper": paper, "count": n}));
+            means.push(
+                json!({"setting": r.setting, "model": r.model, "true_rating": [1, 2, 3],
+                "mean_predicted": m, "paper": paper, "count": n}),
+            );
             rows.push(r);
         }
     }
     println!("mean predicted rating (1 + e^η) by true rating 1 / 2 / 3:");
     for m in &means {
-        let f = |k: &str| m[k].as_array().map(|a| a.iter().map(|x| format!("{:.4}", x.as_f64().unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" / "));
+        let f = |k: &str| {
+            m[k].as_array().map(|a| {
+                a.iter()
+                    .map(|x| format!("{:.4}", x.as_f64().unwrap_or(f64::NAN)))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            })
+        };
         println!(
             "  {:<28} {:<4} ours {}   paper {}",
             m["setting"].as_str().unwrap_or(""),
@@ -281,9 +315,22 @@ pub fn movielens_ratings(a: MlRatingsArgs) -> Result<(), CliError> {
             f("paper").unwrap_or_default()
         );
     }
-    let name = format!("movielens-ratings-{}", if v == Variant::V1 { "v1" } else { "v2" });
-    let out = a.common.out.clone().unwrap_or_else(|| PathBuf::from(format!("out/{name}")));
-    finish(&out, &name, &rows, &a, Some(json!({ "mean_predicted_rating": means })))
+    let name = format!(
+        "movielens-ratings-{}",
+        if v == Variant::V1 { "v1" } else { "v2" }
+    );
+    let out = a
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("out/{name}")));
+    finish(
+        &out,
+        &name,
+        &rows,
+        &a,
+        Some(json!({ "mean_predicted_rating": means })),
+    )
 }
 
 fn short(name: &str) -> String {
@@ -312,34 +359,68 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
         ml::ItemData::samples(&d.test),
         d.max_len
     );
-    let out = a.common.out.clone().unwrap_or_else(|| PathBuf::from("out/instacart"));
-    std::fs::create_dir_all(&out).map_err(|e| CliError::new(format!("cannot create {}: {e}", out.display())))?;
-    let name = |id: usize| exp.items.get(id - 1).map_or_else(|| format!("item {id}"), |i| i.name.clone());
+    let out = a
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out/instacart"));
+    std::fs::create_dir_all(&out)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", out.display())))?;
+    let name = |id: usize| {
+        exp.items
+            .get(id - 1)
+            .map_or_else(|| format!("item {id}"), |i| i.name.clone())
+    };
     let epochs = a.common.epochs.unwrap_or(1000);
     let (mut rows, mut similar, mut maps) = (Vec::new(), Vec::new(), Vec::new());
     for uni in pick(a.direction, true, false) {
         for efa in models(a.model) {
-            let spec = instacart::spec(&exp, uni, efa, instacart::train_config(epochs, a.common.seed), a.common.seed).map_err(cli)?;
+            let spec = instacart::spec(
+                &exp,
+                uni,
+                efa,
+                instacart::train_config(epochs, a.common.seed),
+                a.common.seed,
+            )
+            .map_err(cli)?;
             let (r, params) = train(&spec, epochs, a.common.quiet)?;
             let sim = instacart::similarity(&spec.model, &params, d.n_items).map_err(cli)?;
-            println!("{} {}: bought together (top 3 by S = AW + (AW)ᵀ):", r.model, r.setting);
+            println!(
+                "{} {}: bought together (top 3 by S = AW + (AW)ᵀ):",
+                r.model, r.setting
+            );
             for &item in &instacart::EXAMPLE_ITEMS {
                 let top = instacart::top_k(&sim, item, 3);
-                let names: Vec<String> = top.iter().map(|&(j, s)| format!("{} ({s:.2})", name(j))).collect();
+                let names: Vec<String> = top
+                    .iter()
+                    .map(|&(j, s)| format!("{} ({s:.2})", name(j)))
+                    .collect();
                 println!("  {:<28} → {}", name(item), names.join(", "));
                 similar.push(json!({"setting": r.setting, "model": r.model, "item": item, "name": name(item),
                     "top3": top.iter().map(|&(j, s)| json!({"item": j, "name": name(j), "score": s})).collect::<Vec<_>>()}));
             }
             if let ModelConfig::Efa(cfg) = &spec.model {
                 for &bi in &instacart::ATTENTION_BASKETS {
-                    let Some(basket) = d.test.get(bi) else { continue };
-                    let layers = instacart::basket_attention(cfg, &params, basket, d.n_items, d.max_len).map_err(cli)?;
+                    let Some(basket) = d.test.get(bi) else {
+                        continue;
+                    };
+                    let layers =
+                        instacart::basket_attention(cfg, &params, basket, d.n_items, d.max_len)
+                            .map_err(cli)?;
                     let labels: Vec<String> = basket.iter().map(|&t| short(&name(t))).collect();
                     for (l, m) in layers.iter().enumerate() {
-                        let file = format!("attention_{}_basket{bi}_layer{}.svg", if uni { "uni" } else { "bi" }, l + 1);
-                        let rows_v: Vec<Vec<f64>> = m.rows().into_iter().map(|r| r.to_vec()).collect();
+                        let file = format!(
+                            "attention_{}_basket{bi}_layer{}.svg",
+                            if uni { "uni" } else { "bi" },
+                            l + 1
+                        );
+                        let rows_v: Vec<Vec<f64>> =
+                            m.rows().into_iter().map(|r| r.to_vec()).collect();
                         let title = format!("{} EFA, test order {}, layer {} (mean over heads; colour clipped at 0.25)", r.setting, exp.test_order_ids[bi], l + 1);
-                        write_file(&out.join(&file), &heat_map(&title, &labels, &labels, &rows_v, 0.25))?;
+                        write_file(
+                            &out.join(&file),
+                            &heat_map(&title, &labels, &labels, &rows_v, 0.25),
+                        )?;
                         maps.push(json!({"setting": r.setting, "basket": bi, "order_id": exp.test_order_ids[bi], "layer": l + 1, "file": file, "attention": rows_v}));
                     }
                 }
@@ -350,7 +431,15 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
     if !maps.is_empty() {
         eprintln!("wrote {} attention heat maps", maps.len());
     }
-    finish(&out, "instacart", &rows, &a, Some(json!({"example_items": instacart::EXAMPLE_ITEMS, "bought_together": similar, "attention": maps})))
+    finish(
+        &out,
+        "instacart",
+        &rows,
+        &a,
+        Some(
+            json!({"example_items": instacart::EXAMPLE_ITEMS, "bought_together": similar, "attention": maps}),
+        ),
+    )
 }
 
 /// Runs `efa reproduce temperature` (PAPER.md §6) with the FM-vs-k plot (Figure 6).
@@ -386,28 +475,74 @@ pub fn temperature_cmd(a: TemperatureArgs) -> Result<(), CliError> {
     let mut fm_points = Vec::new();
     if a.model != Models::Efa {
         eprintln!("FM baseline: the paper's code is not published; k nearest cities by Haversine distance is a best guess (PAPER.md §6.4, unverified)");
-        let fm_data = if a.lag == 0 { None } else { Some(temperature::load(&dir, 0).map_err(cli)?) };
+        let fm_data = if a.lag == 0 {
+            None
+        } else {
+            Some(temperature::load(&dir, 0).map_err(cli)?)
+        };
         let fm_data = fm_data.as_ref().unwrap_or(&data);
         for &k in &a.k {
-            let spec = temperature::fm_spec(fm_data, k, temperature::fm_train_config(a.fm_epochs, a.common.seed), a.common.seed).map_err(cli)?;
+            let spec = temperature::fm_spec(
+                fm_data,
+                k,
+                temperature::fm_train_config(a.fm_epochs, a.common.seed),
+                a.common.seed,
+            )
+            .map_err(cli)?;
             let r = train(&spec, a.fm_epochs, a.common.quiet)?.0;
             fm_points.push((k as f64, r.value));
             rows.push(r);
         }
     }
-    let out = a.common.out.clone().unwrap_or_else(|| PathBuf::from(format!("out/temperature-lag{}", a.lag)));
-    finish(&out, "temperature", &rows, &a, Some(json!({"fm_unverified": true, "fm_test_mse_by_k": fm_points})))?;
+    let out = a
+        .common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("out/temperature-lag{}", a.lag)));
+    finish(
+        &out,
+        "temperature",
+        &rows,
+        &a,
+        Some(json!({"fm_unverified": true, "fm_test_mse_by_k": fm_points})),
+    )?;
     if !fm_points.is_empty() {
-        let (k0, k1) = (fm_points.first().map_or(1.0, |p| p.0), fm_points.last().map_or(40.0, |p| p.0));
+        let (k0, k1) = (
+            fm_points.first().map_or(1.0, |p| p.0),
+            fm_points.last().map_or(40.0, |p| p.0),
+        );
         let mut series = vec![
-            Series { label: "FM k-nearest (ours)".into(), points: fm_points.clone() },
-            Series { label: "FM (paper)".into(), points: temperature::PAPER_FM.iter().map(|&(k, v)| (k as f64, v)).collect() },
+            Series {
+                label: "FM k-nearest (ours)".into(),
+                points: fm_points.clone(),
+            },
+            Series {
+                label: "FM (paper)".into(),
+                points: temperature::PAPER_FM
+                    .iter()
+                    .map(|&(k, v)| (k as f64, v))
+                    .collect(),
+            },
         ];
         if let Some(e) = rows.iter().find(|r| r.model == "efa") {
-            series.push(Series { label: format!("EFA {} (ours)", e.setting), points: vec![(k0, e.value), (k1, e.value)] });
+            series.push(Series {
+                label: format!("EFA {} (ours)", e.setting),
+                points: vec![(k0, e.value), (k1, e.value)],
+            });
         }
-        series.push(Series { label: "EFA L=1 (paper)".into(), points: vec![(k0, 17.135), (k1, 17.135)] });
-        write_file(&out.join("fm_vs_k.svg"), &line_chart("temperature: test MSE against k", "k (nearest cities)", "test MSE (°F²)", &series))?;
+        series.push(Series {
+            label: "EFA L=1 (paper)".into(),
+            points: vec![(k0, 17.135), (k1, 17.135)],
+        });
+        write_file(
+            &out.join("fm_vs_k.svg"),
+            &line_chart(
+                "temperature: test MSE against k",
+                "k (nearest cities)",
+                "test MSE (°F²)",
+                &series,
+            ),
+        )?;
         eprintln!("wrote {}/fm_vs_k.svg", out.display());
     }
     Ok(())

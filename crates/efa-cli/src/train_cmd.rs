@@ -9,7 +9,9 @@
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
-use efa_model::checkpoint::{load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy};
+use efa_model::checkpoint::{
+    load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
+};
 use efa_model::train::{evaluate_with, fit_with, FitOptions, Loss};
 use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
 use efa_model::Params;
@@ -74,14 +76,18 @@ pub(crate) fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
         if n == 0 {
             return Err(CliError::new("--threads must be at least 1"));
         }
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().map_err(user)?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(user)?;
     }
     Ok(())
 }
 
 /// Reads and validates the TOML configuration.
 pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
     UserConfig::from_toml(&text, path).map_err(user)
 }
 
@@ -89,21 +95,31 @@ pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
 pub(crate) fn load_split(path: &Path, cfg: &UserConfig) -> Result<UserSamples, CliError> {
     let data = read_csv(path, cfg).map_err(user)?;
     let s = build(&data, cfg);
-    s.samples.validate(&path.display().to_string()).map_err(CliError::new)?;
+    s.samples
+        .validate(&path.display().to_string())
+        .map_err(CliError::new)?;
     Ok(s)
 }
 
 /// A saved model: its configuration and parameters. `path` is a model file or a directory
 /// holding `model.safetensors`.
 pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, Params<f32>), CliError> {
-    let file = if path.is_dir() { path.join(MODEL_FILE) } else { path.to_path_buf() };
+    let file = if path.is_dir() {
+        path.join(MODEL_FILE)
+    } else {
+        path.to_path_buf()
+    };
     let meta = read_meta(&file).map_err(user)?;
-    let json = meta
-        .get(CONFIG_KEY)
-        .ok_or_else(|| CliError::new(format!("{}: metadata `{CONFIG_KEY}` is missing (not written by efa train?)", file.display())))?;
-    let cfg: UserConfig =
-        serde_json::from_str(json).map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
-    cfg.validate().map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
+    let json = meta.get(CONFIG_KEY).ok_or_else(|| {
+        CliError::new(format!(
+            "{}: metadata `{CONFIG_KEY}` is missing (not written by efa train?)",
+            file.display()
+        ))
+    })?;
+    let cfg: UserConfig = serde_json::from_str(json)
+        .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
+    cfg.validate()
+        .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
     let (params, _) = load_model(&file, &cfg.model.init::<f32>(0)).map_err(user)?;
     Ok((cfg, params))
 }
@@ -137,8 +153,17 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         Some(p) => Some(load_split(p, &cfg)?),
         None => None,
     };
-    let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| PathBuf::from("efa-train-out"));
-    std::fs::create_dir_all(&out).map_err(|e| CliError::new(format!("{}: cannot create the output directory: {e}", out.display())))?;
+    let out = args
+        .out
+        .clone()
+        .or_else(|| args.resume.clone())
+        .unwrap_or_else(|| PathBuf::from("efa-train-out"));
+    std::fs::create_dir_all(&out).map_err(|e| {
+        CliError::new(format!(
+            "{}: cannot create the output directory: {e}",
+            out.display()
+        ))
+    })?;
     let config_json = serde_json::to_string(&cfg).map_err(user)?;
     let text = std::fs::read(&args.config).map_err(user)?;
     write_atomic(&out.join("config.toml"), &text).map_err(user)?;
@@ -173,16 +198,33 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         }
         Ok(())
     };
-    let opts = FitOptions { checkpoint: Some(policy), resume, after_epoch: Some(&mut hook), detect_anomaly: args.detect_anomaly };
+    let opts = FitOptions {
+        checkpoint: Some(policy),
+        resume,
+        after_epoch: Some(&mut hook),
+        detect_anomaly: args.detect_anomaly,
+    };
     let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
     let val_samples = valid.as_ref().unwrap_or(&train);
-    let fit = fit_with(&cfg.model, &loss, &mut params, &train.samples, &val_samples.samples, &cfg.train, &mut |l| on_epoch(&bar, l), opts)
-        .map_err(user)?;
+    let fit = fit_with(
+        &cfg.model,
+        &loss,
+        &mut params,
+        &train.samples,
+        &val_samples.samples,
+        &cfg.train,
+        &mut |l| on_epoch(&bar, l),
+        opts,
+    )
+    .map_err(user)?;
     bar.finish_and_clear();
     let meta = BTreeMap::from([(CONFIG_KEY.to_string(), config_json)]);
     save_model(&out.join(MODEL_FILE), &params, &meta).map_err(user)?;
     let test_nll = match &test {
-        Some(t) => Some(evaluate_with(&cfg.model, &loss, &params, &t.samples, cfg.train.eval_batch).map_err(user)?),
+        Some(t) => Some(
+            evaluate_with(&cfg.model, &loss, &params, &t.samples, cfg.train.eval_batch)
+                .map_err(user)?,
+        ),
         None => None,
     };
     let report = TrainReport {

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/train").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/train")
+        .join(name)
 }
 
 #[test]
@@ -24,7 +26,11 @@ fn exponential_family_trains_and_predicts_inside_its_domain() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(train.status.success(), "{}", String::from_utf8_lossy(&train.stderr));
+    assert!(
+        train.status.success(),
+        "{}",
+        String::from_utf8_lossy(&train.stderr)
+    );
     let pred = Command::new(env!("CARGO_BIN_EXE_efa"))
         .args(["predict", "--model"])
         .arg(&out)
@@ -32,11 +38,19 @@ fn exponential_family_trains_and_predicts_inside_its_domain() {
         .arg(fixture("counts_test.csv"))
         .output()
         .unwrap();
-    assert!(pred.status.success(), "{}", String::from_utf8_lossy(&pred.stderr));
+    assert!(
+        pred.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pred.stderr)
+    );
     let text = String::from_utf8(pred.stdout).unwrap();
     let mut rows = 0;
     for line in text.lines().skip(1) {
-        let f: Vec<f64> = line.split(',').skip(3).map(|x| x.parse().unwrap()).collect();
+        let f: Vec<f64> = line
+            .split(',')
+            .skip(3)
+            .map(|x| x.parse().unwrap())
+            .collect();
         let (eta, mean, var) = (f[1], f[2], f[3]);
         // Exponential: η = −λ < 0, mean 1/λ = −1/η, variance 1/λ² = mean².
         assert!(eta < 0.0, "{line}");

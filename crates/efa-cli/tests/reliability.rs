@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/train").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/train")
+        .join(name)
 }
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -17,7 +19,10 @@ fn tmpdir(tag: &str) -> PathBuf {
 }
 
 fn efa(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_efa")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_efa"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn s(p: &Path) -> &str {
@@ -25,7 +30,18 @@ fn s(p: &Path) -> &str {
 }
 
 fn train(config: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut a = vec!["train", "--config", s(config), "--data", "", "--valid", "", "--out", s(out), "--quiet"];
+    let mut a = vec![
+        "train",
+        "--config",
+        s(config),
+        "--data",
+        "",
+        "--valid",
+        "",
+        "--out",
+        s(out),
+        "--quiet",
+    ];
     let (tr, va) = (fixture("counts_train.csv"), fixture("counts_valid.csv"));
     a[4] = s(&tr);
     a[6] = s(&va);
@@ -34,17 +50,29 @@ fn train(config: &Path, out: &Path, extra: &[&str]) -> Output {
 }
 
 fn ok(o: &Output) {
-    assert!(o.status.success(), "status {:?}, stderr {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "status {:?}, stderr {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Losses of result.json's history (seconds vary between runs).
 fn history(dir: &Path) -> Vec<(u64, u64, u64)> {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
     v["history"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|h| (h["epoch"].as_u64().unwrap(), h["train_loss"].as_f64().unwrap().to_bits(), h["val_loss"].as_f64().unwrap().to_bits()))
+        .map(|h| {
+            (
+                h["epoch"].as_u64().unwrap(),
+                h["train_loss"].as_f64().unwrap().to_bits(),
+                h["val_loss"].as_f64().unwrap().to_bits(),
+            )
+        })
         .collect()
 }
 
@@ -56,7 +84,8 @@ fn train_evaluate_predict_round_trip() {
     let test = fixture("counts_test.csv");
     a.extend(["--test", s(&test)]);
     ok(&train(&fixture("efa_poisson.toml"), &out, &a));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
     assert_eq!(r["epochs"], 6);
     assert_eq!(r["train_samples"], 175 - 1);
     let e = efa(&["evaluate", "--model", s(&out), "--data", s(&test)]);
@@ -65,8 +94,17 @@ fn train_evaluate_predict_round_trip() {
     assert_eq!(v["samples"], 43);
     assert_eq!(v["family"], "poisson");
     // evaluate reproduces train's test nll bit for bit.
-    assert_eq!(v["mean_nll"].as_f64().unwrap().to_bits(), r["test_nll"].as_f64().unwrap().to_bits());
-    let p = efa(&["predict", "--model", s(&out.join("model.safetensors")), "--data", s(&test)]);
+    assert_eq!(
+        v["mean_nll"].as_f64().unwrap().to_bits(),
+        r["test_nll"].as_f64().unwrap().to_bits()
+    );
+    let p = efa(&[
+        "predict",
+        "--model",
+        s(&out.join("model.safetensors")),
+        "--data",
+        s(&test),
+    ]);
     ok(&p);
     let text = String::from_utf8(p.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -89,12 +127,39 @@ fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     let (a, b, c) = (dir.join("a"), dir.join("b"), dir.join("c"));
     ok(&train(&cfg, &a, &["--threads", "1"]));
     // The process aborts (SIGABRT, no cleanup) right after epoch 3; the last checkpoint is epoch 2.
-    let o = train(&cfg, &b, &["--threads", "1", "--checkpoint-every", "2", "--crash-after-epoch", "3"]);
-    assert!(!o.status.success() && o.status.code().is_none(), "{:?}", o.status);
+    let o = train(
+        &cfg,
+        &b,
+        &[
+            "--threads",
+            "1",
+            "--checkpoint-every",
+            "2",
+            "--crash-after-epoch",
+            "3",
+        ],
+    );
+    assert!(
+        !o.status.success() && o.status.code().is_none(),
+        "{:?}",
+        o.status
+    );
     assert!(b.join("checkpoint.safetensors").exists() && !b.join("model.safetensors").exists());
     let o = efa(&[
-        "train", "--config", s(&cfg), "--data", s(&fixture("counts_train.csv")), "--valid", s(&fixture("counts_valid.csv")),
-        "--resume", s(&b), "--quiet", "--threads", "1", "--checkpoint-every", "2",
+        "train",
+        "--config",
+        s(&cfg),
+        "--data",
+        s(&fixture("counts_train.csv")),
+        "--valid",
+        s(&fixture("counts_valid.csv")),
+        "--resume",
+        s(&b),
+        "--quiet",
+        "--threads",
+        "1",
+        "--checkpoint-every",
+        "2",
     ]);
     ok(&o);
     let model = |d: &Path| std::fs::read(d.join("model.safetensors")).unwrap();
@@ -111,12 +176,27 @@ fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     let o = train(&cfg, &dir.join("d"), &["--resume", s(&b)]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8(o.stderr).unwrap();
-    assert!(err.starts_with(&format!("error: {}: not a valid safetensors file (truncated or corrupt?): ", ck.display())), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: not a valid safetensors file (truncated or corrupt?): ",
+            ck.display()
+        )),
+        "{err}"
+    );
 }
 
 /// Runs `efa train` on `csv` (training data) with `config` and expects exit 2 and `message`.
 fn expect_error(config: &Path, csv: &Path, out: &Path, message: &str) {
-    let o = efa(&["train", "--config", s(config), "--data", s(csv), "--out", s(out), "--quiet"]);
+    let o = efa(&[
+        "train",
+        "--config",
+        s(config),
+        "--data",
+        s(csv),
+        "--out",
+        s(out),
+        "--quiet",
+    ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "stderr {err}");
     assert_eq!(err.trim_end(), format!("error: {message}"));
@@ -155,7 +235,15 @@ fn malformed_data_is_a_clear_error() {
         expect_error(&cfg, &csv, &out, &format!("{}:{msg}", csv.display()));
     }
     let missing = dir.join("missing.csv");
-    expect_error(&cfg, &missing, &out, &format!("{}: No such file or directory (os error 2)", missing.display()));
+    expect_error(
+        &cfg,
+        &missing,
+        &out,
+        &format!(
+            "{}: No such file or directory (os error 2)",
+            missing.display()
+        ),
+    );
 }
 
 #[test]
@@ -169,29 +257,82 @@ fn bad_configs_and_outputs_are_clear_errors() {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let p = write("unknown.toml", &base.replace("init_seed = 1", "init_seed = 1\nlearning_rate = 3"));
-    let o = efa(&["train", "--config", s(&p), "--data", s(&csv), "--out", s(&out), "--quiet"]);
+    let p = write(
+        "unknown.toml",
+        &base.replace("init_seed = 1", "init_seed = 1\nlearning_rate = 3"),
+    );
+    let o = efa(&[
+        "train",
+        "--config",
+        s(&p),
+        "--data",
+        s(&csv),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8(o.stderr).unwrap();
-    assert!(err.starts_with(&format!("error: invalid model configuration: {}: TOML parse error at line 4, column 1", p.display())), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: invalid model configuration: {}: TOML parse error at line 4, column 1",
+            p.display()
+        )),
+        "{err}"
+    );
     assert!(err.contains("unknown field `learning_rate`"), "{err}");
     let p = write("shape.toml", &base.replace("out_dim = 1 ", "out_dim = 2 "));
     expect_error(&p, &csv, &out, &format!(
         "invalid model configuration: {}: field `model.efa.out_dim` = 2 but family `poisson` needs 1 natural parameter(s)", p.display()));
     let p = write("zero.toml", &base.replace("key_dim = 4", "key_dim = 0"));
-    expect_error(&p, &csv, &out, &format!("invalid model configuration: {}: EFA config field `heads/key_dim`: must be at least 1", p.display()));
-    let p = write("family.toml", &base.replace("kind = \"poisson\"", "kind = \"poisson\"\nn = 3"));
-    let o = efa(&["train", "--config", s(&p), "--data", s(&csv), "--out", s(&out), "--quiet"]);
+    expect_error(
+        &p,
+        &csv,
+        &out,
+        &format!(
+            "invalid model configuration: {}: EFA config field `heads/key_dim`: must be at least 1",
+            p.display()
+        ),
+    );
+    let p = write(
+        "family.toml",
+        &base.replace("kind = \"poisson\"", "kind = \"poisson\"\nn = 3"),
+    );
+    let o = efa(&[
+        "train",
+        "--config",
+        s(&p),
+        "--data",
+        s(&csv),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8(o.stderr).unwrap().contains("unknown field `n`"));
+    assert!(String::from_utf8(o.stderr)
+        .unwrap()
+        .contains("unknown field `n`"));
     // An output "directory" below a regular file cannot be created.
     let file = write("file", "x");
     let bad_out = file.join("sub");
-    expect_error(&fixture("efa_poisson.toml"), &csv, &bad_out, &format!(
-        "{}: cannot create the output directory: Not a directory (os error 20)", bad_out.display()));
+    expect_error(
+        &fixture("efa_poisson.toml"),
+        &csv,
+        &bad_out,
+        &format!(
+            "{}: cannot create the output directory: Not a directory (os error 20)",
+            bad_out.display()
+        ),
+    );
     // A model file that is not one.
     let o = efa(&["evaluate", "--model", s(&file), "--data", s(&csv)]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8(o.stderr).unwrap();
-    assert!(err.starts_with(&format!("error: {}: not a valid safetensors file", file.display())), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: not a valid safetensors file",
+            file.display()
+        )),
+        "{err}"
+    );
 }

@@ -7,7 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/train").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/train")
+        .join(name)
 }
 
 fn cmd(config: &Path, out_flag: &str, dir: &Path) -> Command {
@@ -15,7 +17,9 @@ fn cmd(config: &Path, out_flag: &str, dir: &Path) -> Command {
     c.args(["train", "--config"]).arg(config);
     c.arg("--data").arg(fixture("counts_train.csv"));
     c.arg("--valid").arg(fixture("counts_valid.csv"));
-    c.args([out_flag]).arg(dir).args(["--quiet", "--threads", "1"]);
+    c.args([out_flag])
+        .arg(dir)
+        .args(["--quiet", "--threads", "1"]);
     c.stdout(Stdio::null()).stderr(Stdio::piped());
     c
 }
@@ -27,7 +31,10 @@ fn sigkilled_run_resumes_bit_identically() {
     std::fs::create_dir_all(&root).unwrap();
     // A longer run of the fixture model, so the kill lands mid-training.
     let text = std::fs::read_to_string(fixture("efa_poisson.toml")).unwrap();
-    let text = text.replace("max_epochs = 6", "max_epochs = 120").replace("patience = 3", "patience = 120").replace("lr = 0.01", "lr = 0.002");
+    let text = text
+        .replace("max_epochs = 6", "max_epochs = 120")
+        .replace("patience = 3", "patience = 120")
+        .replace("lr = 0.01", "lr = 0.002");
     let config = root.join("long.toml");
     std::fs::write(&config, text).unwrap();
     let (full, killed) = (root.join("full"), root.join("killed"));
@@ -36,11 +43,17 @@ fn sigkilled_run_resumes_bit_identically() {
     let ck = killed.join("checkpoint.safetensors");
     let t0 = Instant::now();
     while !ck.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint appeared");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no checkpoint appeared"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(150));
-    assert!(child.try_wait().unwrap().is_none(), "the run finished before it could be killed");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run finished before it could be killed"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(!killed.join("model.safetensors").exists());
@@ -50,10 +63,23 @@ fn sigkilled_run_resumes_bit_identically() {
     let o = cmd(&config, "--out", &full).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let read = |d: &Path, f: &str| std::fs::read(d.join(f)).unwrap();
-    assert_eq!(read(&full, "model.safetensors"), read(&killed, "model.safetensors"));
+    assert_eq!(
+        read(&full, "model.safetensors"),
+        read(&killed, "model.safetensors")
+    );
     let losses = |d: &Path| -> Vec<(u64, u64)> {
         let v: serde_json::Value = serde_json::from_slice(&read(d, "result.json")).unwrap();
-        v["history"].as_array().unwrap().iter().map(|h| (h["train_loss"].as_f64().unwrap().to_bits(), h["val_loss"].as_f64().unwrap().to_bits())).collect()
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["train_loss"].as_f64().unwrap().to_bits(),
+                    h["val_loss"].as_f64().unwrap().to_bits(),
+                )
+            })
+            .collect()
     };
     let l = losses(&full);
     assert_eq!(l.len(), 120);

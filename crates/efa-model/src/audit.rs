@@ -12,7 +12,14 @@ use std::collections::HashMap;
 /// checked element by element, larger ones along 24 seeded random directions; tolerance
 /// abs 1e-5, rel 1e-3; central differences with step 1e-6·max(1, |θ|).
 pub fn default_options() -> CheckOptions {
-    CheckOptions { mode: Mode::Auto { max_full: 4096, n: 24, seed: 17 }, ..CheckOptions::default() }
+    CheckOptions {
+        mode: Mode::Auto {
+            max_full: 4096,
+            n: 24,
+            seed: 17,
+        },
+        ..CheckOptions::default()
+    }
 }
 
 /// Audits the mean loss of `model` on `batch` with respect to every parameter, at the
@@ -27,12 +34,14 @@ pub fn audit_model(
     model.validate()?;
     batch.validate("audit batch").map_err(ModelError::Batch)?;
     let params = model.init::<f64>(seed);
-    let list: Vec<(&str, ndarray::ArrayD<f64>)> = params.iter().map(|(n, v)| (n, v.clone())).collect();
+    let list: Vec<(&str, ndarray::ArrayD<f64>)> =
+        params.iter().map(|(n, v)| (n, v.clone())).collect();
     let names: Vec<String> = list.iter().map(|(n, _)| n.to_string()).collect();
     let report = audit(
         &list,
         |tape, vars| {
-            let map: HashMap<String, efa_tape::Var> = names.iter().cloned().zip(vars.iter().copied()).collect();
+            let map: HashMap<String, efa_tape::Var> =
+                names.iter().cloned().zip(vars.iter().copied()).collect();
             let eta = model.forward(tape, &map, batch).map_err(to_tape)?;
             objective.loss(tape, eta, &batch.targets).map_err(to_tape)
         },

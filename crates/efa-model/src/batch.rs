@@ -80,7 +80,10 @@ impl Samples {
             tokens: self.tokens.select(Axis(0), idx),
             values: self.values.as_ref().map(|v| v.select(Axis(0), idx)),
             weights: self.weights.as_ref().map(|w| w.select(Axis(0), idx)),
-            center: self.center.as_ref().map(|c| idx.iter().map(|&i| c[i]).collect()),
+            center: self
+                .center
+                .as_ref()
+                .map(|c| idx.iter().map(|&i| c[i]).collect()),
             lengths: idx.iter().map(|&i| self.lengths[i]).collect(),
             pred_idx: idx.iter().map(|&i| self.pred_idx[i]).collect(),
             targets: self.targets.select(idx),
@@ -95,12 +98,18 @@ impl Samples {
         let fail = |field: &str, detail: String| Err(format!("{what}: field `{field}`: {detail}"));
         if let Some(v) = &self.values {
             if v.dim() != (n, w) {
-                return fail("values", format!("shape {:?}, expected [{n}, {w}]", v.shape()));
+                return fail(
+                    "values",
+                    format!("shape {:?}, expected [{n}, {w}]", v.shape()),
+                );
             }
         }
         if let Some(v) = &self.weights {
             if v.dim() != (n, w) {
-                return fail("weights", format!("shape {:?}, expected [{n}, {w}]", v.shape()));
+                return fail(
+                    "weights",
+                    format!("shape {:?}, expected [{n}, {w}]", v.shape()),
+                );
             }
         }
         if let Some(c) = &self.center {
@@ -121,10 +130,16 @@ impl Samples {
         }
         for i in 0..n {
             if self.lengths[i] > w {
-                return fail("lengths", format!("row {i}: {} > width {w}", self.lengths[i]));
+                return fail(
+                    "lengths",
+                    format!("row {i}: {} > width {w}", self.lengths[i]),
+                );
             }
             if self.pred_idx[i] >= w.max(1) {
-                return fail("pred_idx", format!("row {i}: {} >= width {w}", self.pred_idx[i]));
+                return fail(
+                    "pred_idx",
+                    format!("row {i}: {} >= width {w}", self.pred_idx[i]),
+                );
             }
         }
         Ok(())

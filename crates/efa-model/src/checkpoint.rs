@@ -117,7 +117,12 @@ pub struct TrainState {
 impl TrainState {
     /// The early-stopping monitor back.
     pub fn stopper(&self) -> EarlyStopping {
-        EarlyStopping { patience: self.patience, best: f64::from_bits(self.best_bits), best_epoch: self.best_epoch, wait: self.wait }
+        EarlyStopping {
+            patience: self.patience,
+            best: f64::from_bits(self.best_bits),
+            best_epoch: self.best_epoch,
+            wait: self.wait,
+        }
     }
 }
 
@@ -146,11 +151,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let mut f = std::fs::File::create(&tmp).map_err(|e| io_err(&tmp, "cannot create", e))?;
-    f.write_all(bytes).map_err(|e| io_err(&tmp, "cannot write", e))?;
+    f.write_all(bytes)
+        .map_err(|e| io_err(&tmp, "cannot write", e))?;
     f.sync_all().map_err(|e| io_err(&tmp, "cannot fsync", e))?;
     drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| io_err(path, "cannot rename the temporary file over it", e))?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::rename(&tmp, path)
+        .map_err(|e| io_err(path, "cannot rename the temporary file over it", e))?;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if let Ok(d) = std::fs::File::open(dir) {
         // Directory fsync makes the rename durable; unsupported on some platforms.
         let _ = d.sync_all();
@@ -171,11 +181,21 @@ fn serialize(
     let mut owned: Vec<(String, Vec<usize>, Vec<u8>, Dtype)> = Vec::new();
     for (prefix, params) in groups {
         for (name, v) in params.iter() {
-            owned.push((format!("{prefix}{name}"), v.shape().to_vec(), f32_bytes(v), Dtype::F32));
+            owned.push((
+                format!("{prefix}{name}"),
+                v.shape().to_vec(),
+                f32_bytes(v),
+                Dtype::F32,
+            ));
         }
     }
     for (name, bytes) in raw {
-        owned.push((name.to_string(), vec![bytes.len()], bytes.to_vec(), Dtype::U8));
+        owned.push((
+            name.to_string(),
+            vec![bytes.len()],
+            bytes.to_vec(),
+            Dtype::U8,
+        ));
     }
     let views = owned
         .iter()
@@ -183,7 +203,8 @@ fn serialize(
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()
         .map_err(|e| ModelError::Io(format!("safetensors: {e}")))?;
     let meta: HashMap<String, String> = meta.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    safetensors::tensor::serialize(views, &Some(meta)).map_err(|e| ModelError::Io(format!("safetensors: {e}")))
+    safetensors::tensor::serialize(views, &Some(meta))
+        .map_err(|e| ModelError::Io(format!("safetensors: {e}")))
 }
 
 /// A parsed safetensors file with its path for messages.
@@ -195,10 +216,18 @@ struct Loaded<'a> {
 
 fn parse<'a>(path: &'a Path, bytes: &'a [u8]) -> Result<Loaded<'a>, ModelError> {
     let bad = |e: safetensors::SafeTensorError| {
-        ModelError::Io(format!("{}: not a valid safetensors file (truncated or corrupt?): {e}", path.display()))
+        ModelError::Io(format!(
+            "{}: not a valid safetensors file (truncated or corrupt?): {e}",
+            path.display()
+        ))
     };
     let (_, metadata) = SafeTensors::read_metadata(bytes).map_err(bad)?;
-    let meta = metadata.metadata().clone().unwrap_or_default().into_iter().collect();
+    let meta = metadata
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let st = SafeTensors::deserialize(bytes).map_err(bad)?;
     Ok(Loaded { path, st, meta })
 }
@@ -210,7 +239,11 @@ impl Loaded<'_> {
         for (name, t) in template.iter() {
             let key = format!("{prefix}{name}");
             let v = self.st.tensor(&key).map_err(|_| {
-                ModelError::Io(format!("{}: tensor `{key}` is missing (the model needs shape {:?})", self.path.display(), t.shape()))
+                ModelError::Io(format!(
+                    "{}: tensor `{key}` is missing (the model needs shape {:?})",
+                    self.path.display(),
+                    t.shape()
+                ))
             })?;
             if v.dtype() != Dtype::F32 || v.shape() != t.shape() {
                 return Err(ModelError::Io(format!(
@@ -221,8 +254,13 @@ impl Loaded<'_> {
                     t.shape()
                 )));
             }
-            let data: Vec<f32> = v.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            let a = ndarray::ArrayD::from_shape_vec(t.raw_dim(), data).map_err(|e| ModelError::Io(e.to_string()))?;
+            let data: Vec<f32> = v
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let a = ndarray::ArrayD::from_shape_vec(t.raw_dim(), data)
+                .map_err(|e| ModelError::Io(e.to_string()))?;
             out.insert(name, a);
         }
         Ok(out)
@@ -248,13 +286,20 @@ fn read(path: &Path) -> Result<Vec<u8>, ModelError> {
 }
 
 /// Writes a model file: one tensor per parameter under its own name, plus `meta`.
-pub fn save_model(path: &Path, params: &Params<f32>, meta: &BTreeMap<String, String>) -> Result<(), ModelError> {
+pub fn save_model(
+    path: &Path,
+    params: &Params<f32>,
+    meta: &BTreeMap<String, String>,
+) -> Result<(), ModelError> {
     write_atomic(path, &serialize(&[("", params)], &[], meta)?)
 }
 
 /// Reads a model file written by [`save_model`]; `template` (e.g. `model.init(0)`) gives the
 /// names, order and shapes expected. Returns the parameters and the metadata.
-pub fn load_model(path: &Path, template: &Params<f32>) -> Result<(Params<f32>, BTreeMap<String, String>), ModelError> {
+pub fn load_model(
+    path: &Path,
+    template: &Params<f32>,
+) -> Result<(Params<f32>, BTreeMap<String, String>), ModelError> {
     let bytes = read(path)?;
     let l = parse(path, &bytes)?;
     let p = l.params("", template)?;
@@ -272,9 +317,14 @@ impl Checkpoint {
     /// Writes the checkpoint atomically.
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
         let mut meta = self.meta.clone();
-        let state = serde_json::to_string(&self.state).map_err(|e| ModelError::Io(e.to_string()))?;
+        let state =
+            serde_json::to_string(&self.state).map_err(|e| ModelError::Io(e.to_string()))?;
         meta.insert(STATE_KEY.into(), state);
-        let bytes = serialize(&[("params/", &self.params), ("best/", &self.best)], &[("optimizer/adam", &self.adam)], &meta)?;
+        let bytes = serialize(
+            &[("params/", &self.params), ("best/", &self.best)],
+            &[("optimizer/adam", &self.adam)],
+            &meta,
+        )?;
         write_atomic(path, &bytes)
     }
 
@@ -285,19 +335,33 @@ impl Checkpoint {
         let l = parse(path, &bytes)?;
         let params = l.params("params/", template)?;
         let best = l.params("best/", template)?;
-        let adam = l
-            .st
-            .tensor("optimizer/adam")
-            .map_err(|_| ModelError::Io(format!("{}: tensor `optimizer/adam` is missing", path.display())))?
-            .data()
-            .to_vec();
+        let adam =
+            l.st.tensor("optimizer/adam")
+                .map_err(|_| {
+                    ModelError::Io(format!(
+                        "{}: tensor `optimizer/adam` is missing",
+                        path.display()
+                    ))
+                })?
+                .data()
+                .to_vec();
         l.check_no_extra(2 * template.len() + 1)?;
         let mut meta = l.meta;
-        let state = meta
-            .remove(STATE_KEY)
-            .ok_or_else(|| ModelError::Io(format!("{}: metadata `{STATE_KEY}` is missing", path.display())))?;
-        let state: TrainState = serde_json::from_str(&state)
-            .map_err(|e| ModelError::Io(format!("{}: metadata `{STATE_KEY}`: {e}", path.display())))?;
-        Ok(Checkpoint { params, best, adam, state, meta })
+        let state = meta.remove(STATE_KEY).ok_or_else(|| {
+            ModelError::Io(format!(
+                "{}: metadata `{STATE_KEY}` is missing",
+                path.display()
+            ))
+        })?;
+        let state: TrainState = serde_json::from_str(&state).map_err(|e| {
+            ModelError::Io(format!("{}: metadata `{STATE_KEY}`: {e}", path.display()))
+        })?;
+        Ok(Checkpoint {
+            params,
+            best,
+            adam,
+            state,
+            meta,
+        })
     }
 }

@@ -157,7 +157,11 @@ impl EfaConfig {
 
     /// Checks the configuration for impossible shapes.
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |field: &str, why: &str| Err(ModelError::Config(format!("EFA config field `{field}`: {why}")));
+        let bad = |field: &str, why: &str| {
+            Err(ModelError::Config(format!(
+                "EFA config field `{field}`: {why}"
+            )))
+        };
         if self.items == 0 {
             return bad("items", "must be at least 1");
         }
@@ -208,26 +212,57 @@ impl EfaConfig {
             p.insert("pos_emb", init.glorot(&[pos.max_len, d], pos.max_len, d));
         }
         for l in 0..self.layers {
-            Mha { heads: self.heads, key_dim: self.key_dim, d_model: d }.init(&mut p, &mut init, &format!("block{l}.attn"));
+            Mha {
+                heads: self.heads,
+                key_dim: self.key_dim,
+                d_model: d,
+            }
+            .init(&mut p, &mut init, &format!("block{l}.attn"));
             if self.norm != Norm::None {
-                p.insert(&format!("block{l}.ln1.gain"), ArrayD::from_elem(IxDyn(&[d]), T::ONE));
+                p.insert(
+                    &format!("block{l}.ln1.gain"),
+                    ArrayD::from_elem(IxDyn(&[d]), T::ONE),
+                );
                 p.insert(&format!("block{l}.ln1.bias"), zeros(&[d]));
             }
             if let Some(h) = self.ffn {
-                Dense { fan_in: d, fan_out: h, bias: true }.init(&mut p, &mut init, &format!("block{l}.ffn1"));
-                Dense { fan_in: h, fan_out: d, bias: true }.init(&mut p, &mut init, &format!("block{l}.ffn2"));
+                Dense {
+                    fan_in: d,
+                    fan_out: h,
+                    bias: true,
+                }
+                .init(&mut p, &mut init, &format!("block{l}.ffn1"));
+                Dense {
+                    fan_in: h,
+                    fan_out: d,
+                    bias: true,
+                }
+                .init(&mut p, &mut init, &format!("block{l}.ffn2"));
                 if self.norm != Norm::None {
-                    p.insert(&format!("block{l}.ln2.gain"), ArrayD::from_elem(IxDyn(&[d]), T::ONE));
+                    p.insert(
+                        &format!("block{l}.ln2.gain"),
+                        ArrayD::from_elem(IxDyn(&[d]), T::ONE),
+                    );
                     p.insert(&format!("block{l}.ln2.bias"), zeros(&[d]));
                 }
             }
         }
         let mut width = d;
         for (i, &h) in self.head_hidden.iter().enumerate() {
-            Dense { fan_in: width, fan_out: h, bias: true }.init(&mut p, &mut init, &format!("head{i}"));
+            Dense {
+                fan_in: width,
+                fan_out: h,
+                bias: true,
+            }
+            .init(&mut p, &mut init, &format!("head{i}"));
             width = h;
         }
-        Dense { fan_in: width, fan_out: self.out_dim, bias: self.out_bias }.init(&mut p, &mut init, "out");
+        Dense {
+            fan_in: width,
+            fan_out: self.out_dim,
+            bias: self.out_bias,
+        }
+        .init(&mut p, &mut init, "out");
         p
     }
 
@@ -238,7 +273,11 @@ impl EfaConfig {
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
-        let get = |name: &str| vars.get(name).copied().ok_or_else(|| ModelError::MissingParam(name.to_string()));
+        let get = |name: &str| {
+            vars.get(name)
+                .copied()
+                .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+        };
         let (b, n) = batch.tokens.dim();
         let d = self.d_model();
 
@@ -253,10 +292,9 @@ impl EfaConfig {
             x = tape.masked_fill(x, &pad, T::ZERO)?;
         }
         if let Some(_v) = &self.values {
-            let rows = batch
-                .values
-                .as_ref()
-                .ok_or_else(|| ModelError::Batch("EFA model with a value table needs `values`".into()))?;
+            let rows = batch.values.as_ref().ok_or_else(|| {
+                ModelError::Batch("EFA model with a value table needs `values`".into())
+            })?;
             let e = tape.embedding(get("value_emb")?, &rows.clone().into_dyn())?;
             x = tape.concat(&[x, e], 2)?;
         }
@@ -282,7 +320,11 @@ impl EfaConfig {
             Direction::Causal => AttentionMask::causal(),
             Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
         };
-        let attn = Mha { heads: self.heads, key_dim: self.key_dim, d_model: d };
+        let attn = Mha {
+            heads: self.heads,
+            key_dim: self.key_dim,
+            d_model: d,
+        };
         // Only the target position is read after the last attention, and everything after it
         // is per position (residual, layer norm, feed-forward, head), so the last block runs
         // its queries for the target row alone: exact, and L−1 full blocks plus one row.
@@ -291,7 +333,11 @@ impl EfaConfig {
         for l in 0..self.layers {
             let ln1 = format!("block{l}.ln1");
             let pre = self.norm == Norm::Pre;
-            let h = if pre { self.layer_norm(tape, vars, &ln1, x)? } else { x };
+            let h = if pre {
+                self.layer_norm(tape, vars, &ln1, x)?
+            } else {
+                x
+            };
             let prefix = format!("block{l}.attn");
             let a = if l + 1 == self.layers {
                 let rows = tape.gather_positions(x, &batch.pred_idx)?;
@@ -313,7 +359,11 @@ impl EfaConfig {
             }
             if let Some(hidden) = self.ffn {
                 let ln2 = format!("block{l}.ln2");
-                let h = if pre { self.layer_norm(tape, vars, &ln2, x)? } else { x };
+                let h = if pre {
+                    self.layer_norm(tape, vars, &ln2, x)?
+                } else {
+                    x
+                };
                 let f = dense(tape, vars, &format!("block{l}.ffn1"), h)?;
                 let f = tape.relu(f)?;
                 let f = dense(tape, vars, &format!("block{l}.ffn2"), f)?;
@@ -326,7 +376,11 @@ impl EfaConfig {
         }
 
         // Target position → head MLP → η.
-        let mut h = if gathered { tape.reshape(x, &[b, d])? } else { tape.gather_positions(x, &batch.pred_idx)? };
+        let mut h = if gathered {
+            tape.reshape(x, &[b, d])?
+        } else {
+            tape.gather_positions(x, &batch.pred_idx)?
+        };
         for i in 0..self.head_hidden.len() {
             h = dense(tape, vars, &format!("head{i}"), h)?;
             h = tape.relu(h)?;
@@ -341,7 +395,10 @@ impl EfaConfig {
         let lengths = match self.direction {
             Direction::Padding => batch.lengths.clone(),
             Direction::Causal => causal().collect(),
-            Direction::CausalPadding => causal().zip(&batch.lengths).map(|(c, &l)| c.min(l)).collect(),
+            Direction::CausalPadding => causal()
+                .zip(&batch.lengths)
+                .map(|(c, &l)| c.min(l))
+                .collect(),
         };
         AttentionMask::padding(lengths)
     }
@@ -353,8 +410,12 @@ impl EfaConfig {
         prefix: &str,
         x: Var,
     ) -> Result<Var, ModelError> {
-        let g = *vars.get(&format!("{prefix}.gain")).ok_or_else(|| ModelError::MissingParam(format!("{prefix}.gain")))?;
-        let b = *vars.get(&format!("{prefix}.bias")).ok_or_else(|| ModelError::MissingParam(format!("{prefix}.bias")))?;
+        let g = *vars
+            .get(&format!("{prefix}.gain"))
+            .ok_or_else(|| ModelError::MissingParam(format!("{prefix}.gain")))?;
+        let b = *vars
+            .get(&format!("{prefix}.bias"))
+            .ok_or_else(|| ModelError::MissingParam(format!("{prefix}.bias")))?;
         Ok(tape.layer_norm(x, g, b, T::from_f64(self.ln_eps))?)
     }
 }

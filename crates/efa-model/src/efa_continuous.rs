@@ -13,12 +13,19 @@ use std::collections::HashMap;
 
 /// Checks the continuous-input configuration.
 pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), ModelError> {
-    let bad = |field: &str, why: String| Err(ModelError::Config(format!("EFA config field `continuous.{field}`: {why}")));
+    let bad = |field: &str, why: String| {
+        Err(ModelError::Config(format!(
+            "EFA config field `continuous.{field}`: {why}"
+        )))
+    };
     if c.hidden == 0 || c.dim == 0 || c.fuse == 0 {
         return bad("hidden/dim/fuse", "widths must be at least 1".into());
     }
     if has_values {
-        return bad("values", "a value table cannot be combined with continuous inputs".into());
+        return bad(
+            "values",
+            "a value table cannot be combined with continuous inputs".into(),
+        );
     }
     let Some(first) = c.sites.first() else {
         return bad("sites", "needs at least one site".into());
@@ -28,7 +35,14 @@ pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), Mod
     }
     for (i, row) in c.sites.iter().enumerate() {
         if row.len() != first.len() {
-            return bad("sites", format!("row {i} has {} features, row 0 has {}", row.len(), first.len()));
+            return bad(
+                "sites",
+                format!(
+                    "row {i} has {} features, row 0 has {}",
+                    row.len(),
+                    first.len()
+                ),
+            );
         }
         if let Some(v) = row.iter().find(|v| !v.is_finite()) {
             return bad("sites", format!("row {i} has the non-finite feature {v}"));
@@ -42,9 +56,19 @@ pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), Mod
 
 /// Adds the input-stage parameters in the Keras model's order: value MLP, mask table, site
 /// MLP, lag table, fusion MLP.
-pub(super) fn init<T: Real>(c: &ContinuousInputs, width: usize, p: &mut Params<T>, init: &mut Init) {
+pub(super) fn init<T: Real>(
+    c: &ContinuousInputs,
+    width: usize,
+    p: &mut Params<T>,
+    init: &mut Init,
+) {
     let dense = |p: &mut Params<T>, init: &mut Init, name: &str, fan_in: usize, fan_out: usize| {
-        Dense { fan_in, fan_out, bias: true }.init(p, init, name)
+        Dense {
+            fan_in,
+            fan_out,
+            bias: true,
+        }
+        .init(p, init, name)
     };
     dense(p, init, "value_mlp1", 1, c.hidden);
     dense(p, init, "value_mlp2", c.hidden, c.dim);
@@ -61,7 +85,13 @@ pub(super) fn init<T: Real>(c: &ContinuousInputs, width: usize, p: &mut Params<T
     dense(p, init, "fuse2", c.fuse, width);
 }
 
-fn mlp<T: Real>(tape: &mut Tape<T>, vars: &HashMap<String, Var>, a: &str, b: &str, x: Var) -> Result<Var, ModelError> {
+fn mlp<T: Real>(
+    tape: &mut Tape<T>,
+    vars: &HashMap<String, Var>,
+    a: &str,
+    b: &str,
+    x: Var,
+) -> Result<Var, ModelError> {
     let h = dense(tape, vars, a, x)?;
     let h = tape.relu(h)?;
     dense(tape, vars, b, h)
@@ -74,16 +104,28 @@ pub(super) fn forward<T: Real>(
     vars: &HashMap<String, Var>,
     batch: &Samples,
 ) -> Result<Var, ModelError> {
-    let get = |name: &str| vars.get(name).copied().ok_or_else(|| ModelError::MissingParam(name.to_string()));
+    let get = |name: &str| {
+        vars.get(name)
+            .copied()
+            .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+    };
     let (b, n) = batch.tokens.dim();
-    let y = batch
-        .weights
-        .as_ref()
-        .ok_or_else(|| ModelError::Batch("EFA model with continuous inputs needs the per-position values in `weights`".into()))?;
+    let y = batch.weights.as_ref().ok_or_else(|| {
+        ModelError::Batch(
+            "EFA model with continuous inputs needs the per-position values in `weights`".into(),
+        )
+    })?;
     if y.dim() != (b, n) {
-        return Err(ModelError::Batch(format!("field `weights`: shape {:?}, expected [{b}, {n}]", y.shape())));
+        return Err(ModelError::Batch(format!(
+            "field `weights`: shape {:?}, expected [{b}, {n}]",
+            y.shape()
+        )));
     }
-    if let Some((row, &t)) = batch.tokens.indexed_iter().find(|(_, &t)| t >= c.sites.len()) {
+    if let Some((row, &t)) = batch
+        .tokens
+        .indexed_iter()
+        .find(|(_, &t)| t >= c.sites.len())
+    {
         return Err(ModelError::Batch(format!(
             "field `tokens` row {}: site id {t} outside 0..{}",
             row.0,
@@ -102,14 +144,28 @@ pub(super) fn forward<T: Real>(
         })
     });
     if let Some(v) = distinct.iter().find(|v| !v.is_finite()) {
-        return Err(ModelError::Batch(format!("field `weights`: non-finite value {v}")));
+        return Err(ModelError::Batch(format!(
+            "field `weights`: non-finite value {v}"
+        )));
     }
-    let yv = tape.constant(Array2::from_shape_fn((distinct.len(), 1), |(u, _)| T::from_f64(distinct[u])).into_dyn());
+    let yv = tape.constant(
+        Array2::from_shape_fn((distinct.len(), 1), |(u, _)| T::from_f64(distinct[u])).into_dyn(),
+    );
     let v = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
     let v = tape.embedding(v, &ids.into_dyn())?;
-    let m = Array3::from_shape_fn((b, n, 1), |(i, j, _)| if batch.pred_idx[i] == j { T::ONE } else { T::ZERO });
+    let m = Array3::from_shape_fn((b, n, 1), |(i, j, _)| {
+        if batch.pred_idx[i] == j {
+            T::ONE
+        } else {
+            T::ZERO
+        }
+    });
     let keep = tape.constant(m.mapv(|x| T::ONE - x).into_dyn());
-    let m_ids: ArrayD<usize> = m.mapv(|x| usize::from(x == T::ONE)).into_shape_with_order((b, n)).map_err(|e| ModelError::Batch(e.to_string()))?.into_dyn();
+    let m_ids: ArrayD<usize> = m
+        .mapv(|x| usize::from(x == T::ONE))
+        .into_shape_with_order((b, n))
+        .map_err(|e| ModelError::Batch(e.to_string()))?
+        .into_dyn();
     let m = tape.constant(m.into_dyn());
     let v = tape.mul(v, keep)?;
     let me = tape.embedding(get("mask_emb")?, &m_ids)?;
@@ -123,10 +179,11 @@ pub(super) fn forward<T: Real>(
     let s = tape.embedding(s, &batch.tokens.clone().into_dyn())?;
     let mut parts = vec![v, s];
     if c.lag_rows.is_some() {
-        let lags = batch
-            .values
-            .as_ref()
-            .ok_or_else(|| ModelError::Batch("EFA model with a lag embedding needs the lag indicators in `values`".into()))?;
+        let lags = batch.values.as_ref().ok_or_else(|| {
+            ModelError::Batch(
+                "EFA model with a lag embedding needs the lag indicators in `values`".into(),
+            )
+        })?;
         parts.push(tape.embedding(get("lag_emb")?, &lags.clone().into_dyn())?);
     }
     let x = tape.concat(&parts, 2)?;

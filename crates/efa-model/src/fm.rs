@@ -15,7 +15,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FmConfig {
-    /// Rated items: η = ⟨ρ[center], (Σⱼ rⱼ·α[mⱼ]) / length⟩ with context items mⱼ and their
+    /// Rated items: η = ⟨ρ\[center\], (Σⱼ rⱼ·α\[mⱼ\]) / length⟩ with context items mⱼ and their
     /// ratings rⱼ (`Samples::weights`); no bias. Tables have `items` rows (row 0 = padding).
     Rating {
         /// Rows of α and ρ.
@@ -23,7 +23,7 @@ pub enum FmConfig {
         /// Embedding width.
         dim: usize,
     },
-    /// Item contexts: η = (Σⱼ α[cⱼ])·W, one logit per class, no bias; padding rows (token 0)
+    /// Item contexts: η = (Σⱼ α\[cⱼ\])·W, one logit per class, no bias; padding rows (token 0)
     /// contribute nothing. A \[MASK\] token in the context acts as a learned bias vector.
     Item {
         /// Rows of α (padding, items, optional \[MASK\]).
@@ -40,12 +40,18 @@ impl FmConfig {
     pub fn validate(&self) -> Result<(), ModelError> {
         let ok = match self {
             FmConfig::Rating { items, dim } => *items > 0 && *dim > 0,
-            FmConfig::Item { tokens, dim, classes } => *tokens > 0 && *dim > 0 && *classes > 0,
+            FmConfig::Item {
+                tokens,
+                dim,
+                classes,
+            } => *tokens > 0 && *dim > 0 && *classes > 0,
         };
         if ok {
             Ok(())
         } else {
-            Err(ModelError::Config(format!("FM config {self:?}: every size must be at least 1")))
+            Err(ModelError::Config(format!(
+                "FM config {self:?}: every size must be at least 1"
+            )))
         }
     }
 
@@ -58,9 +64,18 @@ impl FmConfig {
                 p.insert("alpha", init.embedding(items, dim));
                 p.insert("rho", init.embedding(items, dim));
             }
-            FmConfig::Item { tokens, dim, classes } => {
+            FmConfig::Item {
+                tokens,
+                dim,
+                classes,
+            } => {
                 p.insert("alpha", init.embedding(tokens, dim));
-                Dense { fan_in: dim, fan_out: classes, bias: false }.init(&mut p, &mut init, "out");
+                Dense {
+                    fan_in: dim,
+                    fan_out: classes,
+                    bias: false,
+                }
+                .init(&mut p, &mut init, "out");
             }
         }
         p
@@ -73,7 +88,11 @@ impl FmConfig {
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
-        let get = |name: &str| vars.get(name).copied().ok_or_else(|| ModelError::MissingParam(name.to_string()));
+        let get = |name: &str| {
+            vars.get(name)
+                .copied()
+                .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+        };
         let (b, c) = batch.tokens.dim();
         let tokens = batch.tokens.clone().into_dyn();
         let emb = tape.embedding(get("alpha")?, &tokens)?;
@@ -94,7 +113,8 @@ impl FmConfig {
                 let w = tape.constant(w.into_dyn());
                 let weighted = tape.mul(emb, w)?;
                 let ctx = tape.sum(weighted, &[1], false)?;
-                let ids = ArrayD::from_shape_vec(vec![b], center.clone()).expect("center length checked by validate");
+                let ids = ArrayD::from_shape_vec(vec![b], center.clone())
+                    .expect("center length checked by validate");
                 let rho = tape.embedding(get("rho")?, &ids)?;
                 let prod = tape.mul(rho, ctx)?;
                 debug_assert_eq!(tape.shape(prod), &[b, *dim]);

@@ -8,7 +8,9 @@ use efa_tape::{Tape, Var};
 use std::collections::HashMap;
 
 fn var(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
-    vars.get(name).copied().ok_or_else(|| ModelError::MissingParam(name.to_string()))
+    vars.get(name)
+        .copied()
+        .ok_or_else(|| ModelError::MissingParam(name.to_string()))
 }
 
 /// An affine map `y = x·W (+ b)` over the last axis, with a Glorot-uniform kernel and zero bias.
@@ -25,7 +27,10 @@ pub struct Dense {
 impl Dense {
     /// Adds `{prefix}.w` `[fan_in, fan_out]` and, with a bias, `{prefix}.b` `[fan_out]`.
     pub fn init<T: Real>(&self, p: &mut Params<T>, init: &mut Init, prefix: &str) {
-        p.insert(&format!("{prefix}.w"), init.dense(self.fan_in, self.fan_out));
+        p.insert(
+            &format!("{prefix}.w"),
+            init.dense(self.fan_in, self.fan_out),
+        );
         if self.bias {
             p.insert(&format!("{prefix}.b"), zeros(&[self.fan_out]));
         }
@@ -67,10 +72,16 @@ impl Mha {
     pub fn init<T: Real>(&self, p: &mut Params<T>, init: &mut Init, prefix: &str) {
         let (h, k, d) = (self.heads, self.key_dim, self.d_model);
         for name in ["q", "k", "v"] {
-            p.insert(&format!("{prefix}.{name}.w"), init.glorot(&[d, h * k], h * d, k * d));
+            p.insert(
+                &format!("{prefix}.{name}.w"),
+                init.glorot(&[d, h * k], h * d, k * d),
+            );
             p.insert(&format!("{prefix}.{name}.b"), zeros(&[h * k]));
         }
-        p.insert(&format!("{prefix}.o.w"), init.glorot(&[h * k, d], k * h, d * h));
+        p.insert(
+            &format!("{prefix}.o.w"),
+            init.glorot(&[h * k, d], k * h, d * h),
+        );
         p.insert(&format!("{prefix}.o.b"), zeros(&[d]));
     }
 }

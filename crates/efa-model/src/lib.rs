@@ -120,7 +120,10 @@ impl ModelConfig {
 }
 
 /// Registers every parameter on a fresh tape and returns the name → variable map.
-pub fn register<T: Real>(tape: &mut Tape<T>, params: &Params<T>) -> Result<HashMap<String, Var>, ModelError> {
+pub fn register<T: Real>(
+    tape: &mut Tape<T>,
+    params: &Params<T>,
+) -> Result<HashMap<String, Var>, ModelError> {
     let mut vars = HashMap::with_capacity(params.len());
     for (name, value) in params.iter() {
         let v = tape.param(name, value.clone())?;

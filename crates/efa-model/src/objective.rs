@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub enum Objective {
     /// mean (y − η)² (Keras `mean_squared_error`; the Gaussian nll with σ² = ½ up to a constant).
     Mse,
-    /// mean −log softmax(η)[y] (categorical nll).
+    /// mean −log softmax(η)\[y\] (categorical nll).
     CrossEntropy,
     /// PAPER.md §4.3 v1: λ = e^η, mean(λ − (y−1)·ln(λ + 1e-8)) (Poisson on y − 1, no ln y!).
     PoissonShifted,
@@ -33,26 +33,42 @@ impl Objective {
     }
 
     /// Mean loss of η `[B, width]` against the targets, on the tape.
-    pub fn loss<T: Real>(&self, tape: &mut Tape<T>, eta: Var, targets: &Targets) -> Result<Var, ModelError> {
+    pub fn loss<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        eta: Var,
+        targets: &Targets,
+    ) -> Result<Var, ModelError> {
         let shape = tape.shape(eta).to_vec();
         let b = shape[0];
         if targets.len() != b {
-            return Err(ModelError::Batch(format!("η has {b} rows but there are {} targets", targets.len())));
+            return Err(ModelError::Batch(format!(
+                "η has {b} rows but there are {} targets",
+                targets.len()
+            )));
         }
         let real = |targets: &Targets| -> Result<ArrayD<T>, ModelError> {
             match targets {
-                Targets::Real(y) => Ok(ArrayD::from_shape_fn(IxDyn(&[b, 1]), |i| T::from_f64(y[i[0]]))),
-                Targets::Class(_) => Err(ModelError::Batch("this objective needs real-valued targets".into())),
+                Targets::Real(y) => Ok(ArrayD::from_shape_fn(IxDyn(&[b, 1]), |i| {
+                    T::from_f64(y[i[0]])
+                })),
+                Targets::Class(_) => Err(ModelError::Batch(
+                    "this objective needs real-valued targets".into(),
+                )),
             }
         };
         if !matches!(self, Objective::CrossEntropy) && shape != [b, 1] {
-            return Err(ModelError::Batch(format!("objective {self:?} needs η of shape [B, 1], got {shape:?}")));
+            return Err(ModelError::Batch(format!(
+                "objective {self:?} needs η of shape [B, 1], got {shape:?}"
+            )));
         }
         match self {
             Objective::Mse => Ok(tape.mse(eta, &real(targets)?)?),
             Objective::CrossEntropy => match targets {
                 Targets::Class(y) => Ok(tape.softmax_cross_entropy(eta, y)?),
-                Targets::Real(_) => Err(ModelError::Batch("cross-entropy needs class targets".into())),
+                Targets::Real(_) => Err(ModelError::Batch(
+                    "cross-entropy needs class targets".into(),
+                )),
             },
             Objective::PoissonShifted => {
                 // loss = λ − (y−1)·ln(λ + 1e-8), λ = e^η.

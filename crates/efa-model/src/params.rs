@@ -15,7 +15,9 @@ pub struct Params<T: Real> {
 impl<T: Real> Params<T> {
     /// An empty set.
     pub fn new() -> Self {
-        Self { entries: Vec::new() }
+        Self {
+            entries: Vec::new(),
+        }
     }
 
     /// Adds a parameter. Names must be unique (internal invariant of the model builders).
@@ -32,7 +34,10 @@ impl<T: Real> Params<T> {
 
     /// Mutable access to the parameter called `name`.
     pub fn get_mut(&mut self, name: &str) -> Option<&mut ArrayD<T>> {
-        self.entries.iter_mut().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.entries
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
     }
 
     /// All parameters in creation order.
@@ -80,7 +85,9 @@ pub struct Init {
 impl Init {
     /// A generator from an explicit seed.
     pub fn new(seed: u64) -> Self {
-        Self { rng: StdRng::seed_from_u64(seed) }
+        Self {
+            rng: StdRng::seed_from_u64(seed),
+        }
     }
 
     /// Uniform(−limit, limit) over `shape`.

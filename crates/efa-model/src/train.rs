@@ -42,7 +42,14 @@ fn default_eval_batch() -> usize {
 impl TrainConfig {
     /// The paper's recipe: Adam 1e-4, batch 256, patience 10.
     pub fn paper(max_epochs: usize, seed: u64) -> Self {
-        Self { lr: 1e-4, batch_size: 256, max_epochs, patience: 10, seed, eval_batch: 1024 }
+        Self {
+            lr: 1e-4,
+            batch_size: 256,
+            max_epochs,
+            patience: 10,
+            seed,
+            eval_batch: 1024,
+        }
     }
 }
 
@@ -106,7 +113,12 @@ pub struct EarlyStopping {
 impl EarlyStopping {
     /// A fresh monitor.
     pub fn new(patience: usize) -> Self {
-        Self { patience, best: f64::INFINITY, best_epoch: 0, wait: 0 }
+        Self {
+            patience,
+            best: f64::INFINITY,
+            best_epoch: 0,
+            wait: 0,
+        }
     }
 
     /// Records the validation loss of `epoch` (1-based). A NaN loss never improves.
@@ -141,12 +153,19 @@ pub enum Loss<'a> {
 
 impl Loss<'_> {
     /// Mean loss of η `[B, width]` against the targets, on the tape.
-    pub fn loss<T: Real>(&self, tape: &mut Tape<T>, eta: Var, targets: &crate::Targets) -> Result<Var, ModelError> {
+    pub fn loss<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        eta: Var,
+        targets: &crate::Targets,
+    ) -> Result<Var, ModelError> {
         match self {
             Loss::Objective(o) => o.loss(tape, eta, targets),
             Loss::Nll(family) => {
                 let crate::Targets::Real(y) = targets else {
-                    return Err(ModelError::Batch("the nll loss needs real-valued targets".into()));
+                    return Err(ModelError::Batch(
+                        "the nll loss needs real-valued targets".into(),
+                    ));
                 };
                 let y = ndarray::Array2::from_shape_fn((y.len(), 1), |(i, _)| T::from_f64(y[i]));
                 // The model's output is unconstrained; the link maps it into the family's
@@ -181,13 +200,19 @@ pub fn loss_and_grads_with<T: Real>(
     let mut tape = Tape::new();
     tape.set_detect_anomaly(detect_anomaly);
     let vars = register(&mut tape, params)?;
-    let built = model.forward(&mut tape, &vars, batch).and_then(|eta| objective.loss(&mut tape, eta, &batch.targets));
+    let built = model
+        .forward(&mut tape, &vars, batch)
+        .and_then(|eta| objective.loss(&mut tape, eta, &batch.targets));
     // In anomaly mode, the first non-finite value explains any later failure best.
     if let Some(e) = tape.anomaly() {
         return Err(ModelError::Tape(e.clone()));
     }
     let loss = built?;
-    let value = tape.value(loss).iter().next().map_or(f64::NAN, |v| v.to_f64());
+    let value = tape
+        .value(loss)
+        .iter()
+        .next()
+        .map_or(f64::NAN, |v| v.to_f64());
     let grads = tape.backward(loss)?;
     let mut out = Vec::with_capacity(params.len());
     for (name, p) in params.iter() {
@@ -221,7 +246,11 @@ pub fn batch_loss_with<T: Real>(
     let vars = register(&mut tape, params)?;
     let eta = model.forward(&mut tape, &vars, batch)?;
     let loss = objective.loss(&mut tape, eta, &batch.targets)?;
-    Ok(tape.value(loss).iter().next().map_or(f64::NAN, |v| v.to_f64()))
+    Ok(tape
+        .value(loss)
+        .iter()
+        .next()
+        .map_or(f64::NAN, |v| v.to_f64()))
 }
 
 /// η `[n, width]` for every sample of a split (forward only), as f64.
@@ -232,7 +261,11 @@ pub fn predict<T: Real>(
     batch_size: usize,
 ) -> Result<ndarray::Array2<f64>, ModelError> {
     let n = samples.len();
-    let chunks: Vec<Vec<usize>> = (0..n).collect::<Vec<_>>().chunks(batch_size.max(1)).map(|c| c.to_vec()).collect();
+    let chunks: Vec<Vec<usize>> = (0..n)
+        .collect::<Vec<_>>()
+        .chunks(batch_size.max(1))
+        .map(|c| c.to_vec())
+        .collect();
     let parts: Result<Vec<ndarray::Array2<f64>>, ModelError> = chunks
         .par_iter()
         .map(|idx| {
@@ -242,7 +275,10 @@ pub fn predict<T: Real>(
             let eta = model.forward(&mut tape, &vars, &batch)?;
             let v = tape.value(eta);
             let width = v.shape()[1];
-            Ok(ndarray::Array2::from_shape_fn((idx.len(), width), |(i, j)| v[[i, j]].to_f64()))
+            Ok(ndarray::Array2::from_shape_fn(
+                (idx.len(), width),
+                |(i, j)| v[[i, j]].to_f64(),
+            ))
         })
         .collect();
     let parts = parts?;
@@ -262,7 +298,13 @@ pub fn evaluate<T: Real>(
     samples: &Samples,
     batch_size: usize,
 ) -> Result<f64, ModelError> {
-    evaluate_with(model, &Loss::Objective(objective), params, samples, batch_size)
+    evaluate_with(
+        model,
+        &Loss::Objective(objective),
+        params,
+        samples,
+        batch_size,
+    )
 }
 
 /// [`evaluate`] for any [`Loss`] (same batch-order summation).
@@ -275,13 +317,17 @@ pub fn evaluate_with<T: Real>(
 ) -> Result<f64, ModelError> {
     let n = samples.len();
     if n == 0 {
-        return Err(ModelError::Batch("cannot evaluate on an empty split".into()));
+        return Err(ModelError::Batch(
+            "cannot evaluate on an empty split".into(),
+        ));
     }
     let idx: Vec<usize> = (0..n).collect();
     let chunks: Vec<&[usize]> = idx.chunks(batch_size.max(1)).collect();
     let sums: Result<Vec<f64>, ModelError> = chunks
         .par_iter()
-        .map(|c| Ok(batch_loss_with(model, objective, params, &samples.select(c))? * c.len() as f64))
+        .map(|c| {
+            Ok(batch_loss_with(model, objective, params, &samples.select(c))? * c.len() as f64)
+        })
         .collect();
     Ok(sums?.iter().sum::<f64>() / n as f64)
 }
@@ -301,7 +347,16 @@ pub fn fit(
     cfg: &TrainConfig,
     observer: &mut dyn FnMut(&EpochLog),
 ) -> Result<FitResult, ModelError> {
-    fit_with(model, &Loss::Objective(objective), params, train, val, cfg, observer, FitOptions::default())
+    fit_with(
+        model,
+        &Loss::Objective(objective),
+        params,
+        train,
+        val,
+        cfg,
+        observer,
+        FitOptions::default(),
+    )
 }
 
 /// A callback after each epoch (and its checkpoint); an error ends training with it.
@@ -327,7 +382,9 @@ pub struct FitOptions<'a> {
 /// Checks that a checkpoint belongs to this run (same settings and training-set size).
 fn check_resume(state: &TrainState, cfg: &TrainConfig, n_train: usize) -> Result<(), ModelError> {
     let differ = |field: &str, a: String, b: String| {
-        Err(ModelError::Config(format!("cannot resume: checkpoint has train.{field} = {a}, this run has {b}")))
+        Err(ModelError::Config(format!(
+            "cannot resume: checkpoint has train.{field} = {a}, this run has {b}"
+        )))
     };
     let c = &state.train;
     if c.seed != cfg.seed {
@@ -337,18 +394,33 @@ fn check_resume(state: &TrainState, cfg: &TrainConfig, n_train: usize) -> Result
         return differ("lr", c.lr.to_string(), cfg.lr.to_string());
     }
     if c.batch_size != cfg.batch_size {
-        return differ("batch_size", c.batch_size.to_string(), cfg.batch_size.to_string());
+        return differ(
+            "batch_size",
+            c.batch_size.to_string(),
+            cfg.batch_size.to_string(),
+        );
     }
     if c.patience != cfg.patience {
         return differ("patience", c.patience.to_string(), cfg.patience.to_string());
     }
     if c.max_epochs != cfg.max_epochs {
-        return differ("max_epochs", c.max_epochs.to_string(), cfg.max_epochs.to_string());
+        return differ(
+            "max_epochs",
+            c.max_epochs.to_string(),
+            cfg.max_epochs.to_string(),
+        );
     }
     if state.n_train != n_train {
-        return differ("(training samples)", state.n_train.to_string(), n_train.to_string());
+        return differ(
+            "(training samples)",
+            state.n_train.to_string(),
+            n_train.to_string(),
+        );
     }
-    if state.shuffle.seed != cfg.seed || state.shuffle.shuffles != state.epoch || state.history.len() != state.epoch {
+    if state.shuffle.seed != cfg.seed
+        || state.shuffle.shuffles != state.epoch
+        || state.history.len() != state.epoch
+    {
         return Err(ModelError::Config(format!(
             "cannot resume: inconsistent checkpoint state (epoch {}, {} shuffles, {} history entries)",
             state.epoch,
@@ -379,10 +451,14 @@ pub fn fit_with(
         return Err(ModelError::Batch("the training split is empty".into()));
     }
     if cfg.batch_size == 0 {
-        return Err(ModelError::Config("train config field `batch_size` must be at least 1".into()));
+        return Err(ModelError::Config(
+            "train config field `batch_size` must be at least 1".into(),
+        ));
     }
     if opts.checkpoint.as_ref().is_some_and(|c| c.every == 0) {
-        return Err(ModelError::Config("checkpoint interval `every` must be at least 1".into()));
+        return Err(ModelError::Config(
+            "checkpoint interval `every` must be at least 1".into(),
+        ));
     }
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
@@ -400,7 +476,8 @@ pub fn fit_with(
         for _ in 0..ck.state.shuffle.shuffles {
             order.shuffle(&mut rng);
         }
-        adam = efa_optim::Adam::load(&ck.adam).map_err(|e| ModelError::Optim(format!("checkpoint optimizer state: {e}")))?;
+        adam = efa_optim::Adam::load(&ck.adam)
+            .map_err(|e| ModelError::Optim(format!("checkpoint optimizer state: {e}")))?;
         *params = ck.params;
         best_params = ck.best;
         stopper = ck.state.stopper();
@@ -416,15 +493,23 @@ pub fn fit_with(
         let mut sum = 0.0;
         for (b, chunk) in order.chunks(cfg.batch_size).enumerate() {
             let batch = train.select(chunk);
-            let (loss, grads) = loss_and_grads_with(model, objective, params, &batch, opts.detect_anomaly).map_err(|e| {
-                if opts.detect_anomaly {
-                    ModelError::NonFinite(format!("epoch {epoch}, batch {} of {}: {e}", b + 1, order.len().div_ceil(cfg.batch_size)))
-                } else {
-                    e
-                }
-            })?;
+            let (loss, grads) =
+                loss_and_grads_with(model, objective, params, &batch, opts.detect_anomaly)
+                    .map_err(|e| {
+                        if opts.detect_anomaly {
+                            ModelError::NonFinite(format!(
+                                "epoch {epoch}, batch {} of {}: {e}",
+                                b + 1,
+                                order.len().div_ceil(cfg.batch_size)
+                            ))
+                        } else {
+                            e
+                        }
+                    })?;
             if !loss.is_finite() {
-                return Err(ModelError::NonFinite(format!("training loss {loss} at epoch {epoch}")));
+                return Err(ModelError::NonFinite(format!(
+                    "training loss {loss} at epoch {epoch}"
+                )));
             }
             sum += loss * chunk.len() as f64;
             adam_step(&mut adam, params, &grads)?;
@@ -432,7 +517,13 @@ pub fn fit_with(
         let train_loss = sum / train.len() as f64;
         let val_loss = evaluate_with(model, objective, params, val, cfg.eval_batch)?;
         let seconds = t0.elapsed().as_secs_f64();
-        let log = EpochLog { epoch, train_loss, val_loss, seconds, samples_per_s: train.len() as f64 / seconds };
+        let log = EpochLog {
+            epoch,
+            train_loss,
+            val_loss,
+            seconds,
+            samples_per_s: train.len() as f64 / seconds,
+        };
         observer(&log);
         history.push(log.clone());
         let verdict = stopper.update(epoch, val_loss);
@@ -446,7 +537,10 @@ pub fn fit_with(
             if epoch % policy.every == 0 || last {
                 let state = TrainState {
                     epoch,
-                    shuffle: ShuffleState { seed: cfg.seed, shuffles: epoch },
+                    shuffle: ShuffleState {
+                        seed: cfg.seed,
+                        shuffles: epoch,
+                    },
                     patience: stopper.patience,
                     best_bits: stopper.best.to_bits(),
                     best_epoch: stopper.best_epoch,
@@ -457,7 +551,13 @@ pub fn fit_with(
                     train: cfg.clone(),
                     n_train: train.len(),
                 };
-                let ck = Checkpoint { params: params.clone(), best: best_params.clone(), adam: adam.save(), state, meta: policy.meta.clone() };
+                let ck = Checkpoint {
+                    params: params.clone(),
+                    best: best_params.clone(),
+                    adam: adam.save(),
+                    state,
+                    meta: policy.meta.clone(),
+                };
                 ck.save(&policy.path)?;
             }
         }
@@ -481,12 +581,20 @@ pub fn fit_with(
 }
 
 /// One Adam step over every parameter, addressed by name.
-fn adam_step(adam: &mut efa_optim::Adam<f32>, params: &mut Params<f32>, grads: &[ArrayD<f32>]) -> Result<(), ModelError> {
+fn adam_step(
+    adam: &mut efa_optim::Adam<f32>,
+    params: &mut Params<f32>,
+    grads: &[ArrayD<f32>],
+) -> Result<(), ModelError> {
     let mut list = Vec::with_capacity(grads.len());
     for ((name, value), grad) in params.iter_mut().zip(grads) {
-        list.push(efa_optim::Param::from_array(name, value, Some(grad)).map_err(|e| ModelError::Optim(e.to_string()))?);
+        list.push(
+            efa_optim::Param::from_array(name, value, Some(grad))
+                .map_err(|e| ModelError::Optim(e.to_string()))?,
+        );
     }
-    adam.step(&mut list).map_err(|e| ModelError::Optim(e.to_string()))?;
+    adam.step(&mut list)
+        .map_err(|e| ModelError::Optim(e.to_string()))?;
     Ok(())
 }
 
@@ -501,7 +609,11 @@ mod tests {
         let mut es = EarlyStopping::new(10);
         let mut stop = None;
         for epoch in 1..=200 {
-            let loss = if epoch <= 77 { 10.0 - epoch as f64 * 0.01 } else { 9.5 };
+            let loss = if epoch <= 77 {
+                10.0 - epoch as f64 * 0.01
+            } else {
+                9.5
+            };
             if es.update(epoch, loss) == Verdict::Stop {
                 stop = Some(epoch);
                 break;

@@ -118,8 +118,9 @@ pub struct UserConfig {
 impl UserConfig {
     /// Parses and validates a TOML text read from `path` (named in every error).
     pub fn from_toml(text: &str, path: &Path) -> Result<Self, ModelError> {
-        let cfg: UserConfig =
-            toml::from_str(text).map_err(|e| ModelError::Config(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
+        let cfg: UserConfig = toml::from_str(text).map_err(|e| {
+            ModelError::Config(format!("{}: {}", path.display(), e.to_string().trim_end()))
+        })?;
         cfg.validate().map_err(|e| match e {
             ModelError::Config(s) => ModelError::Config(format!("{}: {s}", path.display())),
             other => other,
@@ -170,7 +171,9 @@ impl UserConfig {
                 }
             }
             ModelConfig::Fm(FmConfig::Item { .. }) => {
-                return bad("field `model.fm.kind`: only `rating` factor models train on CSV data".into());
+                return bad(
+                    "field `model.fm.kind`: only `rating` factor models train on CSV data".into(),
+                );
             }
         }
         let t = &self.train;
@@ -178,7 +181,10 @@ impl UserConfig {
             return bad("field `train.batch_size`/`train.eval_batch` must be at least 1".into());
         }
         if !(t.lr > 0.0 && t.lr.is_finite()) {
-            return bad(format!("field `train.lr` = {} must be a finite positive number", t.lr));
+            return bad(format!(
+                "field `train.lr` = {} must be a finite positive number",
+                t.lr
+            ));
         }
         Ok(())
     }
@@ -224,14 +230,27 @@ pub const COLUMNS: [&str; 4] = ["seq", "order", "item", "value"];
 /// failure is a [`DataError::Parse`] naming the file, line and field.
 pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    let err = |line: usize, field: &str, value: &str, why: String| DataError::parse(path, line, field, value, why);
-    let mut lines = bytes.split(|&b| b == b'\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)));
+    let err = |line: usize, field: &str, value: &str, why: String| {
+        DataError::parse(path, line, field, value, why)
+    };
+    let mut lines = bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)));
     let text = |n: usize, l: &[u8]| -> Result<String, DataError> {
-        String::from_utf8(l.to_vec()).map_err(|_| err(n, "", "", "the line is not valid UTF-8".into()))
+        String::from_utf8(l.to_vec())
+            .map_err(|_| err(n, "", "", "the line is not valid UTF-8".into()))
     };
     let header = match lines.next() {
         Some((n, l)) if !l.iter().all(u8::is_ascii_whitespace) => text(n, l)?,
-        _ => return Err(err(1, "header", "", format!("empty file: expected the header `{}`", COLUMNS.join(",")))),
+        _ => {
+            return Err(err(
+                1,
+                "header",
+                "",
+                format!("empty file: expected the header `{}`", COLUMNS.join(",")),
+            ))
+        }
     };
     let names: Vec<&str> = header.split(',').map(str::trim).collect();
     let mut col = [usize::MAX; 4];
@@ -239,11 +258,23 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
         match COLUMNS.iter().position(|c| c == name) {
             Some(k) if col[k] == usize::MAX => col[k] = i,
             Some(_) => return Err(err(1, name, name, "duplicate column".into())),
-            None => return Err(err(1, name, name, format!("unknown column (expected exactly {})", COLUMNS.join(",")))),
+            None => {
+                return Err(err(
+                    1,
+                    name,
+                    name,
+                    format!("unknown column (expected exactly {})", COLUMNS.join(",")),
+                ))
+            }
         }
     }
     if let Some(k) = col.iter().position(|&c| c == usize::MAX) {
-        return Err(err(1, COLUMNS[k], "", format!("missing column (expected exactly {})", COLUMNS.join(","))));
+        return Err(err(
+            1,
+            COLUMNS[k],
+            "",
+            format!("missing column (expected exactly {})", COLUMNS.join(",")),
+        ));
     }
     let family = cfg.family.family();
     let items = cfg.items();
@@ -268,24 +299,42 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
         }
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         if fields.len() != names.len() {
-            return Err(err(n, "", &line, format!("{} fields, the header has {}", fields.len(), names.len())));
+            return Err(err(
+                n,
+                "",
+                &line,
+                format!("{} fields, the header has {}", fields.len(), names.len()),
+            ));
         }
         let [fs, fo, fi, fv] = col.map(|c| fields[c]);
         if fs.is_empty() {
             return Err(err(n, "seq", fs, "empty sequence id".into()));
         }
-        let order: i64 = fo.parse().map_err(|_| err(n, "order", fo, "not an integer".into()))?;
-        let item: usize = fi.parse().map_err(|_| err(n, "item", fi, "not a non-negative integer".into()))?;
+        let order: i64 = fo
+            .parse()
+            .map_err(|_| err(n, "order", fo, "not an integer".into()))?;
+        let item: usize = fi
+            .parse()
+            .map_err(|_| err(n, "item", fi, "not a non-negative integer".into()))?;
         if item == 0 || item >= items {
             return Err(err(n, "item", fi, format!("item id out of range 1..={} (the model has {items} item rows, row 0 is padding)", items - 1)));
         }
-        let value: f64 = fv.parse().map_err(|_| err(n, "value", fv, "not a number".into()))?;
+        let value: f64 = fv
+            .parse()
+            .map_err(|_| err(n, "value", fv, "not a number".into()))?;
         if !value.is_finite() {
-            return Err(err(n, "value", fv, "NaN and infinite values are not allowed".into()));
+            return Err(err(
+                n,
+                "value",
+                fv,
+                "NaN and infinite values are not allowed".into(),
+            ));
         }
         if let Err(e) = family.check_obs(&[value], 0) {
             let why = match e {
-                ExpfamError::Support { family, expected, .. } => format!("outside the support of {family} ({expected})"),
+                ExpfamError::Support {
+                    family, expected, ..
+                } => format!("outside the support of {family} ({expected})"),
                 other => other.to_string(),
             };
             return Err(err(n, "value", fv, why));
@@ -300,25 +349,62 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
             sequences.len() - 1
         });
         if let Some(first) = seen.insert((s, order), n) {
-            return Err(err(n, "order", fo, format!("duplicate key (seq `{fs}`, order {order}), first at line {first}")));
+            return Err(err(
+                n,
+                "order",
+                fo,
+                format!("duplicate key (seq `{fs}`, order {order}), first at line {first}"),
+            ));
         }
-        sequences[s].push(Row { seq: fs.to_string(), order, item, value, line: n });
+        sequences[s].push(Row {
+            seq: fs.to_string(),
+            order,
+            item,
+            value,
+            line: n,
+        });
     }
     if sequences.is_empty() {
-        return Err(err(last_line, "", "", "no data rows after the header".into()));
+        return Err(err(
+            last_line,
+            "",
+            "",
+            "no data rows after the header".into(),
+        ));
     }
     for s in &mut sequences {
         s.sort_by_key(|r| r.order);
         if s.len() < 2 {
-            return Err(err(s[0].line, "seq", &s[0].seq, format!("sequence `{}` has 1 row; at least 2 are needed (a target and its context)", s[0].seq)));
+            return Err(err(
+                s[0].line,
+                "seq",
+                &s[0].seq,
+                format!(
+                    "sequence `{}` has 1 row; at least 2 are needed (a target and its context)",
+                    s[0].seq
+                ),
+            ));
         }
         if let ModelConfig::Efa(c) = &cfg.model {
             if let Some(p) = c.positions.as_ref().filter(|p| s.len() > p.max_len) {
-                return Err(err(s[0].line, "seq", &s[0].seq, format!("sequence `{}` has {} rows but model.efa.positions.max_len is {}", s[0].seq, s.len(), p.max_len)));
+                return Err(err(
+                    s[0].line,
+                    "seq",
+                    &s[0].seq,
+                    format!(
+                        "sequence `{}` has {} rows but model.efa.positions.max_len is {}",
+                        s[0].seq,
+                        s.len(),
+                        p.max_len
+                    ),
+                ));
             }
         }
     }
-    Ok(UserData { file: path.to_path_buf(), sequences })
+    Ok(UserData {
+        file: path.to_path_buf(),
+        sequences,
+    })
 }
 
 /// Model samples built from a CSV, with the row each sample predicts.
@@ -362,12 +448,24 @@ pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
                 for j in 0..len {
                     tokens[[i, j]] = s[j].item;
                     if let Some(v) = values.as_mut() {
-                        v[[i, j]] = if j == *t { mask_row } else { s[j].value as usize + 1 };
+                        v[[i, j]] = if j == *t {
+                            mask_row
+                        } else {
+                            s[j].value as usize + 1
+                        };
                     }
                 }
                 lengths.push(len);
             }
-            Samples { tokens, values, weights: None, center: None, lengths, pred_idx: cases.iter().map(|c| c.1).collect(), targets: y }
+            Samples {
+                tokens,
+                values,
+                weights: None,
+                center: None,
+                lengths,
+                pred_idx: cases.iter().map(|c| c.1).collect(),
+                targets: y,
+            }
         }
         ModelConfig::Fm(_) => {
             let w = longest.saturating_sub(1);
@@ -375,7 +473,10 @@ pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
             let mut weights = Array2::zeros((n, w));
             let mut lengths = Vec::with_capacity(n);
             for (i, (s, t)) in cases.iter().enumerate() {
-                let ctx = s.iter().enumerate().filter(|(j, _)| if uni { j < t } else { j != t });
+                let ctx = s
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| if uni { j < t } else { j != t });
                 let mut k = 0;
                 for (_, r) in ctx {
                     tokens[[i, k]] = r.item;

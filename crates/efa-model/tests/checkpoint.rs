@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/train").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/train")
+        .join(name)
 }
 
 fn setup() -> (UserConfig, Samples, Samples) {
@@ -29,29 +31,60 @@ fn tmpdir(tag: &str) -> PathBuf {
 }
 
 fn bits(p: &Params<f32>) -> Vec<(String, Vec<u32>)> {
-    p.iter().map(|(n, v)| (n.to_string(), v.iter().map(|x| x.to_bits()).collect())).collect()
+    p.iter()
+        .map(|(n, v)| (n.to_string(), v.iter().map(|x| x.to_bits()).collect()))
+        .collect()
 }
 
 fn losses(r: &FitResult) -> Vec<(usize, u64, u64)> {
-    r.history.iter().map(|h| (h.epoch, h.train_loss.to_bits(), h.val_loss.to_bits())).collect()
+    r.history
+        .iter()
+        .map(|h| (h.epoch, h.train_loss.to_bits(), h.val_loss.to_bits()))
+        .collect()
 }
 
-fn run(cfg: &UserConfig, train: &Samples, val: &Samples, opts: FitOptions<'_>) -> (Params<f32>, Result<FitResult, ModelError>) {
+fn run(
+    cfg: &UserConfig,
+    train: &Samples,
+    val: &Samples,
+    opts: FitOptions<'_>,
+) -> (Params<f32>, Result<FitResult, ModelError>) {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
     let loss = Loss::Nll(cfg.family.family());
-    let r = fit_with(&cfg.model, &loss, &mut p, train, val, &cfg.train, &mut |_| {}, opts);
+    let r = fit_with(
+        &cfg.model,
+        &loss,
+        &mut p,
+        train,
+        val,
+        &cfg.train,
+        &mut |_| {},
+        opts,
+    );
     (p, r)
 }
 
 fn policy(path: &Path, every: usize) -> Option<CheckpointPolicy> {
-    Some(CheckpointPolicy { path: path.to_path_buf(), every, meta: BTreeMap::from([("efa.note".into(), "test".into())]) })
+    Some(CheckpointPolicy {
+        path: path.to_path_buf(),
+        every,
+        meta: BTreeMap::from([("efa.note".into(), "test".into())]),
+    })
 }
 
 #[test]
 fn killed_run_resumes_bit_identically() {
     let (cfg, train, val) = setup();
     let dir = tmpdir("resume");
-    let (full, r) = run(&cfg, &train, &val, FitOptions { checkpoint: policy(&dir.join("a.safetensors"), 1), ..Default::default() });
+    let (full, r) = run(
+        &cfg,
+        &train,
+        &val,
+        FitOptions {
+            checkpoint: policy(&dir.join("a.safetensors"), 1),
+            ..Default::default()
+        },
+    );
     let full_r = r.unwrap();
     assert_eq!(full_r.epochs, 6, "the fixture runs all 6 epochs");
     // Checkpointing does not change the result: same as a plain run.
@@ -63,14 +96,23 @@ fn killed_run_resumes_bit_identically() {
         let _ = std::fs::remove_file(&path);
         let mut hook = |log: &efa_model::train::EpochLog| {
             if log.epoch == crash_after {
-                Err(ModelError::Batch(format!("simulated crash after epoch {crash_after}")))
+                Err(ModelError::Batch(format!(
+                    "simulated crash after epoch {crash_after}"
+                )))
             } else {
                 Ok(())
             }
         };
-        let opts = FitOptions { checkpoint: policy(&path, every), after_epoch: Some(&mut hook), ..Default::default() };
+        let opts = FitOptions {
+            checkpoint: policy(&path, every),
+            after_epoch: Some(&mut hook),
+            ..Default::default()
+        };
         let (_, r) = run(&cfg, &train, &val, opts);
-        assert_eq!(r.unwrap_err().to_string(), format!("invalid batch: simulated crash after epoch {crash_after}"));
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            format!("invalid batch: simulated crash after epoch {crash_after}")
+        );
         if resumed_from == 0 {
             assert!(!path.exists(), "no checkpoint before epoch {every}");
             continue;
@@ -79,16 +121,39 @@ fn killed_run_resumes_bit_identically() {
         let ck = Checkpoint::load(&path, &template).unwrap();
         assert_eq!(ck.state.epoch, resumed_from);
         assert_eq!(ck.meta.get("efa.note").map(String::as_str), Some("test"));
-        let opts = FitOptions { checkpoint: policy(&path, every), resume: Some(ck), ..Default::default() };
+        let opts = FitOptions {
+            checkpoint: policy(&path, every),
+            resume: Some(ck),
+            ..Default::default()
+        };
         let (resumed, r) = run(&cfg, &train, &val, opts);
         let r = r.unwrap();
-        assert_eq!(bits(&resumed), bits(&full), "every {every}, crash after {crash_after}");
+        assert_eq!(
+            bits(&resumed),
+            bits(&full),
+            "every {every}, crash after {crash_after}"
+        );
         assert_eq!(losses(&r), losses(&full_r));
-        assert_eq!((r.best_epoch, r.best_val.to_bits(), r.stopped_early), (full_r.best_epoch, full_r.best_val.to_bits(), full_r.stopped_early));
+        assert_eq!(
+            (r.best_epoch, r.best_val.to_bits(), r.stopped_early),
+            (
+                full_r.best_epoch,
+                full_r.best_val.to_bits(),
+                full_r.stopped_early
+            )
+        );
         // Resuming from the final checkpoint is a no-op that returns the same result.
         let ck = Checkpoint::load(&path, &template).unwrap();
         assert!(ck.state.finished);
-        let (again, r2) = run(&cfg, &train, &val, FitOptions { resume: Some(ck), ..Default::default() });
+        let (again, r2) = run(
+            &cfg,
+            &train,
+            &val,
+            FitOptions {
+                resume: Some(ck),
+                ..Default::default()
+            },
+        );
         assert_eq!(bits(&again), bits(&full));
         assert_eq!(losses(&r2.unwrap()), losses(&full_r));
     }
@@ -99,9 +164,28 @@ fn fit_with_default_options_is_fit_for_paper_objectives() {
     let (cfg, train, val) = setup();
     let obj = efa_model::Objective::PoissonOnePlus;
     let mut a = cfg.model.init::<f32>(4);
-    let ra = fit(&cfg.model, &obj, &mut a, &train, &val, &cfg.train, &mut |_| {}).unwrap();
+    let ra = fit(
+        &cfg.model,
+        &obj,
+        &mut a,
+        &train,
+        &val,
+        &cfg.train,
+        &mut |_| {},
+    )
+    .unwrap();
     let mut b = cfg.model.init::<f32>(4);
-    let rb = fit_with(&cfg.model, &Loss::Objective(&obj), &mut b, &train, &val, &cfg.train, &mut |_| {}, FitOptions::default()).unwrap();
+    let rb = fit_with(
+        &cfg.model,
+        &Loss::Objective(&obj),
+        &mut b,
+        &train,
+        &val,
+        &cfg.train,
+        &mut |_| {},
+        FitOptions::default(),
+    )
+    .unwrap();
     assert_eq!(bits(&a), bits(&b));
     assert_eq!(losses(&ra), losses(&rb));
 }
@@ -111,29 +195,69 @@ fn mismatched_or_truncated_checkpoints_are_errors() {
     let (cfg, train, val) = setup();
     let dir = tmpdir("bad");
     let path = dir.join("c.safetensors");
-    run(&cfg, &train, &val, FitOptions { checkpoint: policy(&path, 1), ..Default::default() }).1.unwrap();
+    run(
+        &cfg,
+        &train,
+        &val,
+        FitOptions {
+            checkpoint: policy(&path, 1),
+            ..Default::default()
+        },
+    )
+    .1
+    .unwrap();
     let template = cfg.model.init::<f32>(0);
     let ck = Checkpoint::load(&path, &template).unwrap();
     let mut other = cfg.clone();
     other.train.seed = 8;
     let mut p = cfg.model.init::<f32>(0);
-    let e = fit_with(&cfg.model, &Loss::Nll(cfg.family.family()), &mut p, &train, &val, &other.train, &mut |_| {}, FitOptions { resume: Some(ck), ..Default::default() })
-        .unwrap_err();
-    assert_eq!(e.to_string(), "invalid model configuration: cannot resume: checkpoint has train.seed = 7, this run has 8");
+    let e = fit_with(
+        &cfg.model,
+        &Loss::Nll(cfg.family.family()),
+        &mut p,
+        &train,
+        &val,
+        &other.train,
+        &mut |_| {},
+        FitOptions {
+            resume: Some(ck),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid model configuration: cannot resume: checkpoint has train.seed = 7, this run has 8"
+    );
 
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.join("cut.safetensors");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let e = Checkpoint::load(&cut, &template).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}: not a valid safetensors file (truncated or corrupt?)", cut.display())), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "{}: not a valid safetensors file (truncated or corrupt?)",
+            cut.display()
+        )),
+        "{e}"
+    );
     std::fs::write(&cut, &bytes[..5]).unwrap();
     let e = Checkpoint::load(&cut, &template).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}: not a valid safetensors file", cut.display())), "{e}");
+    assert!(
+        e.starts_with(&format!("{}: not a valid safetensors file", cut.display())),
+        "{e}"
+    );
     // A model file is not a checkpoint.
     let model = dir.join("model.safetensors");
     save_model(&model, &template, &BTreeMap::new()).unwrap();
     let e = Checkpoint::load(&model, &template).unwrap_err().to_string();
-    assert_eq!(e, format!("{}: tensor `params/item_emb` is missing (the model needs shape [6, 8])", model.display()));
+    assert_eq!(
+        e,
+        format!(
+            "{}: tensor `params/item_emb` is missing (the model needs shape [6, 8])",
+            model.display()
+        )
+    );
     // Model files round-trip bit for bit, and no temporary file is left behind.
     let (back, _) = load_model(&model, &template).unwrap();
     assert_eq!(bits(&back), bits(&template));
@@ -147,8 +271,22 @@ fn anomaly_mode_names_op_node_param_and_batch() {
     // exp(η) overflows f32 inside the Poisson nll for a huge output bias.
     p.get_mut("out.b").unwrap().fill(200.0);
     let loss = Loss::Nll(cfg.family.family());
-    let opts = FitOptions { detect_anomaly: true, ..Default::default() };
-    let e = fit_with(&cfg.model, &loss, &mut p.clone(), &train, &val, &cfg.train, &mut |_| {}, opts).unwrap_err().to_string();
+    let opts = FitOptions {
+        detect_anomaly: true,
+        ..Default::default()
+    };
+    let e = fit_with(
+        &cfg.model,
+        &loss,
+        &mut p.clone(),
+        &train,
+        &val,
+        &cfg.train,
+        &mut |_| {},
+        opts,
+    )
+    .unwrap_err()
+    .to_string();
     assert_eq!(
         e,
         "non-finite value: epoch 1, batch 1 of 11: fused:poisson: anomaly in forward: node 46 (shape [16], inputs [45]) \
@@ -157,6 +295,17 @@ fn anomaly_mode_names_op_node_param_and_batch() {
          head0.b, out.w, out.b"
     );
     // Without the mode the same run fails later, on the loss value only.
-    let e = fit_with(&cfg.model, &loss, &mut p, &train, &val, &cfg.train, &mut |_| {}, FitOptions::default()).unwrap_err().to_string();
+    let e = fit_with(
+        &cfg.model,
+        &loss,
+        &mut p,
+        &train,
+        &val,
+        &cfg.train,
+        &mut |_| {},
+        FitOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert_eq!(e, "non-finite value: training loss inf at epoch 1");
 }

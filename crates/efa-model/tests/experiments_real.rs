@@ -18,8 +18,17 @@ fn baskets() -> Vec<Vec<usize>> {
 }
 
 fn cities() -> Vec<City> {
-    let c = |s: &str, lat, lon| City { state: s.into(), city: s.into(), latitude: lat, longitude: lon };
-    vec![c("A", 33.5, -86.8), c("B", 35.4, -94.4), c("C", 36.7, -119.8)]
+    let c = |s: &str, lat, lon| City {
+        state: s.into(),
+        city: s.into(),
+        latitude: lat,
+        longitude: lon,
+    };
+    vec![
+        c("A", 33.5, -86.8),
+        c("B", 35.4, -94.4),
+        c("C", 36.7, -119.8),
+    ]
 }
 
 fn days() -> Vec<TempDay> {
@@ -39,7 +48,11 @@ fn small_item_model(uni: bool, efa: bool) -> ModelConfig {
         (c.item_dim, c.key_dim) = (8, 4);
         ModelConfig::Efa(c)
     } else {
-        ModelConfig::Fm(efa_model::FmConfig::Item { tokens: 5 + if uni { 2 } else { 1 }, dim: 8, classes: 5 })
+        ModelConfig::Fm(efa_model::FmConfig::Item {
+            tokens: 5 + if uni { 2 } else { 1 },
+            dim: 8,
+            classes: 5,
+        })
     }
 }
 
@@ -58,7 +71,14 @@ fn item_models_pass_the_finite_difference_audit() {
         for efa in [true, false] {
             let batch = item_input(&baskets(), 5, 4, uni, efa).unwrap();
             let model = small_item_model(uni, efa);
-            let report = audit_model(&model, &Objective::CrossEntropy, &batch, 3, &default_options()).unwrap();
+            let report = audit_model(
+                &model,
+                &Objective::CrossEntropy,
+                &batch,
+                3,
+                &default_options(),
+            )
+            .unwrap();
             assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
             assert_eq!(report.params.len(), model.init::<f64>(3).len());
             assert!(report.params.iter().all(|p| p.checked > 0));
@@ -81,7 +101,11 @@ fn temperature_efa_with_lags_passes_the_finite_difference_audit() {
 fn the_masked_value_never_reaches_the_model_but_the_others_do() {
     let model = ModelConfig::Efa(temperature::efa_config(&cities(), 2, 0));
     let params = model.init::<f32>(1);
-    let day = TempDay { date: (2010, 10, 1), temps: vec![61.0, 54.0, 70.5], lags: vec![] };
+    let day = TempDay {
+        date: (2010, 10, 1),
+        temps: vec![61.0, 54.0, 70.5],
+        lags: vec![],
+    };
     let base = temperature::efa_samples(std::slice::from_ref(&day), 3).unwrap();
     let eta = |s| predict(&model, &params, &s, 8).unwrap();
     let e0 = eta(base.clone());
@@ -95,9 +119,22 @@ fn the_masked_value_never_reaches_the_model_but_the_others_do() {
     assert!((eta(visible)[[0, 0]] - e0[[0, 0]]).abs() > 1e-6);
 }
 
-fn short_fit(model: &ModelConfig, objective: &Objective, data: &efa_model::Samples, lr: f64, epochs: usize) -> Vec<f64> {
+fn short_fit(
+    model: &ModelConfig,
+    objective: &Objective,
+    data: &efa_model::Samples,
+    lr: f64,
+    epochs: usize,
+) -> Vec<f64> {
     let mut params = model.init::<f32>(0);
-    let cfg = TrainConfig { lr, batch_size: data.len(), max_epochs: epochs, patience: epochs, seed: 1, eval_batch: 64 };
+    let cfg = TrainConfig {
+        lr,
+        batch_size: data.len(),
+        max_epochs: epochs,
+        patience: epochs,
+        seed: 1,
+        eval_batch: 64,
+    };
     let r = fit(model, objective, &mut params, data, data, &cfg, &mut |_| {}).unwrap();
     assert_eq!(r.epochs, epochs);
     r.history.iter().map(|h| h.train_loss).collect()
@@ -107,7 +144,11 @@ fn short_fit(model: &ModelConfig, objective: &Objective, data: &efa_model::Sampl
 fn short_runs_overfit_tiny_sets() {
     for efa in [true, false] {
         let data = item_input(&baskets(), 5, 4, false, efa).unwrap();
-        let model = if efa { ModelConfig::Efa(item_efa_config(5, 4, false)) } else { ModelConfig::Fm(item_fm_config(5, false)) };
+        let model = if efa {
+            ModelConfig::Efa(item_efa_config(5, 4, false))
+        } else {
+            ModelConfig::Fm(item_fm_config(5, false))
+        };
         let l = short_fit(&model, &Objective::CrossEntropy, &data, 1e-2, 40);
         assert!(l.iter().all(|v| v.is_finite()));
         // Starts near log 5 (near-uniform softmax) and must drop well below it.
@@ -155,14 +196,27 @@ fn short_runs_of_the_rating_and_neighbour_models_reduce_their_losses() {
 fn haversine_and_neighbours_match_hand_values() {
     // A quarter of the equator: 6371·π/2 km.
     let q = temperature::haversine_km((0.0, 0.0), (0.0, 90.0));
-    assert!((q - 6371.0 * std::f64::consts::FRAC_PI_2).abs() < 1e-9, "{q}");
+    assert!(
+        (q - 6371.0 * std::f64::consts::FRAC_PI_2).abs() < 1e-9,
+        "{q}"
+    );
     // Pole to pole through any meridian: 6371·π.
-    assert!((temperature::haversine_km((90.0, 10.0), (-90.0, 0.0)) - 6371.0 * std::f64::consts::PI).abs() < 1e-6);
+    assert!(
+        (temperature::haversine_km((90.0, 10.0), (-90.0, 0.0)) - 6371.0 * std::f64::consts::PI)
+            .abs()
+            < 1e-6
+    );
     // A–B are ~730 km apart, B–C ~2,300 km, A–C ~3,000 km.
-    assert_eq!(temperature::neighbours(&cities()), vec![vec![1, 2], vec![0, 2], vec![1, 0]]);
+    assert_eq!(
+        temperature::neighbours(&cities()),
+        vec![vec![1, 2], vec![0, 2], vec![1, 0]]
+    );
     // FM samples: k = 1 uses the nearest city's value that day, center = own id + 1.
     let s = temperature::fm_samples(&days()[..1], &temperature::neighbours(&cities()), 1).unwrap();
-    assert_eq!(s.weights.unwrap().column(0).to_vec(), vec![54.0, 61.0, 54.0]);
+    assert_eq!(
+        s.weights.unwrap().column(0).to_vec(),
+        vec![54.0, 61.0, 54.0]
+    );
     assert_eq!(s.center.unwrap(), vec![1, 2, 3]);
     assert!(temperature::fm_samples(&days(), &temperature::neighbours(&cities()), 3).is_err());
 }
@@ -172,8 +226,14 @@ fn similarity_is_the_symmetrised_product_with_a_masked_diagonal() {
     // Items 1..=2, width 1: A = [2, 3] (row 0 = padding, ignored), W = [[1, −1]].
     let model = ModelConfig::Fm(item_fm_config(2, false));
     let mut p = Params::<f32>::new();
-    p.insert("alpha", ArrayD::from_shape_vec(IxDyn(&[3, 1]), vec![9.0, 2.0, 3.0]).unwrap());
-    p.insert("out.w", ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![1.0, -1.0]).unwrap());
+    p.insert(
+        "alpha",
+        ArrayD::from_shape_vec(IxDyn(&[3, 1]), vec![9.0, 2.0, 3.0]).unwrap(),
+    );
+    p.insert(
+        "out.w",
+        ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![1.0, -1.0]).unwrap(),
+    );
     let s = instacart::similarity(&model, &p, 2).unwrap();
     // AW = [[2, −2], [3, −3]]; S = AW + (AW)ᵀ = [[4, 1], [1, −6]], diagonal −1000.
     assert_eq!(s, ndarray::arr2(&[[-1000.0, 1.0], [1.0, -1000.0]]));
@@ -189,7 +249,9 @@ fn attention_maps_are_uniform_over_visible_keys_when_scores_are_constant() {
         // keys the mask leaves visible (j < length for bidir, j ≤ i for unidir).
         for l in 0..2 {
             for n in ["w", "b"] {
-                p.get_mut(&format!("block{l}.attn.q.{n}")).unwrap().fill(0.0);
+                p.get_mut(&format!("block{l}.attn.q.{n}"))
+                    .unwrap()
+                    .fill(0.0);
             }
         }
         let basket = [3, 1, 4, 5];
@@ -198,8 +260,20 @@ fn attention_maps_are_uniform_over_visible_keys_when_scores_are_constant() {
         for m in &maps {
             for i in 0..4 {
                 for j in 0..4 {
-                    let want = if uni { if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 } } else { 0.25 };
-                    assert!((m[[i, j]] - want).abs() < 1e-12, "uni={uni} ({i},{j}) {} vs {want}", m[[i, j]]);
+                    let want = if uni {
+                        if j <= i {
+                            1.0 / (i + 1) as f64
+                        } else {
+                            0.0
+                        }
+                    } else {
+                        0.25
+                    };
+                    assert!(
+                        (m[[i, j]] - want).abs() < 1e-12,
+                        "uni={uni} ({i},{j}) {} vs {want}",
+                        m[[i, j]]
+                    );
                 }
             }
         }

@@ -5,7 +5,9 @@
 use efa_model::batch::{Samples, Targets};
 use efa_model::experiments::synthetic;
 use efa_model::train::{evaluate, fit, predict, TrainConfig};
-use efa_model::{register, Direction, EfaConfig, FmConfig, ModelConfig, Objective, Params, Positions, ValueTable};
+use efa_model::{
+    register, Direction, EfaConfig, FmConfig, ModelConfig, Objective, Params, Positions, ValueTable,
+};
 use efa_tape::Tape;
 use ndarray::{Array2, ArrayD};
 
@@ -25,7 +27,14 @@ fn affine(x: &[f64], w: &Array2<f64>, b: Option<&[f64]>) -> Vec<f64> {
 }
 
 /// The EFA of PAPER.md §2.3 for one sample, written with plain loops.
-fn efa_reference(cfg: &EfaConfig, p: &Params<f64>, tokens: &[usize], values: &[usize], len: usize, pred: usize) -> Vec<f64> {
+fn efa_reference(
+    cfg: &EfaConfig,
+    p: &Params<f64>,
+    tokens: &[usize],
+    values: &[usize],
+    len: usize,
+    pred: usize,
+) -> Vec<f64> {
     let n = tokens.len();
     let (h, k) = (cfg.heads, cfg.key_dim);
     let item = mat(p, "item_emb");
@@ -57,7 +66,12 @@ fn efa_reference(cfg: &EfaConfig, p: &Params<f64>, tokens: &[usize], values: &[u
                     .collect();
                 let scores: Vec<f64> = visible
                     .iter()
-                    .map(|&j| (0..k).map(|c| q[i][head * k + c] * kk[j][head * k + c]).sum::<f64>() / (k as f64).sqrt())
+                    .map(|&j| {
+                        (0..k)
+                            .map(|c| q[i][head * k + c] * kk[j][head * k + c])
+                            .sum::<f64>()
+                            / (k as f64).sqrt()
+                    })
                     .collect();
                 let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
@@ -81,7 +95,10 @@ fn efa_reference(cfg: &EfaConfig, p: &Params<f64>, tokens: &[usize], values: &[u
     let mut hdn = x[pred].clone();
     for i in 0..cfg.head_hidden.len() {
         let b = vec1(p, &format!("head{i}.b"));
-        hdn = affine(&hdn, &mat(p, &format!("head{i}.w")), Some(&b)).into_iter().map(|v| v.max(0.0)).collect();
+        hdn = affine(&hdn, &mat(p, &format!("head{i}.w")), Some(&b))
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
     }
     let b = cfg.out_bias.then(|| vec1(p, "out.b"));
     affine(&hdn, &mat(p, "out.w"), b.as_deref())
@@ -91,8 +108,16 @@ fn tiny_rating_batch() -> Samples {
     // Three samples of width 4: lengths 4, 2, 1 (padding after), targets anywhere valid.
     Samples {
         tokens: Array2::from_shape_vec((3, 4), vec![1, 3, 2, 4, 2, 4, 0, 0, 3, 0, 0, 0]).unwrap(),
-        values: Some(Array2::from_shape_vec((3, 4), vec![1, 5, 2, 3, 4, 5, 0, 0, 5, 0, 0, 0]).unwrap()),
-        weights: Some(Array2::from_shape_vec((3, 4), vec![2.0, -1.5, 3.0, 0.5, 4.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).unwrap()),
+        values: Some(
+            Array2::from_shape_vec((3, 4), vec![1, 5, 2, 3, 4, 5, 0, 0, 5, 0, 0, 0]).unwrap(),
+        ),
+        weights: Some(
+            Array2::from_shape_vec(
+                (3, 4),
+                vec![2.0, -1.5, 3.0, 0.5, 4.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            )
+            .unwrap(),
+        ),
         center: Some(vec![2, 1, 4]),
         lengths: vec![4, 2, 1],
         pred_idx: vec![1, 1, 0],
@@ -110,13 +135,20 @@ fn tape_eta(model: &ModelConfig, p: &Params<f64>, batch: &Samples) -> ArrayD<f64
 #[test]
 fn efa_forward_matches_loop_reference_for_every_direction() {
     let batch = tiny_rating_batch();
-    for direction in [Direction::Padding, Direction::Causal, Direction::CausalPadding] {
+    for direction in [
+        Direction::Padding,
+        Direction::Causal,
+        Direction::CausalPadding,
+    ] {
         let cfg = EfaConfig {
             items: 5,
             item_dim: 6,
             zero_padding: false,
             values: Some(ValueTable { rows: 6, dim: 4 }),
-            positions: Some(Positions { max_len: 4, only_valid: false }),
+            positions: Some(Positions {
+                max_len: 4,
+                only_valid: false,
+            }),
             layers: 2,
             heads: 2,
             key_dim: 3,
@@ -145,7 +177,10 @@ fn efa_forward_matches_loop_reference_for_every_direction() {
             );
             for (j, w) in want.iter().enumerate() {
                 let got = eta[[s, j]];
-                assert!((got - w).abs() <= 1e-12 * (1.0 + w.abs()), "{direction:?} sample {s} out {j}: {got} vs {w}");
+                assert!(
+                    (got - w).abs() <= 1e-12 * (1.0 + w.abs()),
+                    "{direction:?} sample {s} out {j}: {got} vs {w}"
+                );
             }
         }
     }
@@ -176,13 +211,21 @@ fn rating_fm_is_the_rating_weighted_mean_dotted_with_the_center() {
         }
         let center = batch.center.as_ref().unwrap()[s];
         let want: f64 = (0..3).map(|d| rho[[center, d]] * c[d]).sum();
-        assert!((eta[[s, 0]] - want).abs() < 1e-12, "sample {s}: {} vs {want}", eta[[s, 0]]);
+        assert!(
+            (eta[[s, 0]] - want).abs() < 1e-12,
+            "sample {s}: {} vs {want}",
+            eta[[s, 0]]
+        );
     }
 }
 
 #[test]
 fn item_fm_ignores_padding_and_sums_context_rows() {
-    let model = ModelConfig::Fm(FmConfig::Item { tokens: 6, dim: 4, classes: 3 });
+    let model = ModelConfig::Fm(FmConfig::Item {
+        tokens: 6,
+        dim: 4,
+        classes: 3,
+    });
     let p = scaled(&model.init::<f64>(5), 10.0);
     let batch = Samples {
         tokens: Array2::from_shape_vec((2, 3), vec![1, 5, 0, 0, 0, 0]).unwrap(),
@@ -196,7 +239,9 @@ fn item_fm_ignores_padding_and_sums_context_rows() {
     let eta = tape_eta(&model, &p, &batch);
     let (alpha, w) = (mat(&p, "alpha"), mat(&p, "out.w"));
     for c in 0..3 {
-        let want: f64 = (0..4).map(|d| (alpha[[1, d]] + alpha[[5, d]]) * w[[d, c]]).sum();
+        let want: f64 = (0..4)
+            .map(|d| (alpha[[1, d]] + alpha[[5, d]]) * w[[d, c]])
+            .sum();
         assert!((eta[[0, c]] - want).abs() < 1e-12);
         // An all-padding context gives η = 0 (uniform probabilities; no bias anywhere).
         assert_eq!(eta[[1, c]], 0.0);
@@ -208,11 +253,21 @@ fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
     let (model, batch) = synthetic::audit_batch(false, true, 23).unwrap();
     let p = model.init::<f64>(1);
     let eta = predict(&model, &p, &batch, 5).unwrap();
-    let Targets::Real(y) = &batch.targets else { panic!("real targets") };
-    let want = y.iter().enumerate().map(|(i, y)| (eta[[i, 0]] - y).powi(2)).sum::<f64>() / y.len() as f64;
+    let Targets::Real(y) = &batch.targets else {
+        panic!("real targets")
+    };
+    let want = y
+        .iter()
+        .enumerate()
+        .map(|(i, y)| (eta[[i, 0]] - y).powi(2))
+        .sum::<f64>()
+        / y.len() as f64;
     for bs in [1, 4, 23, 100] {
         let got = evaluate(&model, &Objective::Mse, &p, &batch, bs).unwrap();
-        assert!((got - want).abs() <= 1e-12 * want, "batch {bs}: {got} vs {want}");
+        assert!(
+            (got - want).abs() <= 1e-12 * want,
+            "batch {bs}: {got} vs {want}"
+        );
     }
 }
 
@@ -220,16 +275,36 @@ fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
 fn training_lowers_the_loss_and_restores_the_best_weights() {
     let data = synthetic::data(200).unwrap();
     for efa in [false, true] {
-        let cfg = TrainConfig { lr: 3e-3, batch_size: 64, max_epochs: 6, patience: 3, seed: 5, eval_batch: 128 };
+        let cfg = TrainConfig {
+            lr: 3e-3,
+            batch_size: 64,
+            max_epochs: 6,
+            patience: 3,
+            seed: 5,
+            eval_batch: 128,
+        };
         let spec = synthetic::spec(&data, false, efa, cfg.clone(), 9).unwrap();
         let mut p = spec.model.init::<f32>(9);
         let before = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
-        let fit = fit(&spec.model, &spec.objective, &mut p, &spec.train, &spec.val, &cfg, &mut |_| {}).unwrap();
+        let fit = fit(
+            &spec.model,
+            &spec.objective,
+            &mut p,
+            &spec.train,
+            &spec.val,
+            &cfg,
+            &mut |_| {},
+        )
+        .unwrap();
         let after = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
         assert!(after < 0.9 * before, "efa={efa}: val {before} -> {after}");
         // The restored weights are exactly the best epoch's: same validation loss.
         assert_eq!(after, fit.best_val, "efa={efa}");
-        let best = fit.history.iter().map(|h| h.val_loss).fold(f64::INFINITY, f64::min);
+        let best = fit
+            .history
+            .iter()
+            .map(|h| h.val_loss)
+            .fold(f64::INFINITY, f64::min);
         assert_eq!(best, fit.best_val);
         assert_eq!(fit.history[fit.best_epoch - 1].val_loss, fit.best_val);
     }
@@ -238,12 +313,30 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
 #[test]
 fn training_is_bitwise_deterministic_for_a_seed() {
     let data = synthetic::data(80).unwrap();
-    let cfg = TrainConfig { lr: 1e-3, batch_size: 32, max_epochs: 2, patience: 5, seed: 3, eval_batch: 64 };
+    let cfg = TrainConfig {
+        lr: 1e-3,
+        batch_size: 32,
+        max_epochs: 2,
+        patience: 5,
+        seed: 3,
+        eval_batch: 64,
+    };
     let spec = synthetic::spec(&data, true, true, cfg.clone(), 4).unwrap();
     let run = || {
         let mut p = spec.model.init::<f32>(4);
-        fit(&spec.model, &spec.objective, &mut p, &spec.train, &spec.val, &cfg, &mut |_| {}).unwrap();
-        p.iter().flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()).collect::<Vec<u32>>()
+        fit(
+            &spec.model,
+            &spec.objective,
+            &mut p,
+            &spec.train,
+            &spec.val,
+            &cfg,
+            &mut |_| {},
+        )
+        .unwrap();
+        p.iter()
+            .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+            .collect::<Vec<u32>>()
     };
     assert_eq!(run(), run());
 }

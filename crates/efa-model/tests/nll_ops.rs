@@ -12,14 +12,38 @@ use ndarray::{arr1, arr2, Array2, ArrayD};
 /// (family, η [3, eta_dim], y [3, obs_dim]) with η inside the natural parameter space.
 fn cases() -> Vec<(Family, Array2<f64>, Array2<f64>)> {
     vec![
-        (Family::GaussianKnownVar { s2: 2.0 }, arr2(&[[0.3], [-1.2], [2.0]]), arr2(&[[0.5], [-3.0], [1.0]])),
-        (Family::Gaussian, arr2(&[[0.5, -0.4], [-1.0, -2.0], [0.1, -0.1]]), arr2(&[[0.3], [-1.0], [2.0]])),
-        (Family::Bernoulli, arr2(&[[0.3], [-2.0], [5.0]]), arr2(&[[1.0], [0.0], [1.0]])),
-        (Family::Binomial { n: 7 }, arr2(&[[0.3], [-2.0], [1.5]]), arr2(&[[0.0], [3.0], [7.0]])),
-        (Family::Poisson, arr2(&[[0.3], [-1.0], [2.0]]), arr2(&[[0.0], [2.0], [5.0]])),
+        (
+            Family::GaussianKnownVar { s2: 2.0 },
+            arr2(&[[0.3], [-1.2], [2.0]]),
+            arr2(&[[0.5], [-3.0], [1.0]]),
+        ),
+        (
+            Family::Gaussian,
+            arr2(&[[0.5, -0.4], [-1.0, -2.0], [0.1, -0.1]]),
+            arr2(&[[0.3], [-1.0], [2.0]]),
+        ),
+        (
+            Family::Bernoulli,
+            arr2(&[[0.3], [-2.0], [5.0]]),
+            arr2(&[[1.0], [0.0], [1.0]]),
+        ),
+        (
+            Family::Binomial { n: 7 },
+            arr2(&[[0.3], [-2.0], [1.5]]),
+            arr2(&[[0.0], [3.0], [7.0]]),
+        ),
+        (
+            Family::Poisson,
+            arr2(&[[0.3], [-1.0], [2.0]]),
+            arr2(&[[0.0], [2.0], [5.0]]),
+        ),
         (
             Family::Categorical { k: 4 },
-            arr2(&[[0.3, -1.0, 2.0, 0.1], [1.0, 1.5, -0.5, 0.0], [-3.0, 0.2, 0.4, 2.2]]),
+            arr2(&[
+                [0.3, -1.0, 2.0, 0.1],
+                [1.0, 1.5, -0.5, 0.0],
+                [-3.0, 0.2, 0.4, 2.2],
+            ]),
             arr2(&[[0.0], [3.0], [2.0]]),
         ),
         (
@@ -27,10 +51,26 @@ fn cases() -> Vec<(Family, Array2<f64>, Array2<f64>)> {
             arr2(&[[0.3, -1.0, 2.0], [1.0, 1.5, -0.5], [-3.0, 0.2, 0.4]]),
             arr2(&[[2.0, 2.0, 1.0], [0.0, 5.0, 0.0], [1.0, 1.0, 3.0]]),
         ),
-        (Family::Gamma, arr2(&[[0.5, -1.0], [2.0, -0.5], [-0.3, -2.0]]), arr2(&[[0.7], [3.0], [0.2]])),
-        (Family::Exponential, arr2(&[[-1.0], [-0.5], [-3.0]]), arr2(&[[0.2], [1.5], [0.0]])),
-        (Family::Beta, arr2(&[[0.5, 1.0], [2.0, -0.3], [-0.2, 0.4]]), arr2(&[[0.3], [0.9], [0.5]])),
-        (Family::NegativeBinomial { r: 3.5 }, arr2(&[[-0.5], [-2.0], [-0.1]]), arr2(&[[0.0], [4.0], [10.0]])),
+        (
+            Family::Gamma,
+            arr2(&[[0.5, -1.0], [2.0, -0.5], [-0.3, -2.0]]),
+            arr2(&[[0.7], [3.0], [0.2]]),
+        ),
+        (
+            Family::Exponential,
+            arr2(&[[-1.0], [-0.5], [-3.0]]),
+            arr2(&[[0.2], [1.5], [0.0]]),
+        ),
+        (
+            Family::Beta,
+            arr2(&[[0.5, 1.0], [2.0, -0.3], [-0.2, 0.4]]),
+            arr2(&[[0.3], [0.9], [0.5]]),
+        ),
+        (
+            Family::NegativeBinomial { r: 3.5 },
+            arr2(&[[-0.5], [-2.0], [-0.1]]),
+            arr2(&[[0.0], [4.0], [10.0]]),
+        ),
     ]
 }
 
@@ -45,7 +85,11 @@ fn nll_op_forward_matches_the_family_and_gradients_match_finite_differences() {
         let out = nll(&mut tape, &family, e, &y, None).unwrap();
         for i in 0..3 {
             let want = family
-                .nll(y.row(i).as_slice().unwrap(), eta.row(i).as_slice().unwrap(), i)
+                .nll(
+                    y.row(i).as_slice().unwrap(),
+                    eta.row(i).as_slice().unwrap(),
+                    i,
+                )
                 .unwrap();
             assert_eq!(tape.value(out)[[i]], want, "{family:?} row {i}");
         }
@@ -92,7 +136,9 @@ fn ordinal_nll_gradients_flow_to_eta_and_cutpoints() {
 #[test]
 fn masked_rows_give_zero_and_bad_observations_are_named() {
     let mut tape = Tape::<f64>::new();
-    let e = tape.param("eta", arr2(&[[0.3], [-1.0]]).into_dyn()).unwrap();
+    let e = tape
+        .param("eta", arr2(&[[0.3], [-1.0]]).into_dyn())
+        .unwrap();
     // Row 1 is masked and holds an invalid count: ignored, zero loss and zero gradient.
     let y = arr2(&[[2.0], [f64::NAN]]);
     let l = nll(&mut tape, &Family::Poisson, e, &y, Some(&[true, false])).unwrap();
@@ -106,6 +152,17 @@ fn masked_rows_give_zero_and_bad_observations_are_named() {
     // Unmasked, the same row is an error naming family, value and row.
     let mut tape = Tape::<f64>::new();
     let e = tape.input(arr2(&[[0.3], [-1.0]]).into_dyn());
-    let msg = nll(&mut tape, &Family::Poisson, e, &arr2(&[[2.0], [-1.0]]), None).unwrap_err().to_string();
-    assert!(msg.contains("poisson") && msg.contains("-1") && msg.contains('1'), "{msg}");
+    let msg = nll(
+        &mut tape,
+        &Family::Poisson,
+        e,
+        &arr2(&[[2.0], [-1.0]]),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        msg.contains("poisson") && msg.contains("-1") && msg.contains('1'),
+        "{msg}"
+    );
 }

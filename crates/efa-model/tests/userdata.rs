@@ -25,15 +25,28 @@ fn efa_samples_bidirectional_and_unidirectional() {
     assert_eq!(cfg.family, FamilySpec::Poisson {});
     let data = read_csv(&path, &cfg).unwrap();
     // Sequences in order of first appearance, rows sorted by `order`.
-    let orders: Vec<Vec<i64>> = data.sequences.iter().map(|s| s.iter().map(|r| r.order).collect()).collect();
+    let orders: Vec<Vec<i64>> = data
+        .sequences
+        .iter()
+        .map(|s| s.iter().map(|r| r.order).collect())
+        .collect();
     assert_eq!(orders, vec![vec![10, 20, 30], vec![5, 7]]);
     let s = build(&data, &cfg).samples;
-    assert_eq!(s.tokens, array![[1, 2, 3], [1, 2, 3], [1, 2, 3], [4, 5, 0], [4, 5, 0]]);
+    assert_eq!(
+        s.tokens,
+        array![[1, 2, 3], [1, 2, 3], [1, 2, 3], [4, 5, 0], [4, 5, 0]]
+    );
     // value v → row v + 1; the target's row is [MASK] = rows − 1 = 5; padding 0.
-    assert_eq!(s.values.unwrap(), array![[5, 4, 3], [1, 5, 3], [1, 4, 5], [5, 3, 0], [2, 5, 0]]);
+    assert_eq!(
+        s.values.unwrap(),
+        array![[5, 4, 3], [1, 5, 3], [1, 4, 5], [5, 3, 0], [2, 5, 0]]
+    );
     assert_eq!(s.lengths, vec![3, 3, 3, 2, 2]);
     assert_eq!(s.pred_idx, vec![0, 1, 2, 0, 1]);
-    assert_eq!(s.targets, efa_model::Targets::Real(vec![0.0, 3.0, 2.0, 1.0, 2.0]));
+    assert_eq!(
+        s.targets,
+        efa_model::Targets::Real(vec![0.0, 3.0, 2.0, 1.0, 2.0])
+    );
 
     let cfg = config(&EFA.replace("DIR", "uni"));
     assert_eq!(cfg.direction, SeqDirection::Uni);
@@ -43,7 +56,13 @@ fn efa_samples_bidirectional_and_unidirectional() {
     assert_eq!(s.values.unwrap(), array![[1, 5, 0], [1, 4, 5], [2, 5, 0]]);
     assert_eq!(s.lengths, vec![2, 3, 2]);
     assert_eq!(s.pred_idx, vec![1, 2, 1]);
-    assert_eq!(u.targets.iter().map(|r| (r.seq.as_str(), r.order, r.line)).collect::<Vec<_>>(), vec![("a", 20, 2), ("a", 30, 5), ("b", 7, 6)]);
+    assert_eq!(
+        u.targets
+            .iter()
+            .map(|r| (r.seq.as_str(), r.order, r.line))
+            .collect::<Vec<_>>(),
+        vec![("a", 20, 2), ("a", 30, 5), ("b", 7, 6)]
+    );
 }
 
 #[test]
@@ -53,12 +72,21 @@ fn rating_fm_samples() {
     let cfg = config(text);
     let s = build(&read_csv(&path, &cfg).unwrap(), &cfg).samples;
     assert_eq!(s.tokens, array![[2, 3], [1, 3], [1, 2], [5, 0], [4, 0]]);
-    assert_eq!(s.weights.unwrap(), array![[3.0, 2.0], [0.0, 2.0], [0.0, 3.0], [2.0, 0.0], [1.0, 0.0]]);
+    assert_eq!(
+        s.weights.unwrap(),
+        array![[3.0, 2.0], [0.0, 2.0], [0.0, 3.0], [2.0, 0.0], [1.0, 0.0]]
+    );
     assert_eq!(s.center.unwrap(), vec![1, 2, 3, 4, 5]);
     assert_eq!(s.lengths, vec![2, 2, 2, 1, 1]);
     // The categorical family needs k natural parameters: impossible for the rating FM.
-    let e = UserConfig::from_toml(&text.replace("kind = \"gaussian_known_var\"\ns2 = 1.0", "kind = \"categorical\"\nk = 3"), Path::new("c.toml"))
-        .unwrap_err()
-        .to_string();
+    let e = UserConfig::from_toml(
+        &text.replace(
+            "kind = \"gaussian_known_var\"\ns2 = 1.0",
+            "kind = \"categorical\"\nk = 3",
+        ),
+        Path::new("c.toml"),
+    )
+    .unwrap_err()
+    .to_string();
     assert_eq!(e, "invalid model configuration: c.toml: field `family`: `categorical` needs 3 natural parameters but the rating FM outputs 1");
 }

@@ -290,7 +290,10 @@ mod tests {
         assert_eq!(T::from_usize(7).to_f64(), 7.0);
         assert!(T::NAN.is_nan());
         assert!(!T::INFINITY.is_finite());
-        assert_eq!((T::LN_2.exp()).to_f64(), 2.0_f64.max((T::LN_2.exp()).to_f64()));
+        assert_eq!(
+            (T::LN_2.exp()).to_f64(),
+            2.0_f64.max((T::LN_2.exp()).to_f64())
+        );
     }
 
     #[test]
@@ -308,7 +311,22 @@ mod tests {
         let b = [7.0f64, 8.0, 9.0, 10.0, 11.0, 12.0];
         let mut c = [0.0f64; 4];
         unsafe {
-            <f64 as Real>::gemm(2, 3, 2, 1.0, a.as_ptr(), 3, 1, b.as_ptr(), 2, 1, 0.0, c.as_mut_ptr(), 2, 1)
+            <f64 as Real>::gemm(
+                2,
+                3,
+                2,
+                1.0,
+                a.as_ptr(),
+                3,
+                1,
+                b.as_ptr(),
+                2,
+                1,
+                0.0,
+                c.as_mut_ptr(),
+                2,
+                1,
+            )
         };
         assert_eq!(c, [58.0, 64.0, 139.0, 154.0]);
     }

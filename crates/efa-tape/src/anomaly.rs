@@ -44,7 +44,11 @@ impl<T: Real> Tape<T> {
                 }
             }
         }
-        self.params.iter().filter(|(_, idx)| *idx <= i && seen[*idx]).map(|(n, _)| n.clone()).collect()
+        self.params
+            .iter()
+            .filter(|(_, idx)| *idx <= i && seen[*idx])
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Op name of node `i`, reporting a fused output under its fused op's name.
@@ -60,7 +64,10 @@ impl<T: Real> Tape<T> {
 
 /// First non-finite element of `a`: (flat index, value).
 fn first_non_finite<T: Real>(a: &ArrayD<T>) -> Option<(usize, f64)> {
-    a.iter().enumerate().find(|(_, v)| !v.to_f64().is_finite()).map(|(k, v)| (k, v.to_f64()))
+    a.iter()
+        .enumerate()
+        .find(|(_, v)| !v.to_f64().is_finite())
+        .map(|(k, v)| (k, v.to_f64()))
 }
 
 fn params_text(names: &[String]) -> String {
@@ -87,8 +94,15 @@ pub(crate) fn check_forward<T: Real>(tape: &Tape<T>, i: usize) -> Option<TapeErr
 }
 
 /// Checks the gradient contribution `c` that node `i` passes to its input node `j`.
-pub(crate) fn check_backward<T: Real>(tape: &Tape<T>, i: usize, j: usize, c: &ArrayD<T>) -> Result<()> {
-    let Some((k, v)) = first_non_finite(c) else { return Ok(()) };
+pub(crate) fn check_backward<T: Real>(
+    tape: &Tape<T>,
+    i: usize,
+    j: usize,
+    c: &ArrayD<T>,
+) -> Result<()> {
+    let Some((k, v)) = first_non_finite(c) else {
+        return Ok(());
+    };
     Err(TapeError::new(
         tape.anomaly_op_name(i),
         format!(

@@ -60,7 +60,9 @@ fn off_by_default_and_finite_graphs_are_unchanged() {
         let mut t = Tape::<f64>::new();
         t.set_detect_anomaly(on);
         assert_eq!(t.detect_anomaly(), on);
-        let w = t.param("w", array![[0.3, -1.2], [2.0, 0.7]].into_dyn()).unwrap();
+        let w = t
+            .param("w", array![[0.3, -1.2], [2.0, 0.7]].into_dyn())
+            .unwrap();
         let e = t.exp(w).unwrap();
         let out = t.sum_all(e).unwrap();
         t.backward(out).unwrap().param("w").unwrap().clone()

@@ -54,7 +54,11 @@ pub fn load(dir: &Path) -> Result<InstacartExperiment, ModelError> {
     }
     let raw = load_instacart(&d).map_err(|e| ModelError::Batch(e.to_string()))?;
     if raw.items.len() != N_ITEMS {
-        return Err(ModelError::Batch(format!("{}: {} items, expected {N_ITEMS}", d.join("items.csv").display(), raw.items.len())));
+        return Err(ModelError::Batch(format!(
+            "{}: {} items, expected {N_ITEMS}",
+            d.join("items.csv").display(),
+            raw.items.len()
+        )));
     }
     Ok(InstacartExperiment {
         data: ItemData {
@@ -83,12 +87,32 @@ pub fn paper_value(uni: bool, efa: bool) -> f64 {
 /// The recipe of §5.3: Adam 1e-4, batch 256, `epochs` (1000) with patience = epochs (no
 /// early stop), best-validation weights restored at the end.
 pub fn train_config(epochs: usize, seed: u64) -> TrainConfig {
-    TrainConfig { lr: 1e-4, batch_size: 256, max_epochs: epochs, patience: epochs, seed, eval_batch: 1024 }
+    TrainConfig {
+        lr: 1e-4,
+        batch_size: 256,
+        max_epochs: epochs,
+        patience: epochs,
+        seed,
+        eval_batch: 1024,
+    }
 }
 
 /// The run of one (direction, model).
-pub fn spec(exp: &InstacartExperiment, uni: bool, efa: bool, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
-    item_spec(&exp.data, uni, efa, paper_value(uni, efa), train_config, init_seed)
+pub fn spec(
+    exp: &InstacartExperiment,
+    uni: bool,
+    efa: bool,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
+    item_spec(
+        &exp.data,
+        uni,
+        efa,
+        paper_value(uni, efa),
+        train_config,
+        init_seed,
+    )
 }
 
 fn param2<'a>(p: &'a Params<f32>, name: &str) -> Result<ArrayView2<'a, f32>, ModelError> {
@@ -102,8 +126,16 @@ fn param2<'a>(p: &'a Params<f32>, name: &str) -> Result<ArrayView2<'a, f32>, Mod
 /// S = A·W + (A·W)ᵀ over the `n_items` items (§5.4), with A the item rows 1..=n_items of the
 /// input table (`item_emb` for EFA, `alpha` for FM) and W the output kernel; the diagonal is
 /// set to −1000 (as in the EFA notebooks).
-pub fn similarity(model: &ModelConfig, params: &Params<f32>, n_items: usize) -> Result<Array2<f64>, ModelError> {
-    let table = if matches!(model, ModelConfig::Efa(_)) { "item_emb" } else { "alpha" };
+pub fn similarity(
+    model: &ModelConfig,
+    params: &Params<f32>,
+    n_items: usize,
+) -> Result<Array2<f64>, ModelError> {
+    let table = if matches!(model, ModelConfig::Efa(_)) {
+        "item_emb"
+    } else {
+        "alpha"
+    };
     let a = param2(params, table)?;
     let w = param2(params, "out.w")?;
     if a.nrows() < n_items + 1 || w.ncols() != n_items || a.ncols() != w.nrows() {
@@ -146,21 +178,44 @@ fn softmax_row(scores: &mut [f64]) {
 /// Per-layer attention probabilities `[layer][query][key]`, averaged over heads, of one item
 /// EFA sample (`tokens` post-padded, `length` non-pad tokens), from a plain f64 forward pass
 /// over the trained parameters (the same computation as the tape model, outside the tape).
-pub fn attention_probs(cfg: &EfaConfig, params: &Params<f32>, tokens: &[usize], length: usize) -> Result<Vec<Array2<f64>>, ModelError> {
-    if cfg.values.is_some() || cfg.continuous.is_some() || cfg.ffn.is_some() || cfg.norm != crate::efa::Norm::None {
-        return Err(ModelError::Config("attention maps are implemented for the item EFA only".into()));
+pub fn attention_probs(
+    cfg: &EfaConfig,
+    params: &Params<f32>,
+    tokens: &[usize],
+    length: usize,
+) -> Result<Vec<Array2<f64>>, ModelError> {
+    if cfg.values.is_some()
+        || cfg.continuous.is_some()
+        || cfg.ffn.is_some()
+        || cfg.norm != crate::efa::Norm::None
+    {
+        return Err(ModelError::Config(
+            "attention maps are implemented for the item EFA only".into(),
+        ));
     }
     let n = tokens.len();
     let d = cfg.d_model();
     let emb = param2(params, "item_emb")?;
     if let Some(&t) = tokens.iter().find(|&&t| t >= emb.nrows()) {
-        return Err(ModelError::Batch(format!("attention maps: token {t} outside the {}-row item table", emb.nrows())));
+        return Err(ModelError::Batch(format!(
+            "attention maps: token {t} outside the {}-row item table",
+            emb.nrows()
+        )));
     }
-    let mut x = Array2::from_shape_fn((n, d), |(j, c)| if tokens[j] == 0 && cfg.zero_padding { 0.0 } else { f64::from(emb[[tokens[j], c]]) });
+    let mut x = Array2::from_shape_fn((n, d), |(j, c)| {
+        if tokens[j] == 0 && cfg.zero_padding {
+            0.0
+        } else {
+            f64::from(emb[[tokens[j], c]])
+        }
+    });
     if let Some(pos) = &cfg.positions {
         let pe = param2(params, "pos_emb")?;
         if n > pe.nrows() {
-            return Err(ModelError::Batch(format!("attention maps: {n} tokens but {} positions", pe.nrows())));
+            return Err(ModelError::Batch(format!(
+                "attention maps: {n} tokens but {} positions",
+                pe.nrows()
+            )));
         }
         for j in 0..n {
             if !(pos.only_valid && tokens[j] == 0) {
@@ -182,10 +237,14 @@ pub fn attention_probs(cfg: &EfaConfig, params: &Params<f32>, tokens: &[usize], 
         let pre = format!("block{l}.attn");
         let proj = |name: &str, x: &Array2<f64>| -> Result<Array2<f64>, ModelError> {
             let w = param2(params, &format!("{pre}.{name}.w"))?.mapv(f64::from);
-            let b = params.get(&format!("{pre}.{name}.b")).ok_or_else(|| ModelError::MissingParam(format!("{pre}.{name}.b")))?;
+            let b = params
+                .get(&format!("{pre}.{name}.b"))
+                .ok_or_else(|| ModelError::MissingParam(format!("{pre}.{name}.b")))?;
             let mut y = x.dot(&w);
             for mut row in y.rows_mut() {
-                row.iter_mut().zip(b.iter()).for_each(|(v, &bb)| *v += f64::from(bb));
+                row.iter_mut()
+                    .zip(b.iter())
+                    .for_each(|(v, &bb)| *v += f64::from(bb));
             }
             Ok(y)
         };
@@ -198,7 +257,10 @@ pub fn attention_probs(cfg: &EfaConfig, params: &Params<f32>, tokens: &[usize], 
                 let mut sc: Vec<f64> = (0..n)
                     .map(|j| {
                         if visible(i, j) {
-                            scale * (0..k).map(|c| q[[i, cols.start + c]] * kk[[j, cols.start + c]]).sum::<f64>()
+                            scale
+                                * (0..k)
+                                    .map(|c| q[[i, cols.start + c]] * kk[[j, cols.start + c]])
+                                    .sum::<f64>()
                         } else {
                             f64::NEG_INFINITY
                         }
@@ -223,10 +285,18 @@ pub fn attention_probs(cfg: &EfaConfig, params: &Params<f32>, tokens: &[usize], 
 /// The paper's attention figure for one basket: for each position `i`, the sample with `i`
 /// masked, and row `i` = the head-averaged attention of the masked query over the basket's
 /// positions. Returns one `len × len` matrix per layer.
-pub fn basket_attention(cfg: &EfaConfig, params: &Params<f32>, basket: &[usize], n_items: usize, max_len: usize) -> Result<Vec<Array2<f64>>, ModelError> {
+pub fn basket_attention(
+    cfg: &EfaConfig,
+    params: &Params<f32>,
+    basket: &[usize],
+    n_items: usize,
+    max_len: usize,
+) -> Result<Vec<Array2<f64>>, ModelError> {
     let len = basket.len();
     if len == 0 || len > max_len {
-        return Err(ModelError::Batch(format!("attention maps: basket length {len} outside 1..={max_len}")));
+        return Err(ModelError::Batch(format!(
+            "attention maps: basket length {len} outside 1..={max_len}"
+        )));
     }
     let mut maps = vec![Array2::<f64>::zeros((len, len)); cfg.layers];
     for i in 0..len {

@@ -62,10 +62,22 @@ pub struct RunResult {
 }
 
 /// Trains and tests one model.
-pub fn run(spec: &RunSpec, observer: &mut dyn FnMut(&EpochLog)) -> Result<(RunResult, Params<f32>), ModelError> {
+pub fn run(
+    spec: &RunSpec,
+    observer: &mut dyn FnMut(&EpochLog),
+) -> Result<(RunResult, Params<f32>), ModelError> {
     spec.model.validate()?;
-    for (name, s) in [("train", &spec.train), ("val", &spec.val), ("test", &spec.test)] {
-        s.validate(&format!("{} {} {name} split", spec.setting, spec.model.kind())).map_err(ModelError::Batch)?;
+    for (name, s) in [
+        ("train", &spec.train),
+        ("val", &spec.val),
+        ("test", &spec.test),
+    ] {
+        s.validate(&format!(
+            "{} {} {name} split",
+            spec.setting,
+            spec.model.kind()
+        ))
+        .map_err(ModelError::Batch)?;
     }
     let start = std::time::Instant::now();
     let mut params = spec.model.init::<f32>(spec.init_seed);
@@ -78,7 +90,13 @@ pub fn run(spec: &RunSpec, observer: &mut dyn FnMut(&EpochLog)) -> Result<(RunRe
         &spec.train_config,
         observer,
     )?;
-    let value = evaluate(&spec.model, &spec.objective, &params, &spec.test, spec.train_config.eval_batch)?;
+    let value = evaluate(
+        &spec.model,
+        &spec.objective,
+        &params,
+        &spec.test,
+        spec.train_config.eval_batch,
+    )?;
     Ok((
         RunResult {
             setting: spec.setting.clone(),

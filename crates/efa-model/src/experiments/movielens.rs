@@ -10,8 +10,12 @@ use crate::objective::Objective;
 use crate::params::Params;
 use crate::train::{predict, TrainConfig};
 use crate::{ModelConfig, ModelError};
-use efa_data::item_samples::{item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample};
-use efa_data::movielens::{buggy_user_split, exp1_baskets, load_u_data, preprocess, MlExperiment, MlPrepared, MlUserSplit};
+use efa_data::item_samples::{
+    item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample,
+};
+use efa_data::movielens::{
+    buggy_user_split, exp1_baskets, load_u_data, preprocess, MlExperiment, MlPrepared, MlUserSplit,
+};
 use efa_data::rng::{train_test_split, NumpyRng};
 use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
 use ndarray::Array2;
@@ -66,7 +70,11 @@ pub fn user_split(prep: &MlPrepared, protocol: Protocol) -> MlUserSplit {
                 v.sort_unstable();
                 v
             };
-            MlUserSplit { trainval: pick(&perm[..3 * n / 4]), test: pick(&perm[3 * n / 4..]), dropped: Vec::new() }
+            MlUserSplit {
+                trainval: pick(&perm[..3 * n / 4]),
+                test: pick(&perm[3 * n / 4..]),
+                dropped: Vec::new(),
+            }
         }
     }
 }
@@ -100,7 +108,13 @@ pub fn exp1_data(dir: &Path, protocol: Protocol) -> Result<ItemData, ModelError>
     let split = user_split(&prep, protocol);
     let b = exp1_baskets(&prep, &split).map_err(data_err)?;
     let strip = |v: Vec<(u32, Vec<usize>)>| v.into_iter().map(|(_, b)| b).collect::<Vec<_>>();
-    Ok(ItemData { train: strip(b.train), val: strip(b.val), test: strip(b.test), n_items: 50, max_len: b.max_len })
+    Ok(ItemData {
+        train: strip(b.train),
+        val: strip(b.val),
+        test: strip(b.test),
+        n_items: 50,
+        max_len: b.max_len,
+    })
 }
 
 /// The paper's exp-1 test cross-entropy per (direction, model) (§3.5).
@@ -123,7 +137,10 @@ pub fn item_efa_config(n_items: usize, max_len: usize, uni: bool) -> EfaConfig {
         item_dim: 32,
         zero_padding: true,
         values: None,
-        positions: Some(Positions { max_len, only_valid: true }),
+        positions: Some(Positions {
+            max_len,
+            only_valid: true,
+        }),
         layers: 2,
         heads: 2,
         key_dim: 16,
@@ -133,7 +150,11 @@ pub fn item_efa_config(n_items: usize, max_len: usize, uni: bool) -> EfaConfig {
         head_hidden: Vec::new(),
         out_dim: n_items,
         out_bias: false,
-        direction: if uni { Direction::Causal } else { Direction::Padding },
+        direction: if uni {
+            Direction::Causal
+        } else {
+            Direction::Padding
+        },
         continuous: None,
     }
 }
@@ -141,7 +162,11 @@ pub fn item_efa_config(n_items: usize, max_len: usize, uni: bool) -> EfaConfig {
 /// The item FMs of §3.4: bidirectional sums the other items' α (`n_items + 1` rows, no MASK);
 /// unidirectional sums the previous items' α plus a learned MASK row (`n_items + 2` rows).
 pub fn item_fm_config(n_items: usize, uni: bool) -> FmConfig {
-    FmConfig::Item { tokens: n_items + if uni { 2 } else { 1 }, dim: 32, classes: n_items }
+    FmConfig::Item {
+        tokens: n_items + if uni { 2 } else { 1 },
+        dim: 32,
+        classes: n_items,
+    }
 }
 
 /// EFA samples as model input (`lengths` = basket length, the key-padding mask).
@@ -168,27 +193,58 @@ pub fn item_fm_input(samples: &[ItemFmSample]) -> Samples {
         values: None,
         weights: None,
         center: None,
-        lengths: samples.iter().map(|s| s.context.iter().filter(|&&t| t != 0).count().max(1).min(w)).collect(),
+        lengths: samples
+            .iter()
+            .map(|s| s.context.iter().filter(|&&t| t != 0).count().max(1).min(w))
+            .collect(),
         pred_idx: vec![0; n],
         targets: Targets::Class(samples.iter().map(|s| s.target).collect()),
     }
 }
 
 /// Model input of one split of an item experiment.
-pub fn item_input(baskets: &[Vec<usize>], n_items: usize, max_len: usize, uni: bool, efa: bool) -> Result<Samples, ModelError> {
+pub fn item_input(
+    baskets: &[Vec<usize>],
+    n_items: usize,
+    max_len: usize,
+    uni: bool,
+    efa: bool,
+) -> Result<Samples, ModelError> {
     Ok(match (efa, uni) {
-        (true, _) => item_efa_input(&item_efa_samples(baskets, n_items, max_len).map_err(data_err)?),
-        (false, false) => item_fm_input(&item_fm_bi_samples(baskets, n_items, max_len).map_err(data_err)?),
-        (false, true) => item_fm_input(&item_fm_uni_samples(baskets, n_items, max_len).map_err(data_err)?),
+        (true, _) => {
+            item_efa_input(&item_efa_samples(baskets, n_items, max_len).map_err(data_err)?)
+        }
+        (false, false) => {
+            item_fm_input(&item_fm_bi_samples(baskets, n_items, max_len).map_err(data_err)?)
+        }
+        (false, true) => {
+            item_fm_input(&item_fm_uni_samples(baskets, n_items, max_len).map_err(data_err)?)
+        }
     })
 }
 
 /// The run of one (direction, model) of a categorical item experiment (cross-entropy).
-pub fn item_spec(data: &ItemData, uni: bool, efa: bool, paper: f64, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+pub fn item_spec(
+    data: &ItemData,
+    uni: bool,
+    efa: bool,
+    paper: f64,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
     let (n, m) = (data.n_items, data.max_len);
-    let model = if efa { ModelConfig::Efa(item_efa_config(n, m, uni)) } else { ModelConfig::Fm(item_fm_config(n, uni)) };
+    let model = if efa {
+        ModelConfig::Efa(item_efa_config(n, m, uni))
+    } else {
+        ModelConfig::Fm(item_fm_config(n, uni))
+    };
     Ok(RunSpec {
-        setting: if uni { "unidirectional" } else { "bidirectional" }.to_string(),
+        setting: if uni {
+            "unidirectional"
+        } else {
+            "bidirectional"
+        }
+        .to_string(),
         model,
         objective: Objective::CrossEntropy,
         paper,
@@ -253,13 +309,23 @@ pub fn exp2_paper_means(v: Variant, uni: bool, efa: bool) -> [f64; 3] {
 pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, ModelError> {
     let prep = load(dir, MlExperiment::Exp2)?;
     let split = user_split(&prep, protocol);
-    let seqs = |us: &[u32]| us.iter().map(|&u| prep.user(u).cloned().unwrap_or_default()).collect::<Vec<_>>();
+    let seqs = |us: &[u32]| {
+        us.iter()
+            .map(|&u| prep.user(u).cloned().unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
     let max_ctx = prep.sequences.iter().map(Vec::len).max();
-    let mut data = RatingData::new(seqs(&split.trainval), seqs(&split.test), max_ctx, 42).map_err(data_err)?;
+    let mut data =
+        RatingData::new(seqs(&split.trainval), seqs(&split.test), max_ctx, 42).map_err(data_err)?;
     if protocol == Protocol::Clean {
         let (tr, va) = train_test_split(data.trainval.len(), 42).map_err(data_err)?;
         let refs = |users: &[usize]| -> Vec<SampleRef> {
-            users.iter().flat_map(|&s| (0..data.trainval[s].len()).map(move |pos| SampleRef { seq: s, pos })).collect()
+            users
+                .iter()
+                .flat_map(|&s| {
+                    (0..data.trainval[s].len()).map(move |pos| SampleRef { seq: s, pos })
+                })
+                .collect()
         };
         let (train, val) = (refs(&tr), refs(&va));
         data.train = train;
@@ -271,21 +337,48 @@ pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, ModelErro
 /// The run of one (direction, model) of exp-2: the synthetic experiment's models (§2.3–§2.4)
 /// with 50 movies, a 5-row rating table and positions 44; η = the last Dense(1) (EFA) or
 /// ⟨ρ, c⟩ (FM), and the objective applies the exponential.
-pub fn exp2_spec(data: &RatingData, v: Variant, uni: bool, efa: bool, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+pub fn exp2_spec(
+    data: &RatingData,
+    v: Variant,
+    uni: bool,
+    efa: bool,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
     use super::synthetic::{efa_config, efa_samples, fm_samples, rating_table};
     let dir = if uni { DataDir::Uni } else { DataDir::Bi };
     let (model, train, val, test) = if efa {
         let table = rating_table(data)?;
         let model = ModelConfig::Efa(efa_config(51, table.rows(), data.max_ctx));
         let build = |s| efa_samples(&data.efa_samples(s, dir).map_err(data_err)?, &table);
-        (model, build(Split::Train)?, build(Split::Val)?, build(Split::Test)?)
+        (
+            model,
+            build(Split::Train)?,
+            build(Split::Val)?,
+            build(Split::Test)?,
+        )
     } else {
         let model = ModelConfig::Fm(FmConfig::Rating { items: 51, dim: 32 });
-        let build = |s| -> Result<Samples, ModelError> { Ok(fm_samples(&data.fm_samples(s, dir).map_err(data_err)?)) };
-        (model, build(Split::Train)?, build(Split::Val)?, build(Split::Test)?)
+        let build = |s| -> Result<Samples, ModelError> {
+            Ok(fm_samples(&data.fm_samples(s, dir).map_err(data_err)?))
+        };
+        (
+            model,
+            build(Split::Train)?,
+            build(Split::Val)?,
+            build(Split::Test)?,
+        )
     };
     Ok(RunSpec {
-        setting: format!("{} {}", if uni { "unidirectional" } else { "bidirectional" }, if v == Variant::V1 { "v1" } else { "v2" }),
+        setting: format!(
+            "{} {}",
+            if uni {
+                "unidirectional"
+            } else {
+                "bidirectional"
+            },
+            if v == Variant::V1 { "v1" } else { "v2" }
+        ),
         model,
         objective: v.objective(),
         paper: exp2_paper_value(v, uni, efa),
@@ -299,20 +392,34 @@ pub fn exp2_spec(data: &RatingData, v: Variant, uni: bool, efa: bool, train_conf
 
 /// Mean predicted rating `1 + e^η` (v1: λ + 1; v2: μ) over the samples whose true rating is
 /// 1, 2 and 3, with the number of such samples.
-pub fn mean_prediction_by_rating(model: &ModelConfig, params: &Params<f32>, samples: &Samples) -> Result<([f64; 3], [usize; 3]), ModelError> {
+pub fn mean_prediction_by_rating(
+    model: &ModelConfig,
+    params: &Params<f32>,
+    samples: &Samples,
+) -> Result<([f64; 3], [usize; 3]), ModelError> {
     let Targets::Real(y) = &samples.targets else {
-        return Err(ModelError::Batch("mean prediction by rating needs real targets".into()));
+        return Err(ModelError::Batch(
+            "mean prediction by rating needs real targets".into(),
+        ));
     };
     let eta = predict(model, params, samples, 1024)?;
     let (mut sum, mut count) = ([0.0; 3], [0usize; 3]);
     for (i, &t) in y.iter().enumerate() {
         let k = t.round() as i64 - 1;
         if !(0..3).contains(&k) || (t - t.round()).abs() > 1e-9 {
-            return Err(ModelError::Batch(format!("test sample {i}: rating {t} is not one of 1, 2, 3")));
+            return Err(ModelError::Batch(format!(
+                "test sample {i}: rating {t} is not one of 1, 2, 3"
+            )));
         }
         sum[k as usize] += 1.0 + eta[[i, 0]].exp();
         count[k as usize] += 1;
     }
-    let mean = std::array::from_fn(|k| if count[k] > 0 { sum[k] / count[k] as f64 } else { f64::NAN });
+    let mean = std::array::from_fn(|k| {
+        if count[k] > 0 {
+            sum[k] / count[k] as f64
+        } else {
+            f64::NAN
+        }
+    });
     Ok((mean, count))
 }

@@ -8,7 +8,9 @@ use crate::fm::FmConfig;
 use crate::objective::Objective;
 use crate::train::TrainConfig;
 use crate::{ModelConfig, ModelError};
-use efa_data::samples::{CompactRatingTable, Direction as DataDir, EfaSample, FmSample, RatingData, Split};
+use efa_data::samples::{
+    CompactRatingTable, Direction as DataDir, EfaSample, FmSample, RatingData, Split,
+};
 use efa_data::synthetic::{generate_synthetic, sequences_by_user, SyntheticConfig};
 use ndarray::Array2;
 
@@ -29,11 +31,19 @@ pub fn paper_value(uni: bool, efa: bool) -> f64 {
 
 /// The generated data with the paper's split (seed 42 everywhere).
 pub fn data(n_users: usize) -> Result<RatingData, ModelError> {
-    let rows = generate_synthetic(&SyntheticConfig { n_users, seed: 42, sigma: 1.0 });
+    let rows = generate_synthetic(&SyntheticConfig {
+        n_users,
+        seed: 42,
+        sigma: 1.0,
+    });
     let (users, seqs) = sequences_by_user(&rows).map_err(|e| ModelError::Batch(e.to_string()))?;
-    let cut = users.iter().position(|&u| u as usize > TRAINVAL_USERS * n_users / 10_000).unwrap_or(users.len());
+    let cut = users
+        .iter()
+        .position(|&u| u as usize > TRAINVAL_USERS * n_users / 10_000)
+        .unwrap_or(users.len());
     let (trainval, test) = seqs.split_at(cut);
-    RatingData::new(trainval.to_vec(), test.to_vec(), Some(MOVIES), 42).map_err(|e| ModelError::Batch(e.to_string()))
+    RatingData::new(trainval.to_vec(), test.to_vec(), Some(MOVIES), 42)
+        .map_err(|e| ModelError::Batch(e.to_string()))
 }
 
 /// The value table of the EFA models: one row per `trunc(rating)` key that occurs (MASK
@@ -49,7 +59,10 @@ pub fn rating_table(data: &RatingData) -> Result<CompactRatingTable, ModelError>
 }
 
 /// EFA samples as model input: movie tokens, rating rows, lengths, target positions.
-pub fn efa_samples(samples: &[EfaSample], table: &CompactRatingTable) -> Result<Samples, ModelError> {
+pub fn efa_samples(
+    samples: &[EfaSample],
+    table: &CompactRatingTable,
+) -> Result<Samples, ModelError> {
     let n = samples.len();
     let w = samples.first().map_or(0, |s| s.movies.len());
     let mut tokens = Array2::zeros((n, w));
@@ -57,7 +70,9 @@ pub fn efa_samples(samples: &[EfaSample], table: &CompactRatingTable) -> Result<
     for (i, s) in samples.iter().enumerate() {
         for j in 0..w {
             tokens[[i, j]] = s.movies[j];
-            values[[i, j]] = table.row(s.ratings[j]).map_err(|e| ModelError::Batch(format!("sample {i}: {e}")))?;
+            values[[i, j]] = table
+                .row(s.ratings[j])
+                .map_err(|e| ModelError::Batch(format!("sample {i}: {e}")))?;
         }
     }
     Ok(Samples {
@@ -78,7 +93,9 @@ pub fn fm_samples(samples: &[FmSample]) -> Samples {
     Samples {
         tokens: Array2::from_shape_fn((n, w), |(i, j)| samples[i].context_movies[j]),
         values: None,
-        weights: Some(Array2::from_shape_fn((n, w), |(i, j)| samples[i].context_ratings[j])),
+        weights: Some(Array2::from_shape_fn((n, w), |(i, j)| {
+            samples[i].context_ratings[j]
+        })),
         center: Some(samples.iter().map(|s| s.center).collect()),
         lengths: samples.iter().map(|s| s.length).collect(),
         pred_idx: vec![0; n],
@@ -93,8 +110,14 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
         items,
         item_dim: 32,
         zero_padding: false,
-        values: Some(ValueTable { rows: value_rows, dim: 32 }),
-        positions: Some(Positions { max_len, only_valid: false }),
+        values: Some(ValueTable {
+            rows: value_rows,
+            dim: 32,
+        }),
+        positions: Some(Positions {
+            max_len,
+            only_valid: false,
+        }),
         layers: 2,
         heads: 2,
         key_dim: 16,
@@ -110,21 +133,49 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
 }
 
 /// Builds the run for one (direction, model) of the synthetic experiment.
-pub fn spec(data: &RatingData, uni: bool, efa: bool, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+pub fn spec(
+    data: &RatingData,
+    uni: bool,
+    efa: bool,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
     let dir = if uni { DataDir::Uni } else { DataDir::Bi };
     let err = |e: efa_data::DataError| ModelError::Batch(e.to_string());
     let (model, train, val, test) = if efa {
         let table = rating_table(data)?;
         let model = ModelConfig::Efa(efa_config(MOVIES + 1, table.rows(), MOVIES));
-        let build = |split| -> Result<Samples, ModelError> { efa_samples(&data.efa_samples(split, dir).map_err(err)?, &table) };
-        (model, build(Split::Train)?, build(Split::Val)?, build(Split::Test)?)
+        let build = |split| -> Result<Samples, ModelError> {
+            efa_samples(&data.efa_samples(split, dir).map_err(err)?, &table)
+        };
+        (
+            model,
+            build(Split::Train)?,
+            build(Split::Val)?,
+            build(Split::Test)?,
+        )
     } else {
-        let model = ModelConfig::Fm(FmConfig::Rating { items: MOVIES + 1, dim: 32 });
-        let build = |split| -> Result<Samples, ModelError> { Ok(fm_samples(&data.fm_samples(split, dir).map_err(err)?)) };
-        (model, build(Split::Train)?, build(Split::Val)?, build(Split::Test)?)
+        let model = ModelConfig::Fm(FmConfig::Rating {
+            items: MOVIES + 1,
+            dim: 32,
+        });
+        let build = |split| -> Result<Samples, ModelError> {
+            Ok(fm_samples(&data.fm_samples(split, dir).map_err(err)?))
+        };
+        (
+            model,
+            build(Split::Train)?,
+            build(Split::Val)?,
+            build(Split::Test)?,
+        )
     };
     Ok(RunSpec {
-        setting: if uni { "unidirectional" } else { "bidirectional" }.to_string(),
+        setting: if uni {
+            "unidirectional"
+        } else {
+            "bidirectional"
+        }
+        .to_string(),
         model,
         objective: Objective::Mse,
         paper: paper_value(uni, efa),

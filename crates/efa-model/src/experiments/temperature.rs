@@ -63,7 +63,9 @@ pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, ModelError> {
         }
     }
     if lag > 2 {
-        return Err(ModelError::Config(format!("--lag {lag}: the paper's models use 0, 1 or 2 lag days")));
+        return Err(ModelError::Config(format!(
+            "--lag {lag}: the paper's models use 0, 1 or 2 lag days"
+        )));
     }
     load_temperature(&d, lag).map_err(|e| ModelError::Batch(e.to_string()))
 }
@@ -92,7 +94,10 @@ pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
         continuous: Some(ContinuousInputs {
             hidden: 128,
             dim: 32,
-            sites: cities.iter().map(|c| vec![c.latitude, c.longitude]).collect(),
+            sites: cities
+                .iter()
+                .map(|c| vec![c.latitude, c.longitude])
+                .collect(),
             lag_rows: (lag > 0).then_some(lag + 1),
             fuse: 64,
         }),
@@ -106,13 +111,19 @@ pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, ModelEr
     let mut rows = Vec::with_capacity(days.len() * n_cities);
     for day in days {
         for i in 0..n_cities {
-            rows.push(day.sample(i).map_err(|e| ModelError::Batch(format!("day {:?}: {e}", day.date)))?);
+            rows.push(
+                day.sample(i)
+                    .map_err(|e| ModelError::Batch(format!("day {:?}: {e}", day.date)))?,
+            );
         }
     }
     let n = rows.len();
     let w = rows.first().map_or(n_cities, |s| s.temps.len());
     if let Some((r, s)) = rows.iter().enumerate().find(|(_, s)| s.temps.len() != w) {
-        return Err(ModelError::Batch(format!("temperature sample {r}: {} positions, expected {w}", s.temps.len())));
+        return Err(ModelError::Batch(format!(
+            "temperature sample {r}: {} positions, expected {w}",
+            s.temps.len()
+        )));
     }
     Ok(Samples {
         tokens: Array2::from_shape_fn((n, w), |(_, j)| j % n_cities),
@@ -130,14 +141,31 @@ pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, ModelEr
 pub fn efa_train_config(lag: usize, epochs: Option<usize>, seed: u64) -> TrainConfig {
     let (bs, e) = if lag == 0 { (10_000, 2000) } else { (128, 200) };
     let e = epochs.unwrap_or(e);
-    TrainConfig { lr: 1e-3, batch_size: bs, max_epochs: e, patience: e, seed, eval_batch: 1024 }
+    TrainConfig {
+        lr: 1e-3,
+        batch_size: bs,
+        max_epochs: e,
+        patience: e,
+        seed,
+        eval_batch: 1024,
+    }
 }
 
 /// The EFA run for `layers` blocks and `lag` previous days.
-pub fn efa_spec(data: &TemperatureData, layers: usize, lag: usize, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+pub fn efa_spec(
+    data: &TemperatureData,
+    layers: usize,
+    lag: usize,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
     let c = data.table.cities.len();
     Ok(RunSpec {
-        setting: if lag == 0 { format!("L={layers}") } else { format!("L={layers}, lag {lag}") },
+        setting: if lag == 0 {
+            format!("L={layers}")
+        } else {
+            format!("L={layers}, lag {lag}")
+        },
         model: ModelConfig::Efa(efa_config(&data.table.cities, layers, lag)),
         objective: Objective::Mse,
         paper: paper_efa(layers, lag).unwrap_or(f64::NAN),
@@ -163,8 +191,10 @@ pub fn neighbours(cities: &[City]) -> Vec<Vec<usize>> {
     (0..cities.len())
         .map(|i| {
             let at = |c: &City| (c.latitude, c.longitude);
-            let mut v: Vec<(f64, usize)> =
-                (0..cities.len()).filter(|&j| j != i).map(|j| (haversine_km(at(&cities[i]), at(&cities[j])), j)).collect();
+            let mut v: Vec<(f64, usize)> = (0..cities.len())
+                .filter(|&j| j != i)
+                .map(|j| (haversine_km(at(&cities[i]), at(&cities[j])), j))
+                .collect();
             v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             v.into_iter().map(|x| x.1).collect()
         })
@@ -177,11 +207,18 @@ pub fn neighbours(cities: &[City]) -> Vec<Vec<usize>> {
 pub fn fm_samples(days: &[TempDay], nbrs: &[Vec<usize>], k: usize) -> Result<Samples, ModelError> {
     let c = nbrs.len();
     if k == 0 || k >= c {
-        return Err(ModelError::Config(format!("--k {k}: must be in 1..={}", c.saturating_sub(1))));
+        return Err(ModelError::Config(format!(
+            "--k {k}: must be in 1..={}",
+            c.saturating_sub(1)
+        )));
     }
     let n = days.len() * c;
     if let Some(d) = days.iter().find(|d| d.temps.len() != c) {
-        return Err(ModelError::Batch(format!("day {:?}: {} cities, expected {c}", d.date, d.temps.len())));
+        return Err(ModelError::Batch(format!(
+            "day {:?}: {} cities, expected {c}",
+            d.date,
+            d.temps.len()
+        )));
     }
     let at = |r: usize| (&days[r / c], r % c);
     Ok(Samples {
@@ -200,15 +237,30 @@ pub fn fm_samples(days: &[TempDay], nbrs: &[Vec<usize>], k: usize) -> Result<Sam
 
 /// The FM recipe (unverified, §6.4): Adam 1e-3, batch 256, `epochs` with patience = epochs.
 pub fn fm_train_config(epochs: usize, seed: u64) -> TrainConfig {
-    TrainConfig { lr: 1e-3, batch_size: 256, max_epochs: epochs, patience: epochs, seed, eval_batch: 1024 }
+    TrainConfig {
+        lr: 1e-3,
+        batch_size: 256,
+        max_epochs: epochs,
+        patience: epochs,
+        seed,
+        eval_batch: 1024,
+    }
 }
 
 /// The FM run with `k` nearest cities.
-pub fn fm_spec(data: &TemperatureData, k: usize, train_config: TrainConfig, init_seed: u64) -> Result<RunSpec, ModelError> {
+pub fn fm_spec(
+    data: &TemperatureData,
+    k: usize,
+    train_config: TrainConfig,
+    init_seed: u64,
+) -> Result<RunSpec, ModelError> {
     let nbrs = neighbours(&data.table.cities);
     Ok(RunSpec {
         setting: format!("k={k}"),
-        model: ModelConfig::Fm(FmConfig::Rating { items: nbrs.len() + 1, dim: 32 }),
+        model: ModelConfig::Fm(FmConfig::Rating {
+            items: nbrs.len() + 1,
+            dim: 32,
+        }),
         objective: Objective::Mse,
         paper: paper_fm(k).unwrap_or(f64::NAN),
         train: fm_samples(&data.train, &nbrs, k)?,

@@ -26,17 +26,26 @@ pub struct AttentionMask {
 impl AttentionMask {
     /// Key padding only.
     pub fn padding(lengths: Vec<usize>) -> Self {
-        Self { causal: false, key_lengths: Some(lengths) }
+        Self {
+            causal: false,
+            key_lengths: Some(lengths),
+        }
     }
 
     /// Causal only.
     pub fn causal() -> Self {
-        Self { causal: true, key_lengths: None }
+        Self {
+            causal: true,
+            key_lengths: None,
+        }
     }
 
     /// Causal and key padding.
     pub fn causal_padding(lengths: Vec<usize>) -> Self {
-        Self { causal: true, key_lengths: Some(lengths) }
+        Self {
+            causal: true,
+            key_lengths: Some(lengths),
+        }
     }
 
     /// The kernel's view of the mask.
@@ -60,11 +69,19 @@ fn tape_err(e: efa_attn::AttnError) -> TapeError {
 }
 
 /// `x` `[B, N, H, K]` viewed as `[B, H, N, K]` (no copy).
-fn four<'a, T: Real>(x: &'a ArrayD<T>, name: &str) -> Result<ndarray::ArrayView4<'a, T>, TapeError> {
+fn four<'a, T: Real>(
+    x: &'a ArrayD<T>,
+    name: &str,
+) -> Result<ndarray::ArrayView4<'a, T>, TapeError> {
     x.view()
         .into_dimensionality::<Ix4>()
         .map(|v| v.permuted_axes([0, 2, 1, 3]))
-        .map_err(|_| TapeError::new("fused:attention", format!("{name} must be [B, N, H, K], got {:?}", x.shape())))
+        .map_err(|_| {
+            TapeError::new(
+                "fused:attention",
+                format!("{name} must be [B, N, H, K], got {:?}", x.shape()),
+            )
+        })
 }
 
 /// Copies `x` `[B, H, N, K]` (standard layout) into a new `[B, N, H, K]` array, one
@@ -92,9 +109,20 @@ impl<T: Real> FusedOp<T> for AttentionOp {
     }
 
     fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
-        let (q, k, v) = (four(inputs[0], "q")?, four(inputs[1], "k")?, four(inputs[2], "v")?);
-        let (o, lse) = efa_attn::forward(q, k, v, &self.mask.as_mask(), T::from_f64(self.scale), Par::Rayon)
-            .map_err(tape_err)?;
+        let (q, k, v) = (
+            four(inputs[0], "q")?,
+            four(inputs[1], "k")?,
+            four(inputs[2], "v")?,
+        );
+        let (o, lse) = efa_attn::forward(
+            q,
+            k,
+            v,
+            &self.mask.as_mask(),
+            T::from_f64(self.scale),
+            Par::Rayon,
+        )
+        .map_err(tape_err)?;
         Ok(vec![to_bnhk(o), lse.into_dyn()])
     }
 
@@ -105,7 +133,11 @@ impl<T: Real> FusedOp<T> for AttentionOp {
         d_outputs: &[Option<&ArrayD<T>>],
         _needs_grad: &[bool],
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
-        let (q, k, v) = (four(inputs[0], "q")?, four(inputs[1], "k")?, four(inputs[2], "v")?);
+        let (q, k, v) = (
+            four(inputs[0], "q")?,
+            four(inputs[1], "k")?,
+            four(inputs[2], "v")?,
+        );
         let o = four(outputs[0], "o")?;
         debug_assert_eq!(o.dim().2, q.dim().2);
         let lse = outputs[1]
@@ -142,7 +174,11 @@ impl<T: Real> FusedOp<T> for AttentionOp {
             Par::Rayon,
         )
         .map_err(tape_err)?;
-        Ok(vec![Some(to_bnhk(dq)), Some(to_bnhk(dk)), Some(to_bnhk(dv))])
+        Ok(vec![
+            Some(to_bnhk(dq)),
+            Some(to_bnhk(dk)),
+            Some(to_bnhk(dv)),
+        ])
     }
 }
 
@@ -155,6 +191,12 @@ pub fn attention<T: Real>(
     mask: &AttentionMask,
     scale: f64,
 ) -> Result<(Var, Var), TapeError> {
-    let out = tape.fused(Box::new(AttentionOp { mask: mask.clone(), scale }), &[q, k, v])?;
+    let out = tape.fused(
+        Box::new(AttentionOp {
+            mask: mask.clone(),
+            scale,
+        }),
+        &[q, k, v],
+    )?;
     Ok((out[0], out[1]))
 }

@@ -77,7 +77,8 @@ pub fn natural_values(family: &Family, z: &Array2<f64>) -> Array2<f64> {
     let mut eta = z.clone();
     for (j, step) in plan.iter().enumerate().take(eta.ncols()) {
         if let Some((sign, shift, reflect)) = *step {
-            eta.column_mut(j).mapv_inplace(|v| sign * softplus(if reflect { -v } else { v }) + shift);
+            eta.column_mut(j)
+                .mapv_inplace(|v| sign * softplus(if reflect { -v } else { v }) + shift);
         }
     }
     eta

@@ -24,10 +24,16 @@ fn err(family: &Family, e: impl std::fmt::Display) -> TapeError {
     TapeError::new(format!("fused:nll[{}]", family.name()), e.to_string())
 }
 
-fn eta2<'a, T: Real>(family: &Family, x: &'a ArrayD<T>) -> Result<ndarray::ArrayView2<'a, T>, TapeError> {
-    x.view()
-        .into_dimensionality::<Ix2>()
-        .map_err(|_| err(family, format!("η must be [B, {}], got {:?}", family.eta_dim(), x.shape())))
+fn eta2<'a, T: Real>(
+    family: &Family,
+    x: &'a ArrayD<T>,
+) -> Result<ndarray::ArrayView2<'a, T>, TapeError> {
+    x.view().into_dimensionality::<Ix2>().map_err(|_| {
+        err(
+            family,
+            format!("η must be [B, {}], got {:?}", family.eta_dim(), x.shape()),
+        )
+    })
 }
 
 /// Per-row nll, per-row ∂nll/∂η, and the (weighted, summed) cut-point gradient.
@@ -35,7 +41,12 @@ type Evaluated<T> = (Vec<T>, Array2<T>, Vec<T>);
 
 impl<T: Real> NllOp<T> {
     /// Per-row nll, per-row ∂/∂η and (ordinal) the cut-point gradient of Σᵢ wᵢ·nllᵢ.
-    fn eval(&self, eta: &ArrayD<T>, cut: Option<&[T]>, w: Option<&[T]>) -> Result<Evaluated<T>, TapeError> {
+    fn eval(
+        &self,
+        eta: &ArrayD<T>,
+        cut: Option<&[T]>,
+        w: Option<&[T]>,
+    ) -> Result<Evaluated<T>, TapeError> {
         let f = &self.family;
         let eta = eta2(f, eta)?;
         let rows = eta.nrows();
@@ -43,11 +54,27 @@ impl<T: Real> NllOp<T> {
         let mut grad = Array2::zeros((rows, f.eta_dim()));
         let mut gcut = vec![T::ZERO; cut.map_or(0, <[T]>::len)];
         match cut {
-            None => nll_batch(f, self.y.view(), eta, self.mask.as_deref(), &mut nll, grad.view_mut()).map_err(|e| err(f, e))?,
+            None => nll_batch(
+                f,
+                self.y.view(),
+                eta,
+                self.mask.as_deref(),
+                &mut nll,
+                grad.view_mut(),
+            )
+            .map_err(|e| err(f, e))?,
             Some(c) => match w {
                 // One call gives Σᵢ ∂nllᵢ/∂c; a row-dependent weight needs one call per row.
-                None => ordinal_nll_batch(c, self.y.view(), eta, self.mask.as_deref(), &mut nll, grad.view_mut(), &mut gcut)
-                    .map_err(|e| err(f, e))?,
+                None => ordinal_nll_batch(
+                    c,
+                    self.y.view(),
+                    eta,
+                    self.mask.as_deref(),
+                    &mut nll,
+                    grad.view_mut(),
+                    &mut gcut,
+                )
+                .map_err(|e| err(f, e))?,
                 Some(w) => {
                     let mut gi = vec![T::ZERO; c.len()];
                     for (i, &wi) in w.iter().enumerate().take(rows) {
@@ -80,11 +107,15 @@ impl<T: Real> FusedOp<T> for NllOp<T> {
     }
 
     fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
-        let cut = inputs.get(1).map(|c| c.as_slice_memory_order().unwrap_or(&[]).to_vec());
+        let cut = inputs
+            .get(1)
+            .map(|c| c.as_slice_memory_order().unwrap_or(&[]).to_vec());
         let (nll, grad, _) = self.eval(inputs[0], cut.as_deref(), None)?;
         self.grad = grad;
         let rows = nll.len();
-        Ok(vec![ArrayD::from_shape_vec(IxDyn(&[rows]), nll).expect("one nll per row")])
+        Ok(vec![
+            ArrayD::from_shape_vec(IxDyn(&[rows]), nll).expect("one nll per row")
+        ])
     }
 
     fn backward(
@@ -96,7 +127,11 @@ impl<T: Real> FusedOp<T> for NllOp<T> {
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
         let rows = self.grad.nrows();
         let d = match d_outputs[0] {
-            Some(d) => d.view().into_dimensionality::<Ix1>().map_err(|_| err(&self.family, "cotangent must be [B]"))?.to_vec(),
+            Some(d) => d
+                .view()
+                .into_dimensionality::<Ix1>()
+                .map_err(|_| err(&self.family, "cotangent must be [B]"))?
+                .to_vec(),
             None => vec![T::ZERO; rows],
         };
         // forward computed nllᵢ(ηᵢ), so dηᵢ = d_outᵢ·∂nllᵢ/∂ηᵢ.
@@ -125,11 +160,25 @@ impl<T: Real> FusedOp<T> for NllOp<T> {
 /// with natural parameters `eta` `[B, eta_dim]`; rows with `mask[i] = false` give 0. Support
 /// violations are errors naming the family, the value and the row. For the ordinal model use
 /// [`ordinal_nll`].
-pub fn nll<T: Real>(tape: &mut Tape<T>, family: &Family, eta: Var, y: &Array2<T>, mask: Option<&[bool]>) -> Result<Var, TapeError> {
+pub fn nll<T: Real>(
+    tape: &mut Tape<T>,
+    family: &Family,
+    eta: Var,
+    y: &Array2<T>,
+    mask: Option<&[bool]>,
+) -> Result<Var, TapeError> {
     if matches!(family, Family::OrdinalLogit { .. }) {
-        return Err(err(family, "the ordinal model needs its cut-points: use ordinal_nll"));
+        return Err(err(
+            family,
+            "the ordinal model needs its cut-points: use ordinal_nll",
+        ));
     }
-    let op = NllOp { family: *family, y: y.clone(), mask: mask.map(<[bool]>::to_vec), grad: Array2::zeros((0, 0)) };
+    let op = NllOp {
+        family: *family,
+        y: y.clone(),
+        mask: mask.map(<[bool]>::to_vec),
+        grad: Array2::zeros((0, 0)),
+    };
     Ok(tape.fused(Box::new(op), &[eta])?[0])
 }
 
@@ -145,6 +194,11 @@ pub fn ordinal_nll<T: Real>(
 ) -> Result<Var, TapeError> {
     let k = tape.shape(cutpoints).iter().product::<usize>() + 1;
     let family = Family::OrdinalLogit { k };
-    let op = NllOp { family, y: y.clone(), mask: mask.map(<[bool]>::to_vec), grad: Array2::zeros((0, 0)) };
+    let op = NllOp {
+        family,
+        y: y.clone(),
+        mask: mask.map(<[bool]>::to_vec),
+        grad: Array2::zeros((0, 0)),
+    };
     Ok(tape.fused(Box::new(op), &[eta, cutpoints])?[0])
 }
