@@ -340,3 +340,77 @@ fn training_is_bitwise_deterministic_for_a_seed() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn micro_batched_gradients_equal_the_mean_of_per_sample_gradients() {
+    // 150 samples run as micro-batches of 64, 64 and 22 in parallel; the loss and every
+    // gradient must equal the mean over single-sample tapes (f64, up to round-off).
+    let (model, batch) = synthetic::audit_batch(false, true, 150).unwrap();
+    assert!(batch.len() > efa_model::train::MICRO_BATCH);
+    let p = model.init::<f64>(2);
+    let (loss, grads) =
+        efa_model::train::loss_and_grads(&model, &Objective::Mse, &p, &batch).unwrap();
+    let n = batch.len() as f64;
+    let mut want_loss = 0.0;
+    let mut want: Vec<ArrayD<f64>> = grads.iter().map(|g| ArrayD::zeros(g.raw_dim())).collect();
+    for i in 0..batch.len() {
+        let (l, g) =
+            efa_model::train::loss_and_grads(&model, &Objective::Mse, &p, &batch.select(&[i]))
+                .unwrap();
+        want_loss += l / n;
+        for (w, gi) in want.iter_mut().zip(&g) {
+            w.scaled_add(1.0 / n, gi);
+        }
+    }
+    assert!(
+        (loss - want_loss).abs() <= 1e-12 * want_loss,
+        "{loss} vs {want_loss}"
+    );
+    for ((name, _), (g, w)) in p.iter().zip(grads.iter().zip(&want)) {
+        for (a, b) in g.iter().zip(w.iter()) {
+            assert!(
+                (a - b).abs() <= 1e-11 * (1.0 + b.abs()),
+                "{name}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn training_gives_the_same_bits_with_one_and_two_threads() {
+    // Batches of 200 are split into parallel micro-batches; the result must not depend on
+    // the number of threads.
+    let data = synthetic::data(120).unwrap();
+    let cfg = TrainConfig {
+        lr: 1e-3,
+        batch_size: 200,
+        max_epochs: 2,
+        patience: 5,
+        seed: 3,
+        eval_batch: 100,
+    };
+    let spec = synthetic::spec(&data, false, true, cfg.clone(), 4).unwrap();
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut p = spec.model.init::<f32>(4);
+            fit(
+                &spec.model,
+                &spec.objective,
+                &mut p,
+                &spec.train,
+                &spec.val,
+                &cfg,
+                &mut |_| {},
+            )
+            .unwrap();
+            p.iter()
+                .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                .collect::<Vec<u32>>()
+        })
+    };
+    assert_eq!(run(1), run(2));
+}
