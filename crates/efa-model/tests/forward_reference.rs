@@ -322,23 +322,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
         eval_batch: 64,
     };
     let spec = synthetic::spec(&data, true, true, cfg.clone(), 4).unwrap();
-    let run = || {
-        let mut p = spec.model.init::<f32>(4);
-        fit(
-            &spec.model,
-            &spec.objective,
-            &mut p,
-            &spec.train,
-            &spec.val,
-            &cfg,
-            &mut |_| {},
-        )
-        .unwrap();
-        p.iter()
-            .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-            .collect::<Vec<u32>>()
-    };
-    assert_eq!(run(), run());
+    assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 1));
 }
 
 #[test]
@@ -390,27 +374,33 @@ fn training_gives_the_same_bits_with_one_and_two_threads() {
         eval_batch: 100,
     };
     let spec = synthetic::spec(&data, false, true, cfg.clone(), 4).unwrap();
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let mut p = spec.model.init::<f32>(4);
-            fit(
-                &spec.model,
-                &spec.objective,
-                &mut p,
-                &spec.train,
-                &spec.val,
-                &cfg,
-                &mut |_| {},
-            )
-            .unwrap();
-            p.iter()
-                .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-                .collect::<Vec<u32>>()
-        })
-    };
-    assert_eq!(run(1), run(2));
+    assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 2));
+}
+
+/// Trains `spec`'s model from seed 4 in a pool of `threads` threads; the parameters' bits.
+fn trained_bits(
+    spec: &efa_model::experiments::RunSpec,
+    cfg: &TrainConfig,
+    threads: usize,
+) -> Vec<u32> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut p = spec.model.init::<f32>(4);
+        fit(
+            &spec.model,
+            &spec.objective,
+            &mut p,
+            &spec.train,
+            &spec.val,
+            cfg,
+            &mut |_| {},
+        )
+        .unwrap();
+        p.iter()
+            .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+            .collect()
+    })
 }
