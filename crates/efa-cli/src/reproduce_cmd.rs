@@ -1,9 +1,9 @@
 //! `efa reproduce …`: the paper's experiments, one command each.
 
-use crate::report::{epoch_bar, on_epoch, print_table, write_outputs};
+use crate::report::{print_table, train_with_bar, write_outputs};
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use efa_model::experiments::{run, synthetic, RunResult};
+use efa_model::experiments::{synthetic, RunResult};
 use efa_model::train::TrainConfig;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -139,7 +139,7 @@ pub fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
 
 fn synthetic_cmd(a: SyntheticArgs) -> Result<(), CliError> {
     set_threads(a.common.threads)?;
-    if a.users < 8 || a.users % 4 != 0 {
+    if a.users < 8 || !a.users.is_multiple_of(4) {
         return Err(CliError::new(format!(
             "--users {}: must be a multiple of 4, at least 8",
             a.users
@@ -159,25 +159,7 @@ fn synthetic_cmd(a: SyntheticArgs) -> Result<(), CliError> {
             let cfg = TrainConfig::paper(a.common.epochs, a.common.seed);
             let spec = synthetic::spec(&data, uni, efa, cfg, a.common.seed)
                 .map_err(|e| CliError::new(e.to_string()))?;
-            let bar = epoch_bar(
-                &format!("{} {}", spec.model.kind(), spec.setting),
-                a.common.epochs,
-                a.common.quiet,
-            );
-            let (result, _) = run(&spec, &mut |log| on_epoch(&bar, log))
-                .map_err(|e| CliError::new(e.to_string()))?;
-            bar.finish_and_clear();
-            eprintln!(
-                "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s",
-                result.model,
-                result.setting,
-                result.metric,
-                result.value,
-                result.paper,
-                result.epochs,
-                result.best_epoch,
-                result.seconds
-            );
+            let (result, _) = train_with_bar(&spec, a.common.epochs, a.common.quiet)?;
             rows.push(result);
         }
     }

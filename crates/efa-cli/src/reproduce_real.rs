@@ -2,13 +2,12 @@
 //! real-data experiments (PAPER.md §3–§6).
 
 use crate::plot::{heat_map, line_chart, Series};
-use crate::report::{epoch_bar, on_epoch, print_table, write_file, write_outputs};
+use crate::report::{print_table, train_with_bar, write_file, write_outputs};
 use crate::reproduce_cmd::{set_threads, Directions, Models};
 use crate::CliError;
 use clap::{Args, ValueEnum};
 use efa_model::experiments::movielens::{self as ml, Protocol, Variant};
-use efa_model::experiments::{instacart, run, temperature, RunResult, RunSpec};
-use efa_model::params::Params;
+use efa_model::experiments::{instacart, temperature, RunResult};
 use efa_model::train::TrainConfig;
 use efa_model::ModelConfig;
 use serde::Serialize;
@@ -165,40 +164,6 @@ fn protocol(c: &RealCommon, differs: bool) -> Protocol {
     p
 }
 
-fn pick<T: Copy>(d: Directions, uni: T, bi: T) -> Vec<T> {
-    match d {
-        Directions::Uni => vec![uni],
-        Directions::Bi => vec![bi],
-        Directions::Both => vec![uni, bi],
-    }
-}
-
-fn models(m: Models) -> Vec<bool> {
-    match m {
-        Models::Efa => vec![true],
-        Models::Fm => vec![false],
-        Models::Both => vec![false, true],
-    }
-}
-
-/// Trains one spec with a progress bar and prints its summary line (incl. seconds per epoch).
-fn train(spec: &RunSpec, epochs: usize, quiet: bool) -> Result<(RunResult, Params<f32>), CliError> {
-    let bar = epoch_bar(
-        &format!("{} {}", spec.model.kind(), spec.setting),
-        epochs,
-        quiet,
-    );
-    let (r, p) = run(spec, &mut |log| on_epoch(&bar, log)).map_err(cli)?;
-    bar.finish_and_clear();
-    let per_epoch =
-        r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
-    eprintln!(
-        "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s ({:.2} s/epoch, {} train samples)",
-        r.model, r.setting, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds, per_epoch, spec.train.len()
-    );
-    Ok((r, p))
-}
-
 /// Writes results.json and the loss curves, then adds `analysis` to results.json.
 fn finish<C: Serialize>(
     out: &Path,
@@ -239,8 +204,8 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
     );
     let epochs = a.common.epochs.unwrap_or(2000);
     let mut rows = Vec::new();
-    for uni in pick(a.direction, true, false) {
-        for efa in models(a.model) {
+    for &uni in a.direction.unidirectional() {
+        for &efa in a.model.is_efa() {
             let cfg = TrainConfig::paper(epochs, a.common.seed);
             let spec = ml::item_spec(
                 &data,
@@ -251,7 +216,7 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
                 a.common.seed,
             )
             .map_err(cli)?;
-            rows.push(train(&spec, epochs, a.common.quiet)?.0);
+            rows.push(train_with_bar(&spec, epochs, a.common.quiet)?.0);
         }
     }
     let out = a
@@ -282,11 +247,11 @@ pub fn movielens_ratings(a: MlRatingsArgs) -> Result<(), CliError> {
     );
     let epochs = a.common.epochs.unwrap_or(1000);
     let (mut rows, mut means) = (Vec::new(), Vec::new());
-    for uni in pick(a.direction, true, false) {
-        for efa in models(a.model) {
+    for &uni in a.direction.unidirectional() {
+        for &efa in a.model.is_efa() {
             let cfg = TrainConfig::paper(epochs, a.common.seed);
             let spec = ml::exp2_spec(&data, v, uni, efa, cfg, a.common.seed).map_err(cli)?;
-            let (r, params) = train(&spec, epochs, a.common.quiet)?;
+            let (r, params) = train_with_bar(&spec, epochs, a.common.quiet)?;
             let (m, n) =
                 ml::mean_prediction_by_rating(&spec.model, &params, &spec.test).map_err(cli)?;
             let paper = ml::exp2_paper_means(v, uni, efa);
@@ -373,8 +338,8 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
     };
     let epochs = a.common.epochs.unwrap_or(1000);
     let (mut rows, mut similar, mut maps) = (Vec::new(), Vec::new(), Vec::new());
-    for uni in pick(a.direction, true, false) {
-        for efa in models(a.model) {
+    for &uni in a.direction.unidirectional() {
+        for &efa in a.model.is_efa() {
             let spec = instacart::spec(
                 &exp,
                 uni,
@@ -383,7 +348,7 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
                 a.common.seed,
             )
             .map_err(cli)?;
-            let (r, params) = train(&spec, epochs, a.common.quiet)?;
+            let (r, params) = train_with_bar(&spec, epochs, a.common.quiet)?;
             let sim = instacart::similarity(&spec.model, &params, d.n_items).map_err(cli)?;
             println!(
                 "{} {}: bought together (top 3 by S = AW + (AW)ᵀ):",
@@ -469,7 +434,7 @@ pub fn temperature_cmd(a: TemperatureArgs) -> Result<(), CliError> {
             let cfg = temperature::efa_train_config(a.lag, a.common.epochs, a.common.seed);
             let epochs = cfg.max_epochs;
             let spec = temperature::efa_spec(&data, l, a.lag, cfg, a.common.seed).map_err(cli)?;
-            rows.push(train(&spec, epochs, a.common.quiet)?.0);
+            rows.push(train_with_bar(&spec, epochs, a.common.quiet)?.0);
         }
     }
     let mut fm_points = Vec::new();
@@ -489,7 +454,7 @@ pub fn temperature_cmd(a: TemperatureArgs) -> Result<(), CliError> {
                 a.common.seed,
             )
             .map_err(cli)?;
-            let r = train(&spec, a.fm_epochs, a.common.quiet)?.0;
+            let r = train_with_bar(&spec, a.fm_epochs, a.common.quiet)?.0;
             fm_points.push((k as f64, r.value));
             rows.push(r);
         }
