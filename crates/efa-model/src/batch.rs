@@ -56,6 +56,11 @@ pub struct Samples {
     pub pred_idx: Vec<usize>,
     /// Targets.
     pub targets: Targets,
+    /// Sequence id per sample (optional): samples with the same id are different targets of
+    /// one sequence, so their inputs agree everywhere except at their own target position.
+    /// Causal EFA models then share the sequence's content stream among them (the query-stream
+    /// shortcut of [`crate::efa`]); `None` means every sample stands alone.
+    pub group: Option<Vec<usize>>,
 }
 
 impl Samples {
@@ -87,7 +92,21 @@ impl Samples {
             lengths: idx.iter().map(|&i| self.lengths[i]).collect(),
             pred_idx: idx.iter().map(|&i| self.pred_idx[i]).collect(),
             targets: self.targets.select(idx),
+            group: self
+                .group
+                .as_ref()
+                .map(|g| idx.iter().map(|&i| g[i]).collect()),
         }
+    }
+
+    /// The order in which micro-batches are cut: by valid length, then sequence, then target
+    /// position (ties by index), so that each micro-batch can be trimmed to its own longest
+    /// sample and the targets of one sequence stay together.
+    pub fn length_order(&self) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.len()).collect();
+        let group = |i: usize| self.group.as_ref().map_or(i, |g| g[i]);
+        idx.sort_by_key(|&i| (self.lengths[i], group(i), self.pred_idx[i], i));
+        idx
     }
 
     /// Checks that every per-sample array has `len()` rows and every index is in range,
@@ -115,6 +134,11 @@ impl Samples {
         if let Some(c) = &self.center {
             if c.len() != n {
                 return fail("center", format!("{} entries, expected {n}", c.len()));
+            }
+        }
+        if let Some(g) = &self.group {
+            if g.len() != n {
+                return fail("group", format!("{} entries, expected {n}", g.len()));
             }
         }
         if self.lengths.len() != n || self.pred_idx.len() != n || self.targets.len() != n {

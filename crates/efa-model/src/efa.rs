@@ -11,7 +11,8 @@ mod continuous;
 
 use crate::batch::Samples;
 use crate::layers::{dense, mha, mha_cross, Dense, Mha};
-use crate::ops::attention::AttentionMask;
+use crate::ops::attention::{attention_heads, AttentionMask};
+use crate::ops::gather::{gather_sum, Part, NONE};
 use crate::params::{zeros, Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -145,6 +146,27 @@ pub struct EfaConfig {
     pub continuous: Option<ContinuousInputs>,
 }
 
+fn get(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
+    vars.get(name)
+        .copied()
+        .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+}
+
+/// The first `w` positions of every per-position field.
+fn trim(batch: &Samples, w: usize) -> Samples {
+    let cols = ndarray::s![.., ..w];
+    Samples {
+        tokens: batch.tokens.slice(cols).to_owned(),
+        values: batch.values.as_ref().map(|v| v.slice(cols).to_owned()),
+        weights: batch.weights.as_ref().map(|v| v.slice(cols).to_owned()),
+        center: batch.center.clone(),
+        lengths: batch.lengths.iter().map(|&l| l.min(w)).collect(),
+        pred_idx: batch.pred_idx.clone(),
+        targets: batch.targets.clone(),
+        group: batch.group.clone(),
+    }
+}
+
 fn default_ln_eps() -> f64 {
     1e-3
 }
@@ -267,52 +289,39 @@ impl EfaConfig {
     }
 
     /// Builds η `[B, out_dim]` for a minibatch on `tape`, reading parameters from `vars`.
+    ///
+    /// Three exact shortcuts keep the work proportional to what the targets can see:
+    /// * the batch is trimmed to the positions any target can reach (`max(pred_idx) + 1` for
+    ///   causal models, the longest valid length otherwise); dropped positions are masked keys;
+    /// * when the first block reads the raw inputs (no pre-norm, no continuous inputs), its
+    ///   query/key/value projections are gathered from per-row projected tables
+    ///   (`item_emb·W`, `value_emb·W`, `pos_emb·W`): the projection of a sum of embedding
+    ///   rows is the sum of the projected rows, so `B·N` row projections become a few table
+    ///   rows (the first layer's shared work);
+    /// * causal models with sequence ids (`Samples::group`) compute every target of a sequence
+    ///   in one pass over its unmasked "content" stream plus a one-row "query" stream per target
+    ///   (see [`EfaConfig::forward_stream`]).
     pub fn forward<T: Real>(
         &self,
         tape: &mut Tape<T>,
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
-        let get = |name: &str| {
-            vars.get(name)
-                .copied()
-                .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+        if batch.group.is_some() && self.direction == Direction::Causal && self.continuous.is_none()
+        {
+            return self.forward_stream(tape, vars, batch);
+        }
+        let trimmed;
+        let batch = match self.reach(batch) {
+            w if w < batch.width() => {
+                trimmed = trim(batch, w);
+                &trimmed
+            }
+            _ => batch,
         };
-        let (b, n) = batch.tokens.dim();
+        let b = batch.len();
         let d = self.d_model();
-
-        // Inputs: item ‖ value embeddings, [B, N, d].
-        let tokens = batch.tokens.clone().into_dyn();
-        let pad = tokens.mapv(|t| t == 0).insert_axis(ndarray::Axis(2));
-        let mut x = match &self.continuous {
-            Some(c) => continuous::forward(c, tape, vars, batch)?,
-            None => tape.embedding(get("item_emb")?, &tokens)?,
-        };
-        if self.zero_padding {
-            x = tape.masked_fill(x, &pad, T::ZERO)?;
-        }
-        if let Some(_v) = &self.values {
-            let rows = batch.values.as_ref().ok_or_else(|| {
-                ModelError::Batch("EFA model with a value table needs `values`".into())
-            })?;
-            let e = tape.embedding(get("value_emb")?, &rows.clone().into_dyn())?;
-            x = tape.concat(&[x, e], 2)?;
-        }
-        if let Some(pos) = &self.positions {
-            if n > pos.max_len {
-                return Err(ModelError::Batch(format!(
-                    "sequence width {n} exceeds positions.max_len {}",
-                    pos.max_len
-                )));
-            }
-            let table = tape.slice(get("pos_emb")?, 0, 0, n)?;
-            let mut pe = tape.reshape(table, &[1, n, d])?;
-            if pos.only_valid {
-                pe = tape.broadcast_to(pe, &[b, n, d])?;
-                pe = tape.masked_fill(pe, &pad, T::ZERO)?;
-            }
-            x = tape.add(x, pe)?;
-        }
+        let x = self.embed(tape, vars, batch, None)?;
 
         // Attention blocks.
         let mask = match self.direction {
@@ -320,26 +329,23 @@ impl EfaConfig {
             Direction::Causal => AttentionMask::causal(),
             Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
         };
-        let attn = Mha {
-            heads: self.heads,
-            key_dim: self.key_dim,
-            d_model: d,
-        };
+        let table_proj = self.norm != Norm::Pre && self.continuous.is_none();
         // Only the target position is read after the last attention, and everything after it
         // is per position (residual, layer norm, feed-forward, head), so the last block runs
         // its queries for the target row alone: exact, and L−1 full blocks plus one row.
         let target_mask = self.target_mask(batch);
+        let mut x = x;
         let mut gathered = false;
         for l in 0..self.layers {
-            let ln1 = format!("block{l}.ln1");
             let pre = self.norm == Norm::Pre;
             let h = if pre {
-                self.layer_norm(tape, vars, &ln1, x)?
+                self.layer_norm(tape, vars, &format!("block{l}.ln1"), x)?
             } else {
                 x
             };
             let prefix = format!("block{l}.attn");
-            let a = if l + 1 == self.layers {
+            let last = l + 1 == self.layers;
+            let a = if last {
                 let rows = tape.gather_positions(x, &batch.pred_idx)?;
                 x = tape.reshape(rows, &[b, 1, d])?;
                 let hq = if pre {
@@ -349,38 +355,438 @@ impl EfaConfig {
                     x
                 };
                 gathered = true;
-                mha_cross(tape, vars, &attn, &prefix, hq, h, &target_mask)?
-            } else {
-                mha(tape, vars, &attn, &prefix, h, &mask)?
-            };
-            x = tape.add(x, a)?;
-            if self.norm == Norm::Post {
-                x = self.layer_norm(tape, vars, &ln1, x)?;
-            }
-            if let Some(hidden) = self.ffn {
-                let ln2 = format!("block{l}.ln2");
-                let h = if pre {
-                    self.layer_norm(tape, vars, &ln2, x)?
+                if l == 0 && table_proj {
+                    let q = dense(tape, vars, &format!("{prefix}.q"), hq)?;
+                    let [k, v] = self.table_projections(tape, vars, batch, &prefix, ["k", "v"])?;
+                    self.attend(tape, vars, &prefix, q, k, v, &target_mask)?
                 } else {
-                    x
-                };
-                let f = dense(tape, vars, &format!("block{l}.ffn1"), h)?;
-                let f = tape.relu(f)?;
-                let f = dense(tape, vars, &format!("block{l}.ffn2"), f)?;
-                debug_assert_eq!(tape.shape(f)[2], d, "ffn width {hidden}");
-                x = tape.add(x, f)?;
-                if self.norm == Norm::Post {
-                    x = self.layer_norm(tape, vars, &ln2, x)?;
+                    mha_cross(tape, vars, &self.mha(), &prefix, hq, h, &target_mask)?
                 }
-            }
+            } else if l == 0 && table_proj {
+                let [q, k, v] =
+                    self.table_projections(tape, vars, batch, &prefix, ["q", "k", "v"])?;
+                self.attend(tape, vars, &prefix, q, k, v, &mask)?
+            } else {
+                mha(tape, vars, &self.mha(), &prefix, h, &mask)?
+            };
+            x = self.finish_block(tape, vars, l, x, a)?;
         }
 
         // Target position → head MLP → η.
-        let mut h = if gathered {
+        let h = if gathered {
             tape.reshape(x, &[b, d])?
         } else {
             tape.gather_positions(x, &batch.pred_idx)?
         };
+        self.head(tape, vars, h)
+    }
+
+    /// The query-stream forward of a causal model over a batch with sequence ids.
+    ///
+    /// In sample `s` (target position `p_s` of sequence `g`), a position `j < p_s` holds the
+    /// sequence's own input and, under the causal mask, sees only positions `≤ j`: its
+    /// representation at every layer is the same for every target of the sequence after `j`.
+    /// So each sequence runs once, unmasked, as a causal "content" stream over positions
+    /// `0..max p`, and each target runs as a one-row "query" stream: its own input (the \[MASK\]
+    /// row and its position) attending, at layer `l`, to the content keys/values of layer `l`
+    /// at positions `< p_s` and to its own key/value. This is the per-sample computation with
+    /// the shared prefix computed once: losses and gradients equal those of the per-sample path
+    /// up to round-off (tested), at about `len`× less work when a batch holds whole sequences
+    /// ([`crate::train::Batching::Sequences`]). Samples sharing an id must agree at every
+    /// position before their target (checked).
+    pub fn forward_stream<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        batch: &Samples,
+    ) -> Result<Var, ModelError> {
+        let group = batch
+            .group
+            .as_ref()
+            .ok_or_else(|| ModelError::Batch("the query stream needs `group`".into()))?;
+        let (s_len, width) = batch.tokens.dim();
+        let d = self.d_model();
+        // Sequences in order of first appearance; the representative of a sequence is its
+        // sample with the latest target, whose inputs before that target are all unmasked.
+        let mut slot: HashMap<usize, usize> = HashMap::new();
+        let mut reps: Vec<usize> = Vec::new();
+        let mut seq_of = Vec::with_capacity(s_len);
+        for (s, &g) in group.iter().enumerate().take(s_len) {
+            let c = *slot.entry(g).or_insert_with(|| {
+                reps.push(s);
+                reps.len() - 1
+            });
+            if batch.pred_idx[s] > batch.pred_idx[reps[c]] {
+                reps[c] = s;
+            }
+            seq_of.push(c);
+        }
+        for s in 0..s_len {
+            let r = reps[seq_of[s]];
+            let p = batch.pred_idx[s].min(width);
+            let differs = (0..p).find(|&j| {
+                batch.tokens[[s, j]] != batch.tokens[[r, j]]
+                    || batch
+                        .values
+                        .as_ref()
+                        .is_some_and(|v| v[[s, j]] != v[[r, j]])
+            });
+            if let Some(j) = differs {
+                return Err(ModelError::Batch(format!(
+                    "field `group`: samples {r} and {s} share sequence id {} but differ at \
+                     position {j}, before the target of sample {s}",
+                    group[s]
+                )));
+            }
+        }
+        let c_len = reps.len();
+        // Content positions 0..wc (at least one row, so that every tensor is non-empty).
+        let wc = reps
+            .iter()
+            .map(|&r| batch.pred_idx[r])
+            .max()
+            .unwrap_or(0)
+            .clamp(1, width.max(1));
+        let content = Samples {
+            tokens: ndarray::Array2::from_shape_fn((c_len, wc), |(c, j)| {
+                batch.tokens[[reps[c], j]]
+            }),
+            values: batch
+                .values
+                .as_ref()
+                .map(|v| ndarray::Array2::from_shape_fn((c_len, wc), |(c, j)| v[[reps[c], j]])),
+            weights: None,
+            center: None,
+            lengths: vec![wc; c_len],
+            pred_idx: vec![0; c_len],
+            targets: crate::Targets::Class(vec![0; c_len]),
+            group: None,
+        };
+        let query = Samples {
+            tokens: ndarray::Array2::from_shape_fn((s_len, 1), |(s, _)| {
+                batch.tokens[[s, batch.pred_idx[s]]]
+            }),
+            values: batch.values.as_ref().map(|v| {
+                ndarray::Array2::from_shape_fn((s_len, 1), |(s, _)| v[[s, batch.pred_idx[s]]])
+            }),
+            weights: None,
+            center: None,
+            lengths: vec![1; s_len],
+            pred_idx: vec![0; s_len],
+            targets: crate::Targets::Class(vec![0; s_len]),
+            group: None,
+        };
+        let mut xc = self.embed(tape, vars, &content, None)?;
+        let mut xq = self.embed(tape, vars, &query, Some(&batch.pred_idx))?;
+        // Key rows of each target: content rows g·wc + j for j < p_s, then its own row.
+        let wk = batch.pred_idx.iter().max().map_or(1, |p| p + 1);
+        let own = c_len * wc;
+        let key_rows = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[s_len, wk]), |ix| {
+            let (s, j) = (ix[0], ix[1]);
+            if j < batch.pred_idx[s] {
+                seq_of[s] * wc + j
+            } else {
+                own + s
+            }
+        });
+        let key_mask = AttentionMask::padding(batch.pred_idx.iter().map(|p| p + 1).collect());
+        let causal = AttentionMask::causal();
+        let (h, k) = (self.heads, self.key_dim);
+        let hk = h * k;
+        let pre = self.norm == Norm::Pre;
+        for l in 0..self.layers {
+            let prefix = format!("block{l}.attn");
+            let ln1 = format!("block{l}.ln1");
+            let hc = if pre {
+                self.layer_norm(tape, vars, &ln1, xc)?
+            } else {
+                xc
+            };
+            let hq = if pre {
+                self.layer_norm(tape, vars, &ln1, xq)?
+            } else {
+                xq
+            };
+            // Query stream: own q, k, v; keys and values gathered from both streams.
+            let q = dense(tape, vars, &format!("{prefix}.q"), hq)?;
+            let mut kv = [q; 2];
+            for (slot, name) in kv.iter_mut().zip(["k", "v"]) {
+                let pc = dense(tape, vars, &format!("{prefix}.{name}"), hc)?;
+                let pq = dense(tape, vars, &format!("{prefix}.{name}"), hq)?;
+                let pc = tape.reshape(pc, &[c_len * wc, hk])?;
+                let pq = tape.reshape(pq, &[s_len, hk])?;
+                let table = tape.concat(&[pc, pq], 0)?;
+                *slot = tape.embedding(table, &key_rows)?;
+            }
+            let aq = self.attend(tape, vars, &prefix, q, kv[0], kv[1], &key_mask)?;
+            let last = l + 1 == self.layers;
+            if !last {
+                let ac = mha(tape, vars, &self.mha(), &prefix, hc, &causal)?;
+                xc = self.finish_block(tape, vars, l, xc, ac)?;
+            }
+            xq = self.finish_block(tape, vars, l, xq, aq)?;
+        }
+        let hq = tape.reshape(xq, &[s_len, d])?;
+        self.head(tape, vars, hq)
+    }
+
+    fn mha(&self) -> Mha {
+        Mha {
+            heads: self.heads,
+            key_dim: self.key_dim,
+            d_model: self.d_model(),
+        }
+    }
+
+    /// The number of leading positions any target of `batch` can reach through attention (all
+    /// later positions are masked keys and never targets).
+    fn reach(&self, batch: &Samples) -> usize {
+        let max_pred = batch.pred_idx.iter().max().map_or(0, |p| p + 1);
+        let w = match self.direction {
+            Direction::Padding => batch
+                .lengths
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+                .max(max_pred),
+            Direction::Causal | Direction::CausalPadding => max_pred,
+        };
+        w.max(1)
+    }
+
+    /// Per-position inputs `[B, N, d]`: item (or continuous) ‖ value embeddings plus positions
+    /// `0..N`, or, with `positions`, the given position of each (single-position) row.
+    fn embed<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        batch: &Samples,
+        positions: Option<&[usize]>,
+    ) -> Result<Var, ModelError> {
+        let (b, n) = batch.tokens.dim();
+        let d = self.d_model();
+        if let Some(c) = &self.continuous {
+            return self.embed_continuous(c, tape, vars, batch);
+        }
+        // One gather-sum node: item rows (none at zeroed padding), value rows after them,
+        // position rows over the whole width (none at padding when only valid positions).
+        let pad = |bi: usize, ni: usize| batch.tokens[[bi, ni]] == 0;
+        let mut tables = vec![get(vars, "item_emb")?];
+        let mut parts = vec![Part {
+            ids: ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
+                if self.zero_padding && pad(bi, ni) {
+                    NONE
+                } else {
+                    batch.tokens[[bi, ni]]
+                }
+            }),
+            col: 0,
+        }];
+        if self.values.is_some() {
+            let rows = batch.values.as_ref().ok_or_else(|| {
+                ModelError::Batch("EFA model with a value table needs `values`".into())
+            })?;
+            tables.push(get(vars, "value_emb")?);
+            parts.push(Part {
+                ids: rows.clone(),
+                col: self.item_dim,
+            });
+        }
+        if let Some(pos) = &self.positions {
+            if let Some(ids) = self.position_ids(pos, batch, positions)? {
+                tables.push(get(vars, "pos_emb")?);
+                parts.push(Part { ids, col: 0 });
+            }
+        }
+        Ok(gather_sum(tape, &tables, parts, None, d, 1)?[0])
+    }
+
+    /// The position row of every position (`0..N`, or the given position of each
+    /// single-position row), [`NONE`] at padding when only valid positions are embedded.
+    fn position_ids(
+        &self,
+        pos: &Positions,
+        batch: &Samples,
+        positions: Option<&[usize]>,
+    ) -> Result<Option<ndarray::Array2<usize>>, ModelError> {
+        let (b, n) = batch.tokens.dim();
+        match positions {
+            Some(p) => {
+                if let Some((row, &at)) = p.iter().enumerate().find(|(_, &at)| at + n > pos.max_len)
+                {
+                    return Err(ModelError::Batch(format!(
+                        "row {row}: target position {at} exceeds positions.max_len {}",
+                        pos.max_len
+                    )));
+                }
+            }
+            None => {
+                if n > pos.max_len {
+                    return Err(ModelError::Batch(format!(
+                        "sequence width {n} exceeds positions.max_len {}",
+                        pos.max_len
+                    )));
+                }
+            }
+        }
+        Ok(Some(ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
+            if pos.only_valid && batch.tokens[[bi, ni]] == 0 {
+                NONE
+            } else {
+                positions.map_or(ni, |p| p[bi] + ni)
+            }
+        })))
+    }
+
+    /// [`EfaConfig::embed`] for continuous inputs: the branch MLPs, then positions.
+    fn embed_continuous<T: Real>(
+        &self,
+        c: &ContinuousInputs,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        batch: &Samples,
+    ) -> Result<Var, ModelError> {
+        let d = self.d_model();
+        let mut x = continuous::forward(c, tape, vars, batch)?;
+        if let Some(pos) = &self.positions {
+            if let Some(ids) = self.position_ids(pos, batch, None)? {
+                let pe = gather_sum(
+                    tape,
+                    &[get(vars, "pos_emb")?],
+                    vec![Part { ids, col: 0 }],
+                    None,
+                    d,
+                    1,
+                )?[0];
+                x = tape.add(x, pe)?;
+            }
+        }
+        Ok(x)
+    }
+
+    /// The first block's projections `names` (of `q`, `k`, `v`) of the raw inputs, each
+    /// `[B, N, H, K]`, gathered from projected tables: for `x = item_emb[t] ‖ value_emb[r] +
+    /// pos_emb[j]`, `x·W + b = (item_emb·W_item)[t] + (value_emb·W_value)[r] + (pos_emb·W)[j]
+    /// + b`, with a zero row where the input row is zeroed (padding).
+    fn table_projections<T: Real, const M: usize>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        batch: &Samples,
+        prefix: &str,
+        names: [&str; M],
+    ) -> Result<[Var; M], ModelError> {
+        let (h, k) = (self.heads, self.key_dim);
+        let hk = h * k;
+        let d_item = self.item_dim;
+        // One kernel [d, M·hk] and bias [M·hk] for all requested projections.
+        let mut ws = Vec::with_capacity(M);
+        let mut bs = Vec::with_capacity(M);
+        for name in names {
+            ws.push(get(vars, &format!("{prefix}.{name}.w"))?);
+            bs.push(get(vars, &format!("{prefix}.{name}.b"))?);
+        }
+        let w = if M == 1 { ws[0] } else { tape.concat(&ws, 1)? };
+        let bias = if M == 1 { bs[0] } else { tape.concat(&bs, 0)? };
+        // The projected tables (a few rows each) and the same row indices as the inputs.
+        let w_item = if self.values.is_some() {
+            tape.slice(w, 0, 0, d_item)?
+        } else {
+            w
+        };
+        let mut tables = vec![tape.matmul(get(vars, "item_emb")?, w_item, false, false)?];
+        let (b, n) = batch.tokens.dim();
+        let mut parts = vec![Part {
+            ids: ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
+                let t = batch.tokens[[bi, ni]];
+                if self.zero_padding && t == 0 {
+                    NONE
+                } else {
+                    t
+                }
+            }),
+            col: 0,
+        }];
+        if self.values.is_some() {
+            let rows = batch.values.as_ref().ok_or_else(|| {
+                ModelError::Batch("EFA model with a value table needs `values`".into())
+            })?;
+            let w_val = tape.slice(w, 0, d_item, self.d_model())?;
+            tables.push(tape.matmul(get(vars, "value_emb")?, w_val, false, false)?);
+            parts.push(Part {
+                ids: rows.clone(),
+                col: 0,
+            });
+        }
+        if let Some(pos) = &self.positions {
+            if let Some(ids) = self.position_ids(pos, batch, None)? {
+                tables.push(tape.matmul(get(vars, "pos_emb")?, w, false, false)?);
+                parts.push(Part { ids, col: 0 });
+            }
+        }
+        let outs = gather_sum(tape, &tables, parts, Some(bias), M * hk, M)?;
+        let mut out = [outs[0]; M];
+        out.copy_from_slice(&outs);
+        Ok(out)
+    }
+
+    /// Attention of projected `q` `[B, Nq, H·K]` over `k`, `v` `[B, Nk, H·K]`, then the
+    /// output projection.
+    #[allow(clippy::too_many_arguments)]
+    fn attend<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        prefix: &str,
+        q: Var,
+        k: Var,
+        v: Var,
+        mask: &AttentionMask,
+    ) -> Result<Var, ModelError> {
+        let scale = 1.0 / (self.key_dim as f64).sqrt();
+        let (o, _lse) = attention_heads(tape, q, k, v, self.heads, mask, scale)?;
+        dense(tape, vars, &format!("{prefix}.o"), o)
+    }
+
+    /// Residual, post-norm and feed-forward of block `l` after its attention output `a`.
+    fn finish_block<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        l: usize,
+        x: Var,
+        a: Var,
+    ) -> Result<Var, ModelError> {
+        let mut x = tape.add(x, a)?;
+        if self.norm == Norm::Post {
+            x = self.layer_norm(tape, vars, &format!("block{l}.ln1"), x)?;
+        }
+        if self.ffn.is_some() {
+            let ln2 = format!("block{l}.ln2");
+            let h = if self.norm == Norm::Pre {
+                self.layer_norm(tape, vars, &ln2, x)?
+            } else {
+                x
+            };
+            let f = dense(tape, vars, &format!("block{l}.ffn1"), h)?;
+            let f = tape.relu(f)?;
+            let f = dense(tape, vars, &format!("block{l}.ffn2"), f)?;
+            x = tape.add(x, f)?;
+            if self.norm == Norm::Post {
+                x = self.layer_norm(tape, vars, &ln2, x)?;
+            }
+        }
+        Ok(x)
+    }
+
+    /// Head MLP → η `[B, out_dim]` from the target rows `[B, d]`.
+    fn head<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        mut h: Var,
+    ) -> Result<Var, ModelError> {
         for i in 0..self.head_hidden.len() {
             h = dense(tape, vars, &format!("head{i}"), h)?;
             h = tape.relu(h)?;

@@ -1,6 +1,6 @@
 //! Layers built from tape ops: dense (affine) maps and multi-head attention on the fused kernel.
 
-use crate::ops::attention::{attention, AttentionMask};
+use crate::ops::attention::{attention_heads, AttentionMask};
 use crate::params::{zeros, Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -109,16 +109,11 @@ pub fn mha_cross<T: Real>(
     xkv: Var,
     mask: &AttentionMask,
 ) -> Result<Var, ModelError> {
-    let (h, k) = (cfg.heads, cfg.key_dim);
-    let mut heads = [xq; 3];
-    for (slot, (name, x)) in heads.iter_mut().zip([("q", xq), ("k", xkv), ("v", xkv)]) {
-        let shape = tape.shape(x).to_vec();
-        let y = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
-        *slot = tape.reshape(y, &[shape[0], shape[1], h, k])?;
+    let mut proj = [xq; 3];
+    for (slot, (name, x)) in proj.iter_mut().zip([("q", xq), ("k", xkv), ("v", xkv)]) {
+        *slot = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
     }
-    let scale = 1.0 / (k as f64).sqrt();
-    let (o, _lse) = attention(tape, heads[0], heads[1], heads[2], mask, scale)?;
-    let shape = tape.shape(xq).to_vec();
-    let o = tape.reshape(o, &[shape[0], shape[1], h * k])?;
+    let scale = 1.0 / (cfg.key_dim as f64).sqrt();
+    let (o, _lse) = attention_heads(tape, proj[0], proj[1], proj[2], cfg.heads, mask, scale)?;
     dense(tape, vars, &format!("{prefix}.o"), o)
 }

@@ -33,6 +33,24 @@ pub struct TrainConfig {
     /// Batch size for evaluation (the result does not depend on it).
     #[serde(default = "default_eval_batch")]
     pub eval_batch: usize,
+    /// How minibatches are formed (the paper: shuffled samples).
+    #[serde(default)]
+    pub batching: Batching,
+}
+
+/// How an epoch's minibatches are formed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Batching {
+    /// The paper: shuffle the samples, then cut consecutive minibatches of `batch_size`.
+    #[default]
+    Samples,
+    /// Shuffle the sequences (`Samples::group`), then fill each minibatch with whole
+    /// sequences while it holds at most `batch_size` samples (a longer sequence is a minibatch
+    /// of its own). Every sample is still seen once per epoch and the loss is still the mean
+    /// over the minibatch's samples; only the minibatch composition differs from `Samples`.
+    /// Causal EFA models then compute all targets of a sequence in one pass (query stream).
+    Sequences,
 }
 
 fn default_eval_batch() -> usize {
@@ -49,6 +67,7 @@ impl TrainConfig {
             patience: 10,
             seed,
             eval_batch: 1024,
+            batching: Batching::Samples,
         }
     }
 }
@@ -203,7 +222,9 @@ pub fn loss_and_grads_with<T: Real>(
     // Data parallelism over fixed micro-batches: the mean loss is Σ_c (n_c/B)·mean_c and its
     // gradient Σ_c (n_c/B)·∇mean_c. The split depends only on the batch size, and the sums run
     // in micro-batch order, so results are bitwise independent of the thread count.
-    let idx: Vec<usize> = (0..batch.len()).collect();
+    // Cut in length order so that each micro-batch is trimmed to its own longest sample and
+    // a sequence's targets share one micro-batch (see `Samples::length_order`).
+    let idx = batch.length_order();
     let parts: Vec<(f64, Vec<ArrayD<T>>)> = idx
         .par_chunks(MICRO_BATCH)
         .map(|c| micro_loss_and_grads(model, objective, params, &batch.select(c), detect_anomaly))
@@ -331,7 +352,8 @@ pub fn predict<T: Real>(
 }
 
 /// Exact mean loss over a whole split: Σ_batches (batch mean × batch size) / n, accumulated
-/// in f64 in batch order (so the result does not depend on the thread count).
+/// in f64 in batch order (so the result does not depend on the thread count). Batches are cut
+/// in [`Samples::length_order`], so each is trimmed to its longest sample.
 pub fn evaluate<T: Real>(
     model: &ModelConfig,
     objective: &Objective,
@@ -362,7 +384,7 @@ pub fn evaluate_with<T: Real>(
             "cannot evaluate on an empty split".into(),
         ));
     }
-    let idx: Vec<usize> = (0..n).collect();
+    let idx = samples.length_order();
     let chunks: Vec<&[usize]> = idx.chunks(batch_size.max(1)).collect();
     let sums: Result<Vec<f64>, ModelError> = chunks
         .par_iter()
@@ -503,8 +525,7 @@ pub fn fit_with(
     }
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut adam = efa_optim::Adam::<f32>::new(efa_optim::AdamConfig::keras(cfg.lr))
-        .map_err(|e| ModelError::Optim(e.to_string()))?;
+    let mut adam = new_adam(cfg)?;
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut history = Vec::new();
     let mut stopper = EarlyStopping::new(cfg.patience);
@@ -530,32 +551,21 @@ pub fn fit_with(
     let last_epoch = if finished { 0 } else { cfg.max_epochs };
     for epoch in first_epoch..=last_epoch {
         let t0 = Instant::now();
-        order.shuffle(&mut rng);
-        let mut sum = 0.0;
-        for (b, chunk) in order.chunks(cfg.batch_size).enumerate() {
-            let batch = train.select(chunk);
-            let (loss, grads) =
-                loss_and_grads_with(model, objective, params, &batch, opts.detect_anomaly)
-                    .map_err(|e| {
-                        if opts.detect_anomaly {
-                            ModelError::NonFinite(format!(
-                                "epoch {epoch}, batch {} of {}: {e}",
-                                b + 1,
-                                order.len().div_ceil(cfg.batch_size)
-                            ))
-                        } else {
-                            e
-                        }
-                    })?;
-            if !loss.is_finite() {
-                return Err(ModelError::NonFinite(format!(
-                    "training loss {loss} at epoch {epoch}"
-                )));
-            }
-            sum += loss * chunk.len() as f64;
-            adam_step(&mut adam, params, &grads)?;
-        }
-        let train_loss = sum / train.len() as f64;
+        let train_loss = train_epoch(
+            model,
+            objective,
+            params,
+            &mut adam,
+            train,
+            cfg,
+            &mut rng,
+            &mut order,
+            opts.detect_anomaly,
+        )
+        .map_err(|e| match e {
+            ModelError::NonFinite(m) => ModelError::NonFinite(format!("epoch {epoch}, {m}")),
+            e => e,
+        })?;
         let val_loss = evaluate_with(model, objective, params, val, cfg.eval_batch)?;
         let seconds = t0.elapsed().as_secs_f64();
         let log = EpochLog {
@@ -619,6 +629,95 @@ pub fn fit_with(
         stopped_early,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The minibatches of one epoch: `order` (all sample indices, the persistent shuffle state)
+/// is shuffled with `rng`, then cut as `cfg.batching` says.
+pub fn epoch_batches(
+    train: &Samples,
+    cfg: &TrainConfig,
+    rng: &mut StdRng,
+    order: &mut [usize],
+) -> Vec<Vec<usize>> {
+    order.shuffle(rng);
+    let bs = cfg.batch_size.max(1);
+    match (cfg.batching, &train.group) {
+        (Batching::Samples, _) | (Batching::Sequences, None) => {
+            order.chunks(bs).map(|c| c.to_vec()).collect()
+        }
+        (Batching::Sequences, Some(group)) => {
+            // Sequences in the order of their first sample in the shuffled order; within a
+            // sequence, samples by target position.
+            let mut members: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+            let mut seq_order = Vec::new();
+            for &i in order.iter() {
+                let m = members.entry(group[i]).or_default();
+                if m.is_empty() {
+                    seq_order.push(group[i]);
+                }
+                m.push(i);
+            }
+            let mut batches: Vec<Vec<usize>> = Vec::new();
+            let mut cur: Vec<usize> = Vec::new();
+            for g in seq_order {
+                let mut m = members.remove(&g).unwrap_or_default();
+                m.sort_by_key(|&i| (train.pred_idx[i], i));
+                if !cur.is_empty() && cur.len() + m.len() > bs {
+                    batches.push(std::mem::take(&mut cur));
+                }
+                cur.extend(m);
+            }
+            if !cur.is_empty() {
+                batches.push(cur);
+            }
+            batches
+        }
+    }
+}
+
+/// One training epoch: minibatches from [`epoch_batches`], a gradient and an Adam step each.
+/// Returns the sample-weighted mean of the minibatch losses.
+#[allow(clippy::too_many_arguments)]
+pub fn train_epoch(
+    model: &ModelConfig,
+    objective: &Loss<'_>,
+    params: &mut Params<f32>,
+    adam: &mut efa_optim::Adam<f32>,
+    train: &Samples,
+    cfg: &TrainConfig,
+    rng: &mut StdRng,
+    order: &mut [usize],
+    detect_anomaly: bool,
+) -> Result<f64, ModelError> {
+    let batches = epoch_batches(train, cfg, rng, order);
+    let n_batches = batches.len();
+    let mut sum = 0.0;
+    for (b, chunk) in batches.iter().enumerate() {
+        let batch = train.select(chunk);
+        let (loss, grads) = loss_and_grads_with(model, objective, params, &batch, detect_anomaly)
+            .map_err(|e| {
+            if detect_anomaly {
+                ModelError::NonFinite(format!("batch {} of {n_batches}: {e}", b + 1))
+            } else {
+                e
+            }
+        })?;
+        if !loss.is_finite() {
+            return Err(ModelError::NonFinite(format!(
+                "training loss {loss} at batch {} of {n_batches}",
+                b + 1
+            )));
+        }
+        sum += loss * chunk.len() as f64;
+        adam_step(adam, params, &grads)?;
+    }
+    Ok(sum / train.len() as f64)
+}
+
+/// A fresh Adam with the paper's settings (Keras ε placement) and `cfg.lr`.
+pub fn new_adam(cfg: &TrainConfig) -> Result<efa_optim::Adam<f32>, ModelError> {
+    efa_optim::Adam::<f32>::new(efa_optim::AdamConfig::keras(cfg.lr))
+        .map_err(|e| ModelError::Optim(e.to_string()))
 }
 
 /// One Adam step over every parameter, addressed by name.

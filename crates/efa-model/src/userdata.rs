@@ -465,6 +465,7 @@ pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
                 lengths,
                 pred_idx: cases.iter().map(|c| c.1).collect(),
                 targets: y,
+                group: None,
             }
         }
         ModelConfig::Fm(_) => {
@@ -493,6 +494,7 @@ pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
                 lengths,
                 pred_idx: vec![0; n],
                 targets: y,
+                group: None,
             }
         }
     };

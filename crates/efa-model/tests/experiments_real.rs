@@ -134,6 +134,7 @@ fn short_fit(
         patience: epochs,
         seed: 1,
         eval_batch: 64,
+        batching: Default::default(),
     };
     let r = fit(model, objective, &mut params, data, data, &cfg, &mut |_| {}).unwrap();
     assert_eq!(r.epochs, epochs);

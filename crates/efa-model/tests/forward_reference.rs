@@ -38,13 +38,23 @@ fn efa_reference(
     let n = tokens.len();
     let (h, k) = (cfg.heads, cfg.key_dim);
     let item = mat(p, "item_emb");
-    let value = mat(p, "value_emb");
     let pos = mat(p, "pos_emb");
+    let only_valid = cfg.positions.as_ref().is_some_and(|p| p.only_valid);
     let mut x: Vec<Vec<f64>> = (0..n)
         .map(|i| {
+            let pad = tokens[i] == 0;
             let mut row: Vec<f64> = item.row(tokens[i]).to_vec();
-            row.extend(value.row(values[i]).iter());
-            row.iter().zip(pos.row(i)).map(|(a, b)| a + b).collect()
+            if pad && cfg.zero_padding {
+                row.fill(0.0);
+            }
+            if cfg.values.is_some() {
+                row.extend(mat(p, "value_emb").row(values[i]).iter());
+            }
+            if pad && only_valid {
+                row
+            } else {
+                row.iter().zip(pos.row(i)).map(|(a, b)| a + b).collect()
+            }
         })
         .collect();
     for l in 0..cfg.layers {
@@ -122,6 +132,7 @@ fn tiny_rating_batch() -> Samples {
         lengths: vec![4, 2, 1],
         pred_idx: vec![1, 1, 0],
         targets: Targets::Real(vec![1.0, -2.0, 3.5]),
+        group: None,
     }
 }
 
@@ -186,6 +197,57 @@ fn efa_forward_matches_loop_reference_for_every_direction() {
     }
 }
 
+#[test]
+fn item_efa_forward_matches_loop_reference_with_zeroed_padding() {
+    // The item models (PAPER.md §3.4): no value table, padding rows zeroed and no position
+    // embedding at padding; every direction, baskets of lengths 5, 3 and 1 in width 5.
+    let tokens = Array2::from_shape_vec(
+        (4, 5),
+        vec![3, 1, 7, 2, 5, 4, 7, 6, 0, 0, 7, 0, 0, 0, 0, 2, 7, 3, 0, 0],
+    )
+    .unwrap();
+    let batch = Samples {
+        tokens: tokens.clone(),
+        values: None,
+        weights: None,
+        center: None,
+        lengths: vec![5, 3, 1, 3],
+        pred_idx: vec![2, 1, 0, 1],
+        targets: Targets::Class(vec![0, 1, 2, 3]),
+        group: None,
+    };
+    for direction in [
+        Direction::Padding,
+        Direction::Causal,
+        Direction::CausalPadding,
+    ] {
+        let cfg = EfaConfig {
+            direction,
+            ..efa_model::experiments::movielens::item_efa_config(6, 5, false)
+        };
+        let p = scaled(&cfg.init::<f64>(5), 3.0);
+        let model = ModelConfig::Efa(cfg.clone());
+        let eta = tape_eta(&model, &p, &batch);
+        for s in 0..batch.len() {
+            let want = efa_reference(
+                &cfg,
+                &p,
+                tokens.row(s).as_slice().unwrap(),
+                &[0; 5],
+                batch.lengths[s],
+                batch.pred_idx[s],
+            );
+            for (j, w) in want.iter().enumerate() {
+                let got = eta[[s, j]];
+                assert!(
+                    (got - w).abs() <= 1e-12 * (1.0 + w.abs()),
+                    "{direction:?} sample {s} out {j}: {got} vs {w}"
+                );
+            }
+        }
+    }
+}
+
 fn scaled(p: &Params<f64>, c: f64) -> Params<f64> {
     let mut q = p.clone();
     for (_, v) in q.iter_mut() {
@@ -235,6 +297,7 @@ fn item_fm_ignores_padding_and_sums_context_rows() {
         lengths: vec![2, 0],
         pred_idx: vec![0, 0],
         targets: Targets::Class(vec![0, 2]),
+        group: None,
     };
     let eta = tape_eta(&model, &p, &batch);
     let (alpha, w) = (mat(&p, "alpha"), mat(&p, "out.w"));
@@ -282,6 +345,7 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
             patience: 3,
             seed: 5,
             eval_batch: 128,
+            batching: Default::default(),
         };
         let spec = synthetic::spec(&data, false, efa, cfg.clone(), 9).unwrap();
         let mut p = spec.model.init::<f32>(9);
@@ -320,6 +384,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
         patience: 5,
         seed: 3,
         eval_batch: 64,
+        batching: Default::default(),
     };
     let spec = synthetic::spec(&data, true, true, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 1));
@@ -372,6 +437,7 @@ fn training_gives_the_same_bits_with_one_and_two_threads() {
         patience: 5,
         seed: 3,
         eval_batch: 100,
+        batching: Default::default(),
     };
     let spec = synthetic::spec(&data, false, true, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 2));

@@ -28,6 +28,7 @@ mod backward;
 mod broadcast;
 pub mod error;
 pub mod ops;
+pub mod stats;
 mod tape;
 #[cfg(test)]
 mod testutil;
@@ -37,4 +38,5 @@ pub use backward::Grads;
 pub use efa_check;
 pub use error::{Result, TapeError};
 pub use ops::fused::FusedOp;
+pub use stats::{flops, reset_flops};
 pub use tape::{Tape, Var};

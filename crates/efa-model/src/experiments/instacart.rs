@@ -94,6 +94,7 @@ pub fn train_config(epochs: usize, seed: u64) -> TrainConfig {
         patience: epochs,
         seed,
         eval_batch: 1024,
+        batching: Default::default(),
     }
 }
 

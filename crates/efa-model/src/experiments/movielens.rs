@@ -181,6 +181,7 @@ pub fn item_efa_input(samples: &[ItemEfaSample]) -> Samples {
         lengths: samples.iter().map(|s| s.length).collect(),
         pred_idx: samples.iter().map(|s| s.masked_idx).collect(),
         targets: Targets::Class(samples.iter().map(|s| s.target).collect()),
+        group: None,
     }
 }
 
@@ -199,6 +200,7 @@ pub fn item_fm_input(samples: &[ItemFmSample]) -> Samples {
             .collect(),
         pred_idx: vec![0; n],
         targets: Targets::Class(samples.iter().map(|s| s.target).collect()),
+        group: None,
     }
 }
 
@@ -212,7 +214,17 @@ pub fn item_input(
 ) -> Result<Samples, ModelError> {
     Ok(match (efa, uni) {
         (true, _) => {
-            item_efa_input(&item_efa_samples(baskets, n_items, max_len).map_err(data_err)?)
+            let mut s =
+                item_efa_input(&item_efa_samples(baskets, n_items, max_len).map_err(data_err)?);
+            // Samples come basket by basket, one per position: the basket is the sequence id.
+            s.group = Some(
+                baskets
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, b)| std::iter::repeat_n(i, b.len()))
+                    .collect(),
+            );
+            s
         }
         (false, false) => {
             item_fm_input(&item_fm_bi_samples(baskets, n_items, max_len).map_err(data_err)?)

@@ -83,6 +83,7 @@ pub fn efa_samples(
         lengths: samples.iter().map(|s| s.length).collect(),
         pred_idx: samples.iter().map(|s| s.pred_idx).collect(),
         targets: Targets::Real(samples.iter().map(|s| s.target).collect()),
+        group: None,
     })
 }
 
@@ -100,6 +101,7 @@ pub fn fm_samples(samples: &[FmSample]) -> Samples {
         lengths: samples.iter().map(|s| s.length).collect(),
         pred_idx: vec![0; n],
         targets: Targets::Real(samples.iter().map(|s| s.target).collect()),
+        group: None,
     }
 }
 

@@ -133,6 +133,7 @@ pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, ModelEr
         lengths: vec![w; n],
         pred_idx: rows.iter().map(|s| s.masked_idx).collect(),
         targets: Targets::Real(rows.iter().map(|s| s.target).collect()),
+        group: None,
     })
 }
 
@@ -148,6 +149,7 @@ pub fn efa_train_config(lag: usize, epochs: Option<usize>, seed: u64) -> TrainCo
         patience: e,
         seed,
         eval_batch: 1024,
+        batching: Default::default(),
     }
 }
 
@@ -232,6 +234,7 @@ pub fn fm_samples(days: &[TempDay], nbrs: &[Vec<usize>], k: usize) -> Result<Sam
         lengths: vec![k; n],
         pred_idx: vec![0; n],
         targets: Targets::Real((0..n).map(|r| at(r).0.temps[r % c]).collect()),
+        group: None,
     })
 }
 
@@ -244,6 +247,7 @@ pub fn fm_train_config(epochs: usize, seed: u64) -> TrainConfig {
         patience: epochs,
         seed,
         eval_batch: 1024,
+        batching: Default::default(),
     }
 }
 

@@ -34,6 +34,14 @@ pub trait FusedOp<T: Real>: Send + Sync {
     fn saved_bytes(&self) -> usize {
         0
     }
+
+    /// Floating-point operations of one forward (`backward == false`) or one backward call
+    /// on these input values, added to [`crate::stats::flops`] by the tape after each call.
+    /// The default counts nothing (elementwise-like ops are not counted).
+    fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
+        let _ = (inputs, backward);
+        0
+    }
 }
 
 impl<T: Real> Tape<T> {
@@ -46,7 +54,9 @@ impl<T: Real> Tape<T> {
             .collect::<Result<Vec<_>>>()?;
         let outs = {
             let vals: Vec<&ArrayD<T>> = idx.iter().map(|&i| self.val(i)).collect();
-            op.forward(&vals)?
+            let outs = op.forward(&vals)?;
+            crate::stats::add_flops(op.flops(&vals, false));
+            outs
         };
         if outs.is_empty() {
             return Err(TapeError::new(name, "forward returned no outputs"));
@@ -84,6 +94,7 @@ pub(crate) fn backward<T: Real>(
     let ins: Vec<&ArrayD<T>> = node.inputs.iter().map(|&j| tape.val(j)).collect();
     let outs: Vec<&ArrayD<T>> = outputs.iter().map(|&j| tape.val(j)).collect();
     let grads = op.backward(&ins, &outs, d_outputs, need)?;
+    crate::stats::add_flops(op.flops(&ins, true));
     if grads.len() != ins.len() {
         return Err(TapeError::new(
             name,

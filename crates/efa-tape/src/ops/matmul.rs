@@ -7,6 +7,9 @@
 //!
 //! Backward: `dA = dC·Bᵀ`, `dB = Aᵀ·dC`, each written straight into its input's storage layout
 //! through the same strides that read it.
+//!
+//! FLOPs ([`crate::stats`]): forward `2·m·n·k` per product of the batch, backward `2·m·n·k`
+//! for each input gradient computed.
 
 use crate::error::{Result, TapeError};
 use crate::tape::{Op, Tape, Var};
@@ -96,6 +99,7 @@ impl<T: Real> Tape<T> {
         let (xa, xb) = (self.val(ia), self.val(ib));
         let (g, out_shape) = geometry(xa.shape(), xb.shape(), trans_a, trans_b)?;
         let mut c = ArrayD::<T>::zeros(IxDyn(&out_shape));
+        crate::stats::add_flops(crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
         if g.m > 0 && g.n > 0 && g.k > 0 {
             let (pa, pb, pc) = (xa.as_ptr(), xb.as_ptr(), c.as_mut_ptr());
             for bi in 0..g.batch {
@@ -140,6 +144,8 @@ pub(crate) fn backward<T: Real>(
     let dc = dc.as_standard_layout();
     let mut da = need[0].then(|| ArrayD::<T>::zeros(a.raw_dim()));
     let mut db = need[1].then(|| ArrayD::<T>::zeros(b.raw_dim()));
+    let computed = u64::from(need[0]) + u64::from(need[1]);
+    crate::stats::add_flops(computed * crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
     if g.m > 0 && g.n > 0 && g.k > 0 {
         let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), dc.as_ptr());
         for bi in 0..g.batch {
