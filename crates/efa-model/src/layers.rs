@@ -45,11 +45,8 @@ pub fn dense<T: Real>(
     x: Var,
 ) -> Result<Var, ModelError> {
     let w = var(vars, &format!("{prefix}.w"))?;
-    let y = tape.matmul(x, w, false, false)?;
-    match vars.get(&format!("{prefix}.b")) {
-        Some(&b) => Ok(tape.add(y, b)?),
-        None => Ok(y),
-    }
+    let b = vars.get(&format!("{prefix}.b")).copied();
+    Ok(crate::ops::linear::linear(tape, x, w, b)?)
 }
 
 /// Multi-head attention with Keras `MultiHeadAttention` parameterisation: per-head query, key

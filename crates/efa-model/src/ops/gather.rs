@@ -51,21 +51,24 @@ impl GatherSumOp {
         })
     }
 
-    /// The full `[B·N, width]` cotangent from the chunk cotangents (zeros for unused chunks).
-    fn full_cotangent<T: Real>(&self, d_outputs: &[Option<&ArrayD<T>>], rows: usize) -> Vec<T> {
+    /// Calls `f(chunk, lo, hi, offset)` for every output chunk that columns
+    /// `col..col + width` overlap: chunk-local columns `lo..hi`, starting at `offset` within
+    /// the part's row.
+    fn for_overlaps(
+        &self,
+        col: usize,
+        width: usize,
+        mut f: impl FnMut(usize, usize, usize, usize),
+    ) {
         let cw = self.width / self.chunks;
-        let mut d = vec![T::ZERO; rows * self.width];
-        for (c, dc) in d_outputs.iter().enumerate() {
-            if let Some(dc) = dc {
-                let src = dc.as_standard_layout();
-                let src = src.as_slice().expect("standard layout");
-                for r in 0..rows {
-                    d[r * self.width + c * cw..r * self.width + (c + 1) * cw]
-                        .copy_from_slice(&src[r * cw..(r + 1) * cw]);
-                }
+        let (start, end) = (col, col + width);
+        for c in start / cw..end.div_ceil(cw).min(self.chunks) {
+            let (c0, c1) = (c * cw, (c + 1) * cw);
+            let (lo, hi) = (start.max(c0), end.min(c1));
+            if lo < hi {
+                f(c, lo - c0, hi - c0, lo - start);
             }
         }
-        d
     }
 }
 
@@ -77,7 +80,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
     fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
         let (b, n) = self.parts[0].ids.dim();
         let rows = b * n;
-        let mut out = vec![T::ZERO; rows * self.width];
+        let cw = self.width / self.chunks;
+        let mut outs: Vec<Vec<T>> = (0..self.chunks).map(|_| vec![T::ZERO; rows * cw]).collect();
         for (p, part) in self.parts.iter().enumerate() {
             let t = self.table(inputs, p)?;
             let (r_max, f) = t.dim();
@@ -93,6 +97,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                     ),
                 ));
             }
+            let t = t.as_standard_layout();
+            let t = t.as_slice().expect("standard layout");
             for ((bi, ni), &id) in part.ids.indexed_iter() {
                 if id == NONE {
                     continue;
@@ -103,10 +109,14 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                         format!("table {p}: index {id} at [{bi}, {ni}] outside 0..{r_max}"),
                     ));
                 }
-                let o = (bi * n + ni) * self.width + part.col;
-                for (dst, &src) in out[o..o + f].iter_mut().zip(t.row(id)) {
-                    *dst += src;
-                }
+                let r = bi * n + ni;
+                let src = &t[id * f..(id + 1) * f];
+                self.for_overlaps(part.col, f, |c, lo, hi, off| {
+                    let dst = &mut outs[c][r * cw + lo..r * cw + hi];
+                    for (d, &v) in dst.iter_mut().zip(&src[off..off + (hi - lo)]) {
+                        *d += v;
+                    }
+                });
             }
         }
         if self.bias {
@@ -118,23 +128,18 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                 ));
             }
             let bias = bias.as_slice().expect("1-D standard layout");
-            for row in out.chunks_mut(self.width) {
-                for (o, &v) in row.iter_mut().zip(bias) {
-                    *o += v;
+            for (c, out) in outs.iter_mut().enumerate() {
+                let bc = &bias[c * cw..(c + 1) * cw];
+                for row in out.chunks_mut(cw) {
+                    for (o, &v) in row.iter_mut().zip(bc) {
+                        *o += v;
+                    }
                 }
             }
         }
-        let cw = self.width / self.chunks;
-        Ok((0..self.chunks)
-            .map(|c| {
-                let mut part = Vec::with_capacity(rows * cw);
-                for r in 0..rows {
-                    part.extend_from_slice(
-                        &out[r * self.width + c * cw..r * self.width + (c + 1) * cw],
-                    );
-                }
-                ArrayD::from_shape_vec(IxDyn(&[b, n, cw]), part).expect("sizes match")
-            })
+        Ok(outs
+            .into_iter()
+            .map(|o| ArrayD::from_shape_vec(IxDyn(&[b, n, cw]), o).expect("sizes match"))
             .collect())
     }
 
@@ -146,25 +151,39 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         needs_grad: &[bool],
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
         let (b, n) = self.parts[0].ids.dim();
-        let rows = b * n;
-        let d = self.full_cotangent(d_outputs, rows);
+        let cw = self.width / self.chunks;
+        let d: Vec<Option<ndarray::CowArray<T, IxDyn>>> = d_outputs
+            .iter()
+            .map(|d| d.map(|d| d.as_standard_layout()))
+            .collect();
+        let d: Vec<Option<&[T]>> = d
+            .iter()
+            .map(|d| d.as_ref().map(|d| d.as_slice().expect("standard layout")))
+            .collect();
         let mut grads = Vec::with_capacity(inputs.len());
         for (p, part) in self.parts.iter().enumerate() {
             if !needs_grad[p] {
                 grads.push(None);
                 continue;
             }
-            let t = self.table(inputs, p)?;
-            let (r_max, f) = t.dim();
+            let (r_max, f) = self.table(inputs, p)?.dim();
             let mut g = vec![T::ZERO; r_max * f];
             for ((bi, ni), &id) in part.ids.indexed_iter() {
                 if id == NONE {
                     continue;
                 }
-                let o = (bi * n + ni) * self.width + part.col;
-                for (dst, &src) in g[id * f..(id + 1) * f].iter_mut().zip(&d[o..o + f]) {
-                    *dst += src;
-                }
+                let r = bi * n + ni;
+                let dst = &mut g[id * f..(id + 1) * f];
+                self.for_overlaps(part.col, f, |c, lo, hi, off| {
+                    if let Some(dc) = d[c] {
+                        for (a, &v) in dst[off..off + (hi - lo)]
+                            .iter_mut()
+                            .zip(&dc[r * cw + lo..r * cw + hi])
+                        {
+                            *a += v;
+                        }
+                    }
+                });
             }
             grads.push(Some(
                 ArrayD::from_shape_vec(IxDyn(&[r_max, f]), g).expect("sizes match"),
@@ -172,9 +191,14 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         }
         if self.bias {
             let mut g = vec![T::ZERO; self.width];
-            for row in d.chunks(self.width) {
-                for (a, &v) in g.iter_mut().zip(row) {
-                    *a += v;
+            for (c, dc) in d.iter().enumerate() {
+                if let Some(dc) = dc {
+                    let gc = &mut g[c * cw..(c + 1) * cw];
+                    for row in dc.chunks(cw) {
+                        for (a, &v) in gc.iter_mut().zip(row) {
+                            *a += v;
+                        }
+                    }
                 }
             }
             grads.push(Some(

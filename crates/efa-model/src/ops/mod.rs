@@ -2,5 +2,6 @@
 
 pub mod attention;
 pub mod gather;
+pub mod linear;
 pub mod link;
 pub mod nll;

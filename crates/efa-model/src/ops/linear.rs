@@ -1,0 +1,262 @@
+//! `linear`: `y = x·W + b` over the last axis as one tape node (one GEMM with the bias as
+//! its initial value; backward: `dx = dy·Wᵀ`, `dW = xᵀ·dy` over all leading axes at once,
+//! `db = Σ dy`), instead of a matmul node, a broadcast add node and its reduction.
+
+use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
+use ndarray::{ArrayD, IxDyn};
+
+const NAME: &str = "fused:linear";
+
+struct LinearOp;
+
+/// `c[m×n] = a[m×k]·b[k×n] (+ c if accumulate)`, all row-major slices; `ta`/`tb` read `a`
+/// (stored `k×m`) or `b` (stored `n×k`) transposed.
+#[allow(clippy::too_many_arguments)]
+fn gemm<T: Real>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    ta: bool,
+    b: &[T],
+    tb: bool,
+    c: &mut [T],
+    accumulate: bool,
+) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+    let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
+    let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
+    let beta = if accumulate { T::ONE } else { T::ZERO };
+    // SAFETY: the asserts above guarantee that every index the strides address lies inside
+    // the slices; `c` is a unique borrow, so it does not alias `a` or `b`.
+    unsafe {
+        T::gemm(
+            m,
+            k,
+            n,
+            T::ONE,
+            a.as_ptr(),
+            rsa,
+            csa,
+            b.as_ptr(),
+            rsb,
+            csb,
+            beta,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+fn shapes<T: Real>(inputs: &[&ArrayD<T>]) -> Result<(usize, usize, usize), TapeError> {
+    let (x, w) = (inputs[0], inputs[1]);
+    let fi = *x.shape().last().unwrap_or(&0);
+    if x.ndim() == 0 || w.ndim() != 2 || w.shape()[0] != fi {
+        return Err(TapeError::new(
+            NAME,
+            format!(
+                "x {:?} times W {:?}: W must be [{fi}, out]",
+                x.shape(),
+                w.shape()
+            ),
+        ));
+    }
+    let fo = w.shape()[1];
+    if let Some(b) = inputs.get(2) {
+        if b.shape() != [fo] {
+            return Err(TapeError::new(
+                NAME,
+                format!("bias must be [{fo}], got {:?}", b.shape()),
+            ));
+        }
+    }
+    Ok((x.len() / fi.max(1), fi, fo))
+}
+
+impl<T: Real> FusedOp<T> for LinearOp {
+    fn name(&self) -> &str {
+        "linear"
+    }
+
+    fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
+        let (m, fi, fo) = shapes(inputs)?;
+        let x = inputs[0].as_standard_layout();
+        let w = inputs[1].as_standard_layout();
+        let mut y = vec![T::ZERO; m * fo];
+        let bias = inputs.get(2).map(|b| b.as_standard_layout());
+        if let Some(b) = &bias {
+            let b = b.as_slice().expect("standard layout");
+            for row in y.chunks_mut(fo.max(1)) {
+                row.copy_from_slice(b);
+            }
+        }
+        if m > 0 && fo > 0 {
+            gemm(
+                m,
+                fi,
+                fo,
+                x.as_slice().expect("standard layout"),
+                false,
+                w.as_slice().expect("standard layout"),
+                false,
+                &mut y,
+                bias.is_some(),
+            );
+        }
+        let mut shape = inputs[0].shape().to_vec();
+        *shape.last_mut().expect("x has an axis") = fo;
+        Ok(vec![
+            ArrayD::from_shape_vec(IxDyn(&shape), y).expect("sizes match")
+        ])
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&ArrayD<T>],
+        _outputs: &[&ArrayD<T>],
+        d_outputs: &[Option<&ArrayD<T>>],
+        needs_grad: &[bool],
+    ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
+        let (m, fi, fo) = shapes(inputs)?;
+        let Some(dy) = d_outputs[0] else {
+            return Ok(inputs
+                .iter()
+                .zip(needs_grad)
+                .map(|(x, &need)| need.then(|| ArrayD::zeros(x.raw_dim())))
+                .collect());
+        };
+        let dy = dy.as_standard_layout();
+        let dy = dy.as_slice().expect("standard layout");
+        let x = inputs[0].as_standard_layout();
+        let x = x.as_slice().expect("standard layout");
+        let w = inputs[1].as_standard_layout();
+        let w = w.as_slice().expect("standard layout");
+        let mut out = Vec::with_capacity(inputs.len());
+        out.push(needs_grad[0].then(|| {
+            let mut dx = vec![T::ZERO; m * fi];
+            if m > 0 && fi > 0 {
+                gemm(m, fo, fi, dy, false, w, true, &mut dx, false);
+            }
+            ArrayD::from_shape_vec(inputs[0].raw_dim(), dx).expect("sizes match")
+        }));
+        out.push(needs_grad[1].then(|| {
+            let mut dw = vec![T::ZERO; fi * fo];
+            if fi > 0 && fo > 0 {
+                gemm(fi, m, fo, x, true, dy, false, &mut dw, false);
+            }
+            ArrayD::from_shape_vec(IxDyn(&[fi, fo]), dw).expect("sizes match")
+        }));
+        if inputs.len() > 2 {
+            out.push(needs_grad[2].then(|| {
+                let mut db = vec![T::ZERO; fo];
+                for row in dy.chunks(fo.max(1)) {
+                    for (a, &v) in db.iter_mut().zip(row) {
+                        *a += v;
+                    }
+                }
+                ArrayD::from_shape_vec(IxDyn(&[fo]), db).expect("sizes match")
+            }));
+        }
+        Ok(out)
+    }
+
+    /// `2·m·in·out` forward; backward `2·m·in·out` for each of dx and dW.
+    fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
+        let Ok((m, fi, fo)) = shapes(inputs) else {
+            return 0;
+        };
+        let f = 2 * (m * fi * fo) as u64;
+        if backward {
+            2 * f
+        } else {
+            f
+        }
+    }
+}
+
+/// Records `x·W (+ b)` over the last axis of `x` `[…, in]` with `W` `[in, out]` and `b`
+/// `[out]` as one node.
+pub fn linear<T: Real>(
+    tape: &mut Tape<T>,
+    x: Var,
+    w: Var,
+    b: Option<Var>,
+) -> Result<Var, TapeError> {
+    let mut inputs = vec![x, w];
+    inputs.extend(b);
+    Ok(tape.fused(Box::new(LinearOp), &inputs)?[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use efa_check::{CheckOptions, Mode};
+    use efa_tape::audit::audit;
+
+    fn input(shape: &[usize], seed: f64) -> ArrayD<f64> {
+        let mut i = 0.0;
+        ArrayD::from_shape_fn(IxDyn(shape), |_| {
+            i += 1.0;
+            (i * 0.53 + seed).cos()
+        })
+    }
+
+    #[test]
+    fn linear_equals_matmul_plus_bias_and_passes_the_audit() {
+        for bias in [true, false] {
+            let (x, w, b) = (
+                input(&[2, 3, 4], 0.2),
+                input(&[4, 5], 0.6),
+                input(&[5], 1.1),
+            );
+            let mut tape = Tape::<f64>::new();
+            let (xv, wv, bv) = (
+                tape.param("x", x.clone()).unwrap(),
+                tape.param("w", w.clone()).unwrap(),
+                tape.param("b", b.clone()).unwrap(),
+            );
+            let y = linear(&mut tape, xv, wv, bias.then_some(bv)).unwrap();
+            let mut want = tape.matmul(xv, wv, false, false).unwrap();
+            if bias {
+                want = tape.add(want, bv).unwrap();
+            }
+            let (y, want) = (tape.value(y), tape.value(want));
+            assert_eq!(y.shape(), [2, 3, 5]);
+            for (a, c) in y.iter().zip(want.iter()) {
+                assert!((a - c).abs() < 1e-14, "{a} vs {c}");
+            }
+            let mut params = vec![("x", x), ("w", w)];
+            if bias {
+                params.push(("b", b));
+            }
+            let report = audit(
+                &params,
+                |tape, v| {
+                    let y = linear(tape, v[0], v[1], v.get(2).copied())?;
+                    let y = tape.square(y)?;
+                    tape.sum_all(y)
+                },
+                &CheckOptions {
+                    mode: Mode::Full,
+                    ..CheckOptions::default()
+                },
+            )
+            .unwrap();
+            assert!(report.passed(), "{report}");
+        }
+    }
+
+    #[test]
+    fn shape_mismatches_are_errors() {
+        let mut tape = Tape::<f64>::new();
+        let x = tape.param("x", input(&[2, 3], 0.0)).unwrap();
+        let w = tape.param("w", input(&[4, 5], 0.0)).unwrap();
+        let e = linear(&mut tape, x, w, None).unwrap_err().to_string();
+        assert!(
+            e.contains("x [2, 3] times W [4, 5]: W must be [3, out]"),
+            "{e}"
+        );
+    }
+}
