@@ -268,8 +268,8 @@ impl<T: Real> Ctx<'_, '_, T> {
         let p = self.p;
         let bkp = padded(bk);
         let kh = p.head(&p.k, bh);
-        pack_cols(&kh, j0, bk, &mut sc.kt, bkp);
-        pack_cols(&p.head(&p.v, bh), j0, bk, &mut sc.vt, bkp);
+        pack_cols(p.isa, &kh, j0, bk, &mut sc.kt, bkp);
+        pack_cols(p.isa, &p.head(&p.v, bh), j0, bk, &mut sc.vt, bkp);
         b_operand(&kh, j0, bk, &mut sc.kp)
     }
 

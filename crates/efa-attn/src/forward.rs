@@ -1,23 +1,31 @@
 //! Forward pass: online softmax over key tiles per (batch, head, query tile).
 
-use crate::micro::{gemm, online_softmax_t, padded};
-use crate::problem::{a_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem};
+use crate::micro::{gemm, online_softmax_t, padded, PAD};
+use crate::problem::{
+    a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem,
+};
 use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayView4};
 use std::mem::MaybeUninit;
 
-/// Per-job scratch: the transposed query tile `Qᵀ`, (when needed) a padded `V` tile, the
-/// transposed score tile `Sᵀ` (keys × queries, so the softmax statistics are vectorised across
-/// queries), the transposed accumulator `accᵀ` and the running max / sum per query.
+/// Per-job scratch: the transposed query tile `Qᵀ`, the transposed score tile `Sᵀ` (keys ×
+/// queries, so the softmax statistics are vectorised across queries), the accumulator (`accᵀ`,
+/// dv × queries, or row-major `acc`, queries × padded dv — see [`row_major`]), the running max /
+/// sum per query, the rescaling factors of a row-major accumulator, a padded `V` tile when `V`
+/// cannot be read in place, and the visible key counts per query with the column groups of
+/// equal visible row count.
 struct Scratch<T> {
     qt: Vec<T>,
     st: Vec<T>,
-    acct: Vec<T>,
+    acc: Vec<T>,
     m: Vec<T>,
     l: Vec<T>,
+    alpha: Vec<T>,
+    vb: Vec<T>,
     cnt: Vec<usize>,
+    groups: Vec<(usize, usize, usize)>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -25,16 +33,33 @@ impl<T: Real> Scratch<T> {
         let bq = BLOCK_Q.min(p.nq).max(1);
         let bk = BLOCK_K.min(p.nk).max(1);
         let mqp = padded(bq);
+        let dvp = padded(p.dv);
         Scratch {
             qt: zeros(p.d * mqp),
             st: zeros(bk * mqp),
-            acct: zeros(p.dv * mqp),
+            acc: zeros((p.dv * mqp).max(bq * dvp)),
             m: zeros(mqp),
             l: zeros(mqp),
+            alpha: zeros(mqp),
+            vb: Vec::new(),
             cnt: vec![0; bq],
+            groups: Vec::with_capacity(mqp / PAD),
         }
     }
 }
+
+/// Whether a tile of `mq` queries keeps its output accumulator row-major (`mq` × padded `dv`,
+/// updated by `acc += P·V` with `V` rows as vectors) rather than transposed (`dv` × padded
+/// `mq`, `accᵀ += Vᵀ·Pᵀ`): whichever pads less. Short sequences with small heads (`mq = 50`,
+/// `dv = 16`) waste a fifth of the transposed products on padding queries; tiles of 64
+/// queries keep the transposed layout. Depends only on the shapes.
+fn row_major(mq: usize, dv: usize) -> bool {
+    mq * padded(dv) < dv * padded(mq)
+}
+
+/// Query rows per `acc += P·V` call of the row-major layout, each call summing only over the
+/// keys its last (widest) row sees.
+const ROW_GROUP: usize = 8;
 
 /// Attention forward: returns `o` `[B, H, Nq, Dv]` and `lse` `[B, H, Nq]` with
 /// `lseᵢ = ln Σ_{j visible} exp(scale·⟨qᵢ, kⱼ⟩)` and `oᵢ = Σⱼ exp(scale·⟨qᵢ, kⱼ⟩ − lseᵢ)·vⱼ`
@@ -113,46 +138,76 @@ fn tile<T: Real>(
     let (b, h) = p.split(bh);
     let mq = lse.len();
     let mqp = padded(mq);
+    let dv = p.dv;
+    let dvp = padded(dv);
     let isa = p.isa;
+    let rm = row_major(mq, dv);
     let (qh, kh, vh) = (p.head(&p.q, bh), p.head(&p.k, bh), p.head(&p.v, bh));
-    pack_cols(&qh, i0, mq, &mut sc.qt, mqp);
+    pack_cols(isa, &qh, i0, mq, &mut sc.qt, mqp);
     let pointwise = p.rules.has_pointwise();
     sc.m[..mqp].fill(T::NEG_INFINITY);
     sc.l[..mqp].fill(T::ZERO);
-    sc.acct[..p.dv * mqp].fill(T::ZERO);
-    for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
-        let (ka, va) = (a_operand(&kh, j0), a_operand(&vh, j0));
-        // Sᵀ = scale·K·Qᵀ (keys × queries)
-        // SAFETY: K rows j0..j0+bk through the view's strides (d columns), qt is d×mqp, st is
-        // bk×mqp with mqp % PAD == 0.
-        unsafe {
-            gemm(
-                isa,
-                bk,
-                mqp,
-                p.d,
-                ka.ptr,
-                ka.rs,
-                ka.cs,
-                sc.qt.as_ptr(),
-                mqp as isize,
-                sc.st.as_mut_ptr(),
-                mqp as isize,
-                false,
-                p.scale,
-            );
-        }
-        // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r), so
-        // key row j is hidden from the first f(j) columns; then element-wise rules.
+    if !rm {
+        sc.acc[..dv * mqp].fill(T::ZERO);
+    }
+    for (t, (j0, bk)) in tiles(p.hi_max(b, i0, mq), BLOCK_K).enumerate() {
+        // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r).
         for r in 0..mq {
             sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
         }
-        let mut f = 0;
+        // Column groups [c0, c1) of PAD queries with the same number of key rows any of them
+        // sees: rows at or past it are −∞ for the whole group, so neither product nor softmax
+        // touches them (the causal triangle is skipped).
+        sc.groups.clear();
+        for c0 in (0..mqp).step_by(PAD) {
+            let lim = sc.cnt[(c0 + PAD).min(mq) - 1];
+            match sc.groups.last_mut() {
+                Some(g) if g.2 == lim => g.1 = c0 + PAD,
+                _ => sc.groups.push((c0, c0 + PAD, lim)),
+            }
+        }
+        let ka = a_operand(&kh, j0);
+        for &(c0, c1, lim) in &sc.groups {
+            if lim == 0 {
+                continue;
+            }
+            // Sᵀ = scale·K·Qᵀ (keys × queries) on rows < lim, columns c0..c1.
+            // SAFETY: K rows j0..j0+lim (< hi, inside the view, d columns) through its strides;
+            // qt is d×mqp and st is bk×mqp with c1 ≤ mqp, c1 − c0 a multiple of PAD.
+            unsafe {
+                gemm(
+                    isa,
+                    lim,
+                    c1.min(mq) - c0,
+                    p.d,
+                    ka.ptr,
+                    ka.rs,
+                    ka.cs,
+                    sc.qt.as_ptr().add(c0),
+                    mqp as isize,
+                    sc.st.as_mut_ptr().add(c0),
+                    mqp as isize,
+                    false,
+                    p.scale,
+                );
+            }
+        }
+        // Key row j is hidden from the first f(j) columns: set those that the softmax reads
+        // (columns of groups whose row count exceeds j) to −∞; then element-wise rules.
+        let (mut f, mut g) = (0, 0);
         for j in 0..bk {
             while f < mq && sc.cnt[f] <= j {
                 f += 1;
             }
-            sc.st[j * mqp..j * mqp + f].fill(T::NEG_INFINITY);
+            while g < sc.groups.len() && sc.groups[g].2 <= j {
+                g += 1;
+            }
+            let Some(&(c0, _, _)) = sc.groups.get(g) else {
+                break;
+            };
+            if c0 < f {
+                sc.st[j * mqp + c0..j * mqp + f].fill(T::NEG_INFINITY);
+            }
         }
         if pointwise {
             for r in 0..mq {
@@ -163,51 +218,130 @@ fn tile<T: Real>(
                 }
             }
         }
-        // SAFETY: buffers sized by Scratch::new for this tile.
-        unsafe {
-            online_softmax_t(
-                isa,
-                bk,
-                &sc.cnt[..mq],
-                &mut sc.st,
-                mqp,
-                &mut sc.m,
-                &mut sc.l,
-                &mut sc.acct,
-                p.dv,
-            )
-        };
-        // accᵀ += Vᵀ·Pᵀ (Vᵀ read through transposed strides)
-        // SAFETY: V rows j0..j0+bk (dv columns), st is bk×mqp, acct is dv×mqp.
-        unsafe {
-            gemm(
-                isa,
-                p.dv,
-                mqp,
-                bk,
-                va.ptr,
-                va.cs,
-                va.rs,
-                sc.st.as_ptr(),
-                mqp as isize,
-                sc.acct.as_mut_ptr(),
-                mqp as isize,
-                true,
-                T::ONE,
-            );
+        if !rm {
+            // SAFETY: buffers sized by Scratch::new for this tile.
+            unsafe {
+                online_softmax_t(
+                    isa,
+                    bk,
+                    &sc.cnt[..mq],
+                    &mut sc.st,
+                    mqp,
+                    &mut sc.m,
+                    &mut sc.l,
+                    &mut sc.acc,
+                    dv,
+                    None,
+                )
+            };
+            let va = a_operand(&vh, j0);
+            for &(c0, c1, lim) in &sc.groups {
+                if lim == 0 {
+                    continue;
+                }
+                // accᵀ += Vᵀ·Pᵀ over the key rows < lim (Pᵀ is 0 below them; Vᵀ read through
+                // transposed strides).
+                // SAFETY: V rows j0..j0+lim (dv columns), st is bk×mqp, acc holds dv×mqp.
+                unsafe {
+                    gemm(
+                        isa,
+                        dv,
+                        c1.min(mq) - c0,
+                        lim,
+                        va.ptr,
+                        va.cs,
+                        va.rs,
+                        sc.st.as_ptr().add(c0),
+                        mqp as isize,
+                        sc.acc.as_mut_ptr().add(c0),
+                        mqp as isize,
+                        true,
+                        T::ONE,
+                    );
+                }
+            }
+        } else {
+            // SAFETY: buffers sized by Scratch::new for this tile (dv = 0: acc untouched).
+            unsafe {
+                online_softmax_t(
+                    isa,
+                    bk,
+                    &sc.cnt[..mq],
+                    &mut sc.st,
+                    mqp,
+                    &mut sc.m,
+                    &mut sc.l,
+                    &mut sc.acc,
+                    0,
+                    Some(&mut sc.alpha),
+                )
+            };
+            let first = t == 0;
+            if !first {
+                for r in 0..mq {
+                    let a = sc.alpha[r];
+                    for x in &mut sc.acc[r * dvp..r * dvp + dv] {
+                        *x *= a;
+                    }
+                }
+            }
+            if sc.vb.len() < bk * dvp {
+                sc.vb.resize(BLOCK_K.min(p.nk) * dvp, T::ZERO);
+            }
+            let vb = b_operand(&vh, j0, bk, &mut sc.vb);
+            // acc += P·V per group of ROW_GROUP queries over the keys its last row sees (P is
+            // read from Pᵀ through transposed strides); the first key tile overwrites.
+            let mut r0 = 0;
+            while r0 < mq {
+                let kr = sc.cnt[(r0 + ROW_GROUP).min(mq) - 1];
+                let mut r1 = (r0 + ROW_GROUP).min(mq);
+                while r1 < mq && sc.cnt[(r1 + ROW_GROUP).min(mq) - 1] == kr {
+                    r1 = (r1 + ROW_GROUP).min(mq);
+                }
+                if first || kr > 0 {
+                    // SAFETY: Pᵀ columns r0..r1 (< mq ≤ mqp), rows < kr ≤ bk of st; V rows
+                    // j0..j0+kr of the operand (dvp-wide contiguous rows, dvp a multiple of
+                    // PAD); acc rows r0..r1 of width dvp inside the scratch.
+                    unsafe {
+                        gemm(
+                            isa,
+                            r1 - r0,
+                            dv,
+                            kr,
+                            sc.st.as_ptr().add(r0),
+                            1,
+                            mqp as isize,
+                            vb.ptr,
+                            vb.rs,
+                            sc.acc.as_mut_ptr().add(r0 * dvp),
+                            dvp as isize,
+                            !first,
+                            T::ONE,
+                        );
+                    }
+                }
+                r0 = r1;
+            }
         }
     }
     // Finish: o = acc / l, lse = m + ln l; rows that saw nothing keep o = 0, lse = −∞.
     for r in 0..mq {
         let l = sc.l[r];
+        let out = &mut o[r * dv..(r + 1) * dv];
         if l > T::ZERO {
             let inv = T::ONE / l;
-            for (c, o) in o[r * p.dv..(r + 1) * p.dv].iter_mut().enumerate() {
-                o.write(sc.acct[c * mqp + r] * inv);
+            if rm {
+                for (o, &a) in out.iter_mut().zip(&sc.acc[r * dvp..r * dvp + dv]) {
+                    o.write(a * inv);
+                }
+            } else {
+                for (c, o) in out.iter_mut().enumerate() {
+                    o.write(sc.acc[c * mqp + r] * inv);
+                }
             }
             lse[r].write(sc.m[r] + l.ln());
         } else {
-            o[r * p.dv..(r + 1) * p.dv].fill(MaybeUninit::new(T::ZERO));
+            out.fill(MaybeUninit::new(T::ZERO));
             lse[r].write(T::NEG_INFINITY);
         }
     }

@@ -4,10 +4,52 @@
 //! (row, column) strides — so transposed operands such as `Pᵀ` or `dSᵀ` cost nothing extra —
 //! and `B`, `C` have contiguous rows whose width is a multiple of [`PAD`] (tiles are padded with
 //! zeros). The register block is `MR` rows × `NR` vectors: 8×2 for AVX-512 (16 of 32 zmm
-//! accumulators), 6×2 for AVX2 (12 of 16 ymm), 4×2 for the scalar path.
+//! accumulators), 6×2 for AVX2 (12 of 16 ymm), 4×2 for the scalar path. A column count that
+//! is not a multiple of the vector width ends in one vector; on AVX-512 that last vector is a
+//! 256-bit one when it covers the rest (50 queries: three zmm and one ymm instead of four zmm),
+//! which halves its cost on cores that execute 512-bit operations as two halves.
 
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
+
+/// Like `efa_num::simd_variants!`, but the body takes a second vector type `H` of the same
+/// element for partial column tails: AVX-512 bodies get the AVX2 register (half the width; on
+/// cores that split 512-bit operations in two it costs half), the others their own type.
+macro_rules! tail_variants {
+    ($body:ident, $disp:ident, ($($a:ident : $t:ty),*) -> $r:ty) => {
+        /// Dispatches to the variant `isa`.
+        ///
+        /// # Safety
+        /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $disp<E: efa_num::simd::SimdElem>(isa: Isa, $($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn v512<E: efa_num::simd::SimdElem>($($a: $t),*) -> $r {
+                // SAFETY: AVX-512F implies AVX2 and FMA, so both register types are usable.
+                unsafe { $body::<E::Avx512, E::Avx2>($($a),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn v256<E: efa_num::simd::SimdElem>($($a: $t),*) -> $r {
+                unsafe { $body::<E::Avx2, E::Avx2>($($a),*) }
+            }
+            // SAFETY: the caller guarantees `isa` is supported.
+            unsafe {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => v512::<E>($($a),*),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => v256::<E>($($a),*),
+                    _ => $body::<E::One, E::One>($($a),*),
+                }
+            }
+        }
+    };
+}
 
 /// Tile widths are rounded up to a multiple of this (16 elements: a 64-byte f32 or a
 /// 128-byte f64 row chunk; every variant's lane count divides it).
@@ -70,11 +112,12 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
     }
 }
 
-/// All column blocks of an `MR`-row strip.
+/// All column blocks of an `MR`-row strip covering the first `nu` columns: `NR`-vector blocks,
+/// then single vectors, and a last block of the narrower `H` when it covers the rest.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn strip<V: SimdVec, const MR: usize, const NR: usize>(
-    n: usize,
+unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const NR: usize>(
+    nu: usize,
     k: usize,
     a: *const V::Elem,
     rsa: isize,
@@ -89,7 +132,7 @@ unsafe fn strip<V: SimdVec, const MR: usize, const NR: usize>(
     unsafe {
         let w = V::LANES;
         let mut j = 0;
-        while j + NR * w <= n {
+        while j + NR * w <= nu {
             block::<V, MR, NR>(
                 k,
                 a,
@@ -104,27 +147,43 @@ unsafe fn strip<V: SimdVec, const MR: usize, const NR: usize>(
             );
             j += NR * w;
         }
-        while j < n {
-            block::<V, MR, 1>(
-                k,
-                a,
-                rsa,
-                csa,
-                b.add(j),
-                rsb,
-                c.add(j),
-                rsc,
-                accumulate,
-                alpha,
-            );
-            j += w;
+        while j < nu {
+            if H::LANES < w && nu - j <= H::LANES {
+                block::<H, MR, 1>(
+                    k,
+                    a,
+                    rsa,
+                    csa,
+                    b.add(j),
+                    rsb,
+                    c.add(j),
+                    rsc,
+                    accumulate,
+                    alpha,
+                );
+                j += H::LANES;
+            } else {
+                block::<V, MR, 1>(
+                    k,
+                    a,
+                    rsa,
+                    csa,
+                    b.add(j),
+                    rsb,
+                    c.add(j),
+                    rsc,
+                    accumulate,
+                    alpha,
+                );
+                j += w;
+            }
         }
     }
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<V: SimdVec, const MR: usize>(
+unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
     m: usize,
     n: usize,
     k: usize,
@@ -142,7 +201,7 @@ unsafe fn rows<V: SimdVec, const MR: usize>(
         let mut i = 0;
         while i + MR <= m {
             let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
-            strip::<V, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+            strip::<V, H, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
             i += MR;
         }
         // Remainder rows in blocks of 4, 2, 1.
@@ -150,13 +209,13 @@ unsafe fn rows<V: SimdVec, const MR: usize>(
             let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
             let left = m - i;
             if left >= 4 && MR > 4 {
-                strip::<V, 4, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 4, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 4;
             } else if left >= 2 {
-                strip::<V, 2, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 2, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 2;
             } else {
-                strip::<V, 1, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 1, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
                 i += 1;
             }
         }
@@ -165,7 +224,7 @@ unsafe fn rows<V: SimdVec, const MR: usize>(
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_body<V: SimdVec>(
+unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     m: usize,
     n: usize,
     k: usize,
@@ -182,25 +241,27 @@ unsafe fn gemm_body<V: SimdVec>(
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
-            rows::<V, 8>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 8>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         } else if bytes >= 32 {
-            rows::<V, 6>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 6>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         } else {
-            rows::<V, 4>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 4>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
         }
     }
 }
-simd_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
+tail_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
     b: *const E, rsb: isize, c: *mut E, rsc: isize, accumulate: bool, alpha: E) -> ());
 
 /// `C ← alpha·A·B` (`accumulate = false`) or `C ← C + A·B` (`accumulate = true`, `alpha`
 /// ignored): `A` is m×k read at `a[i·rsa + p·csa]`, `B` is k×n with rows at `b[p·rsb]`,
-/// `C` is m×n with rows at `c[i·rsc]`; `n` must be a multiple of [`PAD`]. The summation over `p` runs in index order for
-/// every element, so the result does not depend on the blocking.
+/// `C` is m×n with rows at `c[i·rsc]`. Columns are computed in whole vectors, so for `n` not
+/// a multiple of [`PAD`] the columns up to `padded(n)` may be read from `B` and written to `C`
+/// (with unspecified values). The summation over `p` runs in index order for every element, so
+/// the result does not depend on the blocking or on the variant's column tail.
 ///
 /// # Safety
-/// All pointers must be valid for the stated shapes and strides; `c` must not alias `a`, `b`;
-/// `isa` must be supported.
+/// All pointers must be valid for the stated shapes and strides with `padded(n)` columns for
+/// `B` and `C`; `c` must not alias `a`, `b`; `isa` must be supported.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm<T: Real>(
@@ -218,7 +279,6 @@ pub unsafe fn gemm<T: Real>(
     accumulate: bool,
     alpha: T,
 ) {
-    debug_assert!(n.is_multiple_of(PAD));
     simd_by_kind!(T, E => unsafe {
         gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, accumulate,
             *(&alpha as *const T).cast::<E>())
@@ -297,9 +357,71 @@ unsafe fn row_exp<V: SimdVec>(row: *mut V::Elem, w: usize, c: V::Elem) -> V::Ele
     }
 }
 
+/// The online-softmax update of one column block `[cb, cb + X::LANES)` (see
+/// [`online_softmax_t`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn online_t_body<V: SimdVec>(
+unsafe fn online_t_block<X: SimdVec>(
+    cb: usize,
+    rows: usize,
+    cnt: *const usize,
+    mq: usize,
+    st: *mut X::Elem,
+    mqp: usize,
+    m: *mut X::Elem,
+    l: *mut X::Elem,
+    acct: *mut X::Elem,
+    dv: usize,
+    alpha_out: *mut X::Elem,
+) {
+    unsafe {
+        let lanes = X::LANES;
+        let ninf = X::splat(X::Elem::NEG_INFINITY);
+        // Lower clamp for the shift: keeps `−∞ − m` from becoming `−∞ + ∞` while no key has
+        // been seen (then every entry is −∞ and exp gives exactly 0). Not a mask value.
+        let lowest = X::splat(-X::Elem::MAX);
+        let zero = X::splat(X::Elem::ZERO);
+        // Rows at or past the block's largest visible count are −∞ in every column: P = 0.
+        let lim = if cb < mq {
+            (*cnt.add((cb + lanes).min(mq) - 1)).min(rows)
+        } else {
+            0
+        };
+        for j in lim..rows {
+            zero.store(st.add(j * mqp + cb));
+        }
+        let rows = lim;
+        let mut mt = ninf;
+        for j in 0..rows {
+            mt = X::load(st.add(j * mqp + cb)).max(mt);
+        }
+        let m_old = X::load(m.add(cb));
+        let m_new = mt.max(m_old);
+        let shift = m_new.max(lowest);
+        // m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m}, acc ← acc·e^{m_old − m}
+        let alpha = m_old.sub(shift).exp();
+        let mut sum = X::splat(X::Elem::ZERO);
+        for j in 0..rows {
+            let p = st.add(j * mqp + cb);
+            let e = X::load(p).sub(shift).exp();
+            e.store(p);
+            sum = sum.add(e);
+        }
+        X::load(l.add(cb)).fma(alpha, sum).store(l.add(cb));
+        m_new.store(m.add(cb));
+        if !alpha_out.is_null() {
+            alpha.store(alpha_out.add(cb));
+        }
+        for c in 0..dv {
+            let a = acct.add(c * mqp + cb);
+            X::load(a).mul(alpha).store(a);
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     rows: usize,
     cnt: *const usize,
     mq: usize,
@@ -309,64 +431,39 @@ unsafe fn online_t_body<V: SimdVec>(
     l: *mut V::Elem,
     acct: *mut V::Elem,
     dv: usize,
+    alpha_out: *mut V::Elem,
 ) {
     unsafe {
-        let lanes = V::LANES;
-        let ninf = V::splat(V::Elem::NEG_INFINITY);
-        // Lower clamp for the shift: keeps `−∞ − m` from becoming `−∞ + ∞` while no key has
-        // been seen (then every entry is −∞ and exp gives exactly 0). Not a mask value.
-        let lowest = V::splat(-V::Elem::MAX);
-        let zero = V::splat(V::Elem::ZERO);
+        // Column blocks up to the last query; the last one in the narrower `H` when that
+        // covers it. Columns past it are left as they are.
+        let w = V::LANES;
         let mut cb = 0;
-        while cb < mqp {
-            // Rows at or past the block's largest visible count are −∞ in every column: P = 0.
-            let lim = if cb < mq {
-                (*cnt.add((cb + lanes).min(mq) - 1)).min(rows)
+        while cb < mq {
+            if H::LANES < w && mq - cb <= H::LANES {
+                online_t_block::<H>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+                cb += H::LANES;
             } else {
-                0
-            };
-            for j in lim..rows {
-                zero.store(st.add(j * mqp + cb));
+                online_t_block::<V>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+                cb += w;
             }
-            let rows = lim;
-            let mut mt = ninf;
-            for j in 0..rows {
-                mt = V::load(st.add(j * mqp + cb)).max(mt);
-            }
-            let m_old = V::load(m.add(cb));
-            let m_new = mt.max(m_old);
-            let shift = m_new.max(lowest);
-            // m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m}, acc ← acc·e^{m_old − m}
-            let alpha = m_old.sub(shift).exp();
-            let mut sum = V::splat(V::Elem::ZERO);
-            for j in 0..rows {
-                let p = st.add(j * mqp + cb);
-                let e = V::load(p).sub(shift).exp();
-                e.store(p);
-                sum = sum.add(e);
-            }
-            V::load(l.add(cb)).fma(alpha, sum).store(l.add(cb));
-            m_new.store(m.add(cb));
-            for c in 0..dv {
-                let a = acct.add(c * mqp + cb);
-                V::load(a).mul(alpha).store(a);
-            }
-            cb += lanes;
         }
     }
 }
-simd_variants!(online_t_body, online_t_d, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
-    acct: *mut E, dv: usize) -> ());
+tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
+    acct: *mut E, dv: usize, alpha_out: *mut E) -> ());
 
 /// Forward online-softmax update on a transposed score tile `st` (`rows` keys × `mqp` queries,
 /// `mqp` a multiple of [`PAD`]; masked entries already −∞; query column `r < cnt.len()` sees at
 /// most the first `cnt[r]` key rows, `cnt` non-decreasing), vectorised across queries: per
 /// query column, `m ← max(m, maxⱼ s)`, `l ← l·e^{m_old − m} + Σⱼ e^{s − m}`, the transposed
 /// accumulator `accᵀ` (`dv` rows × `mqp`) is scaled by `e^{m_old − m}`, and `st` is replaced by
-/// `Pᵀ = exp(st − m)` (0 where masked).
+/// `Pᵀ = exp(st − m)` (0 where masked). With `alpha = Some(a)`, the factors `e^{m_old − m}`
+/// are also stored in `a` (`mqp` entries), for an accumulator kept in another layout (pass
+/// `dv = 0` to leave `acct` alone). Only the vector blocks covering the first `cnt.len()`
+/// columns are touched (the same column tail as [`gemm`] with `n = cnt.len()`).
 ///
 /// # Safety
-/// `st` holds `rows·mqp`, `m`, `l` hold `mqp`, `acct` holds `dv·mqp` elements,
+/// `st` holds `rows·mqp`, `m`, `l` (and `alpha`) hold `mqp`, `acct` holds `dv·mqp` elements,
 /// `cnt.len() ≤ mqp`; `isa` supported.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn online_softmax_t<T: Real>(
@@ -379,14 +476,17 @@ pub unsafe fn online_softmax_t<T: Real>(
     l: &mut [T],
     acct: &mut [T],
     dv: usize,
+    alpha: Option<&mut [T]>,
 ) {
     debug_assert!(
         mqp.is_multiple_of(PAD) && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp
     );
     debug_assert!(acct.len() >= dv * mqp);
+    debug_assert!(alpha.as_ref().is_none_or(|a| a.len() >= mqp));
+    let alpha = alpha.map_or(std::ptr::null_mut(), |a| a.as_mut_ptr());
     simd_by_kind!(T, E => unsafe {
-        online_t_d::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
-            l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv)
+        online_t_dd::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
+            l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv, alpha.cast())
     })
 }
 

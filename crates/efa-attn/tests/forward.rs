@@ -151,6 +151,46 @@ fn every_simd_variant_forced() {
     }
 }
 
+/// Short tiles with small heads (row-major accumulator, including a padded copy of `V` and
+/// several key tiles), column tails narrower than a vector and the causal column groups, in
+/// every SIMD variant and both element types.
+#[test]
+fn small_heads_every_simd_variant() {
+    // (nq, nk, d, dv)
+    let cases = [
+        (50, 50, 16, 16),
+        (50, 300, 16, 16),
+        (40, 50, 8, 16),
+        (17, 150, 5, 20),
+        (24, 24, 16, 16),
+        (13, 13, 8, 8),
+        (197, 197, 32, 32),
+        (9, 40, 4, 4),
+    ];
+    for isa in Isa::ALL {
+        for (n, &(nq, nk, d, dv)) in cases.iter().enumerate() {
+            check_case::<f32>(3, 2, nq, nk, d, dv, 1.0, isa, 500 + n as u64);
+            check_case::<f64>(2, 1, nq, nk, d, dv, 1.0, isa, 600 + n as u64);
+        }
+    }
+}
+
+#[test]
+fn small_heads_strided_views() {
+    // Row-major accumulator with V read through a transposed view (padded copy).
+    let big = rand4::<f32>([2, 4, 50, 16], 1.0, 810);
+    let q = big.slice(ndarray::s![.., ..;2, .., ..]);
+    let k = big.slice(ndarray::s![.., 1..;2, .., ..]);
+    let vt = rand4::<f32>([2, 2, 16, 50], 1.0, 811);
+    let v = vt.view().permuted_axes([0, 1, 3, 2]);
+    for mask in [Mask::None, Mask::causal()] {
+        let (o, lse) = forward(q, k, v, &mask, 0.3, Par::Rayon).unwrap();
+        let (o_ref, lse_ref) = naive::forward(q, k, v, &mask, 0.3f32 as f64).unwrap();
+        assert_close(&o, &o_ref, 2e-5, 2e-4, "o");
+        assert_close(&lse, &lse_ref, 2e-5, 2e-4, "lse");
+    }
+}
+
 #[test]
 fn large_score_magnitudes() {
     // |s| ≈ 1e3: q, k entries ≈ 30 with d = 8 and scale 1/√8 give scores in the hundreds to

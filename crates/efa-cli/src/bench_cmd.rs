@@ -1,11 +1,15 @@
-//! `efa bench …`: kernel benchmarks with same-run baselines (the naive reference kernel and a
-//! matrixmultiply sgemm 2048³ ceiling on the same thread pool).
+//! `efa bench …`: kernel and training benchmarks with same-run baselines (the naive reference
+//! kernel and a matrixmultiply sgemm 2048³ ceiling on the same thread pool).
 
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
 use efa_attn::{backward, forward, forward_flops, naive, Mask, Par};
 use ndarray::{Array3, Array4};
 use std::time::Instant;
+
+// `efa bench train` lives in its own file beside this one (src/bench_train.rs).
+#[path = "bench_train.rs"]
+mod bench_train;
 
 /// Arguments of `efa bench`.
 #[derive(Args)]
@@ -19,6 +23,9 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Fused attention forward (and backward) throughput in GFLOP/s.
     Attention(AttentionArgs),
+    /// Steady-state training epochs of an experiment's EFA models: samples/s and GFLOP/s
+    /// (matmul and attention FLOPs) beside an sgemm ceiling.
+    Train(bench_train::TrainBenchArgs),
 }
 
 /// Mask of the attention benchmark.
@@ -79,6 +86,7 @@ struct AttentionArgs {
 pub fn run(args: BenchArgs) -> Result<(), CliError> {
     match args.command {
         BenchCommand::Attention(a) => attention(a),
+        BenchCommand::Train(a) => bench_train::run(a),
     }
 }
 
@@ -175,8 +183,13 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
 
 /// GFLOP/s of a 2048³ sgemm (matrixmultiply), row blocks split over the current rayon pool.
 fn sgemm_ceiling() -> f64 {
+    sgemm_ceiling_n(2048)
+}
+
+/// GFLOP/s of an n³ sgemm (matrixmultiply), row blocks split over the current rayon pool;
+/// the median of 3 after one warm-up.
+pub(crate) fn sgemm_ceiling_n(n: usize) -> f64 {
     use rayon::prelude::*;
-    let n = 2048;
     let a: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32) * 0.01).collect();
     let b: Vec<f32> = (0..n * n).map(|i| ((i % 89) as f32) * 0.01).collect();
     let mut c = vec![0f32; n * n];

@@ -50,6 +50,28 @@ pub struct RealCommon {
     protocol: ProtocolArg,
 }
 
+/// `--batching` of the item experiments.
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
+pub enum BatchingArg {
+    /// The paper: shuffled samples, minibatches of 256.
+    Samples,
+    /// Unidirectional EFA only: shuffled baskets, minibatches of whole baskets (at most 256
+    /// samples), so the causal model computes all targets of a basket in one pass (the
+    /// query-stream shortcut; same per-sample losses, different minibatch composition).
+    Sequences,
+}
+
+impl BatchingArg {
+    /// The training batching of one (direction, model): sequences only for causal EFA.
+    fn for_model(self, uni: bool, efa: bool) -> efa_model::train::Batching {
+        if self == BatchingArg::Sequences && uni && efa {
+            efa_model::train::Batching::Sequences
+        } else {
+            efa_model::train::Batching::Samples
+        }
+    }
+}
+
 /// `efa reproduce movielens-items`.
 #[derive(Args, Serialize)]
 pub struct MlItemsArgs {
@@ -59,6 +81,9 @@ pub struct MlItemsArgs {
     /// Models to run.
     #[arg(long, value_enum, default_value_t = Models::Both)]
     model: Models,
+    /// Minibatch composition.
+    #[arg(long, value_enum, default_value_t = BatchingArg::Samples)]
+    batching: BatchingArg,
     #[command(flatten)]
     #[serde(flatten)]
     common: RealCommon,
@@ -99,6 +124,9 @@ pub struct InstacartArgs {
     /// Models to run.
     #[arg(long, value_enum, default_value_t = Models::Both)]
     model: Models,
+    /// Minibatch composition.
+    #[arg(long, value_enum, default_value_t = BatchingArg::Samples)]
+    batching: BatchingArg,
     #[command(flatten)]
     #[serde(flatten)]
     common: RealCommon,
@@ -206,7 +234,10 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for &uni in a.direction.unidirectional() {
         for &efa in a.model.is_efa() {
-            let cfg = TrainConfig::paper(epochs, a.common.seed);
+            let cfg = TrainConfig {
+                batching: a.batching.for_model(uni, efa),
+                ..TrainConfig::paper(epochs, a.common.seed)
+            };
             let spec = ml::item_spec(
                 &data,
                 uni,
@@ -344,7 +375,10 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
                 &exp,
                 uni,
                 efa,
-                instacart::train_config(epochs, a.common.seed),
+                TrainConfig {
+                    batching: a.batching.for_model(uni, efa),
+                    ..instacart::train_config(epochs, a.common.seed)
+                },
                 a.common.seed,
             )
             .map_err(cli)?;

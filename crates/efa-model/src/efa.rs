@@ -307,9 +307,15 @@ impl EfaConfig {
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
-        if batch.group.is_some() && self.direction == Direction::Causal && self.continuous.is_none()
-        {
-            return self.forward_stream(tape, vars, batch);
+        if self.direction == Direction::Causal && self.continuous.is_none() {
+            if let Some(group) = &batch.group {
+                // The query stream pays off when sequences hold several targets of the batch;
+                // for (mostly) single-target sequences the per-sample pass is cheaper.
+                let distinct: std::collections::HashSet<usize> = group.iter().copied().collect();
+                if 2 * distinct.len() <= batch.len() {
+                    return self.forward_stream(tape, vars, batch);
+                }
+            }
         }
         let trimmed;
         let batch = match self.reach(batch) {
@@ -478,21 +484,26 @@ impl EfaConfig {
         };
         let mut xc = self.embed(tape, vars, &content, None)?;
         let mut xq = self.embed(tape, vars, &query, Some(&batch.pred_idx))?;
-        // Key rows of each target: content rows g·wc + j for j < p_s, then its own row.
+        // Keys of each target: content rows g·wc + j for j < p_s, then its own row at p_s
+        // (later positions are masked).
         let wk = batch.pred_idx.iter().max().map_or(1, |p| p + 1);
-        let own = c_len * wc;
-        let key_rows = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[s_len, wk]), |ix| {
-            let (s, j) = (ix[0], ix[1]);
+        let content_rows = ndarray::Array2::from_shape_fn((s_len, wk), |(s, j)| {
             if j < batch.pred_idx[s] {
                 seq_of[s] * wc + j
             } else {
-                own + s
+                NONE
+            }
+        });
+        let own_rows = ndarray::Array2::from_shape_fn((s_len, wk), |(s, j)| {
+            if j == batch.pred_idx[s] {
+                s
+            } else {
+                NONE
             }
         });
         let key_mask = AttentionMask::padding(batch.pred_idx.iter().map(|p| p + 1).collect());
         let causal = AttentionMask::causal();
-        let (h, k) = (self.heads, self.key_dim);
-        let hk = h * k;
+        let hk = self.heads * self.key_dim;
         let pre = self.norm == Norm::Pre;
         for l in 0..self.layers {
             let prefix = format!("block{l}.attn");
@@ -507,21 +518,35 @@ impl EfaConfig {
             } else {
                 xq
             };
-            // Query stream: own q, k, v; keys and values gathered from both streams.
-            let q = dense(tape, vars, &format!("{prefix}.q"), hq)?;
-            let mut kv = [q; 2];
-            for (slot, name) in kv.iter_mut().zip(["k", "v"]) {
-                let pc = dense(tape, vars, &format!("{prefix}.{name}"), hc)?;
-                let pq = dense(tape, vars, &format!("{prefix}.{name}"), hq)?;
-                let pc = tape.reshape(pc, &[c_len * wc, hk])?;
-                let pq = tape.reshape(pq, &[s_len, hk])?;
-                let table = tape.concat(&[pc, pq], 0)?;
-                *slot = tape.embedding(table, &key_rows)?;
-            }
-            let aq = self.attend(tape, vars, &prefix, q, kv[0], kv[1], &key_mask)?;
             let last = l + 1 == self.layers;
+            let proj = |tape: &mut Tape<T>, name: &str, x: Var| {
+                dense(tape, vars, &format!("{prefix}.{name}"), x)
+            };
+            // Both streams' keys and values; the query stream's keys gathered from both.
+            let (kc, vc) = (proj(tape, "k", hc)?, proj(tape, "v", hc)?);
+            let (qq, kq, vq) = (
+                proj(tape, "q", hq)?,
+                proj(tape, "k", hq)?,
+                proj(tape, "v", hq)?,
+            );
+            let mut gathered = [kc; 2];
+            for (slot, (c, q)) in gathered.iter_mut().zip([(kc, kq), (vc, vq)]) {
+                let parts = vec![
+                    Part {
+                        ids: content_rows.clone(),
+                        col: 0,
+                    },
+                    Part {
+                        ids: own_rows.clone(),
+                        col: 0,
+                    },
+                ];
+                *slot = gather_sum(tape, &[c, q], parts, None, hk, 1)?[0];
+            }
+            let aq = self.attend(tape, vars, &prefix, qq, gathered[0], gathered[1], &key_mask)?;
             if !last {
-                let ac = mha(tape, vars, &self.mha(), &prefix, hc, &causal)?;
+                let qc = proj(tape, "q", hc)?;
+                let ac = self.attend(tape, vars, &prefix, qc, kc, vc, &causal)?;
                 xc = self.finish_block(tape, vars, l, xc, ac)?;
             }
             xq = self.finish_block(tape, vars, l, xq, aq)?;

@@ -94,6 +94,33 @@ fn item_model_stream_equals_per_sample_for_whole_and_partial_sequences() {
     let part = all.select(&idx);
     let (s, w) = both(&model, &Objective::CrossEntropy, &p, &part);
     assert_close(&p, &s, &w);
+    // The same subset forced through the query stream (the model itself prefers the
+    // per-sample pass when most sequences hold a single target).
+    let forced = stream_only(&model, &Objective::CrossEntropy, &p, &part);
+    assert_close(&p, &forced, &w);
+}
+
+/// Loss and gradients of one tape through `EfaConfig::forward_stream` itself.
+fn stream_only(
+    model: &ModelConfig,
+    objective: &Objective,
+    p: &Params<f64>,
+    batch: &Samples,
+) -> LossGrads {
+    let ModelConfig::Efa(cfg) = model else {
+        panic!("an EFA model")
+    };
+    let mut tape = efa_tape::Tape::new();
+    let vars = efa_model::register(&mut tape, p).unwrap();
+    let eta = cfg.forward_stream(&mut tape, &vars, batch).unwrap();
+    let loss = objective.loss(&mut tape, eta, &batch.targets).unwrap();
+    let value = tape.value(loss).iter().next().copied().unwrap();
+    let grads = tape.backward(loss).unwrap();
+    let g = p
+        .iter()
+        .map(|(name, _)| grads.param(name).unwrap().clone())
+        .collect();
+    (value, g)
 }
 
 /// A causal rating-style model with every block option, on hand-built sequences whose
@@ -164,6 +191,8 @@ fn stream_equals_per_sample_with_values_norms_and_feed_forward() {
         let p = scaled(&model.init::<f64>(7), 2.0);
         let (s, w) = both(&model, &Objective::Mse, &p, &batch);
         assert_close(&p, &s, &w);
+        let forced = stream_only(&model, &Objective::Mse, &p, &batch);
+        assert_close(&p, &forced, &w);
     }
 }
 

@@ -18,7 +18,8 @@ use ndarray::{Array2, ArrayD, IxDyn};
 /// An index that contributes nothing at its position (e.g. padding).
 pub const NONE: usize = usize::MAX;
 
-/// One table's contribution: its row index at every position (`[B, N]`, [`NONE`] for none) and
+/// One table's contribution (a table is `[rows, F]`, or any standard-layout array whose
+/// leading axes are flattened into rows): its row index at every position (`[B, N]`, [`NONE`] for none) and
 /// the first output column it is added to.
 #[derive(Clone, Debug)]
 pub struct Part {
@@ -38,17 +39,23 @@ struct GatherSumOp {
 const NAME: &str = "fused:gather_sum";
 
 impl GatherSumOp {
+    /// Table `p` as `[rows, F]`: a 2-D input, or any input with its leading axes flattened.
     fn table<'a, T: Real>(
         &self,
         inputs: &[&'a ArrayD<T>],
         p: usize,
     ) -> Result<ndarray::ArrayView2<'a, T>, TapeError> {
-        inputs[p].view().into_dimensionality().map_err(|_| {
-            TapeError::new(
+        let x = inputs[p];
+        let f = *x.shape().last().unwrap_or(&0);
+        if x.ndim() < 2 || !x.is_standard_layout() {
+            return Err(TapeError::new(
                 NAME,
-                format!("table {p} must be 2-D, got {:?}", inputs[p].shape()),
-            )
-        })
+                format!("table {p} must be at least 2-D, got {:?}", x.shape()),
+            ));
+        }
+        x.view()
+            .into_shape_with_order((x.len() / f.max(1), f))
+            .map_err(|e| TapeError::new(NAME, format!("table {p}: {e}")))
     }
 
     /// Calls `f(chunk, lo, hi, offset)` for every output chunk that columns
@@ -150,7 +157,7 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         d_outputs: &[Option<&ArrayD<T>>],
         needs_grad: &[bool],
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
-        let (b, n) = self.parts[0].ids.dim();
+        let n = self.parts[0].ids.ncols();
         let cw = self.width / self.chunks;
         let d: Vec<Option<ndarray::CowArray<T, IxDyn>>> = d_outputs
             .iter()
@@ -186,7 +193,7 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                 });
             }
             grads.push(Some(
-                ArrayD::from_shape_vec(IxDyn(&[r_max, f]), g).expect("sizes match"),
+                ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
             ));
         }
         if self.bias {

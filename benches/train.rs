@@ -1,0 +1,119 @@
+//! Training throughput (criterion): Adam steps of the synthetic experiment's EFA model
+//! (unidirectional and bidirectional, the paper's batch 256) through
+//! `efa_model::train::train_epoch` on a fixed 2,048-sample subset of the training set (8
+//! minibatches per iteration), reported as samples per second (`Throughput::Elements`), beside
+//! a matrixmultiply sgemm 2048³ ceiling measured in the same run. The tape's FLOP count of one
+//! iteration (matmul and attention FLOPs, `efa_tape::stats`) is printed once per model, so
+//! GFLOP/s = samples/s × FLOPs/sample. `efa bench train` times whole epochs of all three
+//! experiments. Quick run: `cargo bench --bench train -- --warm-up-time 1 --measurement-time 3`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use efa_model::experiments::synthetic;
+use efa_model::train::{new_adam, train_epoch, Loss, TrainConfig};
+use rand::SeedableRng;
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Samples per iteration: 8 minibatches of the paper's 256.
+const SUBSET: usize = 2048;
+
+fn train(c: &mut Criterion) {
+    // 2,000 users give about 5,600 training samples per direction, more than SUBSET.
+    let data = synthetic::data(2000).expect("synthetic data");
+    let mut g = c.benchmark_group("train");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for uni in [true, false] {
+        let spec = synthetic::spec(&data, uni, true, TrainConfig::paper(1, 0), 0).expect("spec");
+        let n = SUBSET.min(spec.train.len());
+        let subset = spec.train.select(&(0..n).collect::<Vec<_>>());
+        let cfg = &spec.train_config;
+        let loss = Loss::Objective(&spec.objective);
+        let mut params = spec.model.init::<f32>(spec.init_seed);
+        let mut adam = new_adam(cfg).expect("adam");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut step = || {
+            train_epoch(
+                &spec.model,
+                &loss,
+                &mut params,
+                &mut adam,
+                &subset,
+                cfg,
+                &mut rng,
+                &mut order,
+                false,
+            )
+            .expect("training step")
+        };
+        let f0 = efa_tape::flops();
+        step();
+        let per_sample = (efa_tape::flops() - f0) as f64 / n as f64;
+        let id = if uni {
+            "synthetic_efa_uni"
+        } else {
+            "synthetic_efa_bi"
+        };
+        eprintln!(
+            "train/{id}: {n} samples per iteration, {per_sample:.0} FLOPs per sample \
+             (matmul and attention)"
+        );
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(BenchmarkId::new("epoch_subset", id), |bench| {
+            bench.iter(|| black_box(step()))
+        });
+    }
+    g.finish();
+}
+
+/// The ceiling: 2048³ sgemm, row blocks split over all cores with scoped threads.
+fn sgemm_ceiling(c: &mut Criterion) {
+    let n = 2048;
+    let a: Vec<f32> = (0..n * n).map(|i| (i % 97) as f32 * 0.01).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| (i % 89) as f32 * 0.01).collect();
+    let mut out = vec![0f32; n * n];
+    let threads = std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1);
+    let rows = n.div_ceil(threads);
+    let mut g = c.benchmark_group("ceiling");
+    g.sample_size(10).measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+    g.bench_function("sgemm_2048", |bench| {
+        bench.iter(|| {
+            std::thread::scope(|s| {
+                for (t, cb) in out.chunks_mut(rows * n).enumerate() {
+                    let (a, b) = (&a, &b);
+                    s.spawn(move || {
+                        let m = cb.len() / n;
+                        // SAFETY: row block t of a (m×n), b (n×n) and cb (m×n) are in bounds.
+                        unsafe {
+                            matrixmultiply::sgemm(
+                                m,
+                                n,
+                                n,
+                                1.0,
+                                a.as_ptr().add(t * rows * n),
+                                n as isize,
+                                1,
+                                b.as_ptr(),
+                                n as isize,
+                                1,
+                                0.0,
+                                cb.as_mut_ptr(),
+                                n as isize,
+                                1,
+                            )
+                        }
+                    });
+                }
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sgemm_ceiling, train);
+criterion_main!(benches);

@@ -1,0 +1,148 @@
+//! `efa bench train`: JSON lines with the documented keys and positive rates on a small
+//! synthetic run, a clear error (exit 2, no panic) for missing Instacart data, and the
+//! attention op's FLOP count under masks (in process, through the tape's global counter).
+
+use std::process::{Command, Output};
+
+fn efa(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_efa"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn synthetic_json_lines_have_the_documented_keys_and_positive_rates() {
+    let o = efa(&[
+        "bench",
+        "train",
+        "synthetic",
+        "--users",
+        "200",
+        "--epochs",
+        "1",
+        "--json",
+        "--threads",
+        "1",
+        "--sgemm-size",
+        "128",
+    ]);
+    assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "one line per direction: {out}");
+    let mut dirs = Vec::new();
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        assert_eq!(v["experiment"], "synthetic");
+        assert_eq!(v["model"], "efa");
+        assert_eq!(v["threads"], 1);
+        assert_eq!(v["batch"], 256);
+        assert_eq!(v["batching"], "samples");
+        for key in ["samples_per_s", "gflops", "sgemm_gflops", "epoch_s"] {
+            let x = v[key].as_f64().unwrap_or(f64::NAN);
+            assert!(x > 0.0 && x.is_finite(), "{key} = {x} in {line}");
+        }
+        assert!(v["train_samples"].as_u64().unwrap() > 0);
+        dirs.push(v["direction"].as_str().unwrap().to_string());
+    }
+    assert_eq!(dirs, ["uni", "bi"]);
+}
+
+#[test]
+fn no_baselines_gives_a_null_ceiling_and_one_direction() {
+    let o = efa(&[
+        "bench",
+        "train",
+        "synthetic",
+        "--users",
+        "200",
+        "--epochs",
+        "1",
+        "--json",
+        "--threads",
+        "1",
+        "--direction",
+        "bi",
+        "--batching",
+        "sequences",
+        "--no-baselines",
+    ]);
+    assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["direction"], "bi");
+    assert_eq!(v["batching"], "sequences");
+    assert!(v["sgemm_gflops"].is_null());
+}
+
+#[test]
+fn missing_instacart_data_is_a_clear_error_not_a_panic() {
+    // A --data path that does not exist.
+    let missing = std::env::temp_dir().join(format!("efa-bench-nodata-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&missing);
+    let o = efa(&[
+        "bench",
+        "train",
+        "instacart",
+        "--data",
+        missing.to_str().unwrap(),
+        "--no-baselines",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(missing.to_str().unwrap()), "{e}");
+    assert!(!e.contains("panicked") && !e.contains("bug"), "{e}");
+
+    // An existing directory without the Instacart files: the error names the missing file.
+    std::fs::create_dir_all(&missing).unwrap();
+    let o = efa(&[
+        "bench",
+        "train",
+        "instacart",
+        "--data",
+        missing.to_str().unwrap(),
+        "--no-baselines",
+    ]);
+    let _ = std::fs::remove_dir_all(&missing);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("items.csv") && e.contains("instacart"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn attention_flops_count_visible_pairs_under_the_mask() {
+    use efa_model::ops::attention::{attention, AttentionMask};
+    use ndarray::{ArrayD, IxDyn};
+    // B = 2, N = 3, H = 2, K = 4: 2·(K + K)·H = 32 FLOPs per visible (b, i, j) pair.
+    let run = |mask: &AttentionMask| -> (u64, u64) {
+        let mut t = efa_tape::Tape::<f64>::new();
+        let x = |t: &mut efa_tape::Tape<f64>, name: &str| {
+            t.param(name, ArrayD::from_elem(IxDyn(&[2, 3, 2, 4]), 0.1))
+                .unwrap()
+        };
+        let (q, k, v) = (x(&mut t, "q"), x(&mut t, "k"), x(&mut t, "v"));
+        let f0 = efa_tape::flops();
+        let (o, _) = attention(&mut t, q, k, v, mask, 0.5).unwrap();
+        let f1 = efa_tape::flops();
+        let s = t.sum_all(o).unwrap();
+        t.backward(s).unwrap();
+        (f1 - f0, efa_tape::flops() - f1)
+    };
+    // dense: 2·3·3 = 18 pairs
+    assert_eq!(run(&AttentionMask::default()), (18 * 32, 18 * 80));
+    // key lengths [3, 1]: 9 + 3 pairs
+    assert_eq!(run(&AttentionMask::padding(vec![3, 1])), (12 * 32, 12 * 80));
+    // causal: 2·(1 + 2 + 3) pairs
+    assert_eq!(run(&AttentionMask::causal()), (12 * 32, 12 * 80));
+    // causal and lengths [3, 1]: (1 + 2 + 3) + (1 + 1 + 1)
+    assert_eq!(
+        run(&AttentionMask::causal_padding(vec![3, 1])),
+        (9 * 32, 9 * 80)
+    );
+}
