@@ -249,7 +249,7 @@ pub fn loss_and_grads_with<T: Real>(
 /// Largest micro-batch of [`loss_and_grads_with`]; larger batches are split into chunks of
 /// this size and run in parallel (64 samples keep the per-position GEMMs efficient and give
 /// the paper's batch of 256 four parallel pieces).
-pub const MICRO_BATCH: usize = 64;
+pub const MICRO_BATCH: usize = 128;
 
 /// One micro-batch: a tape, forward, loss and backward.
 fn micro_loss_and_grads<T: Real>(

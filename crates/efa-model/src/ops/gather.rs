@@ -58,24 +58,26 @@ impl GatherSumOp {
             .map_err(|e| TapeError::new(NAME, format!("table {p}: {e}")))
     }
 
-    /// Calls `f(chunk, lo, hi, offset)` for every output chunk that columns
-    /// `col..col + width` overlap: chunk-local columns `lo..hi`, starting at `offset` within
-    /// the part's row.
-    fn for_overlaps(
-        &self,
-        col: usize,
-        width: usize,
-        mut f: impl FnMut(usize, usize, usize, usize),
-    ) {
+    /// The output chunks that columns `col..col + width` overlap, as `(chunk, lo, hi,
+    /// offset)`: chunk-local columns `lo..hi`, starting at `offset` within the part's row.
+    fn segments(&self, col: usize, width: usize) -> Vec<(usize, usize, usize, usize)> {
         let cw = self.width / self.chunks;
         let (start, end) = (col, col + width);
-        for c in start / cw..end.div_ceil(cw).min(self.chunks) {
-            let (c0, c1) = (c * cw, (c + 1) * cw);
-            let (lo, hi) = (start.max(c0), end.min(c1));
-            if lo < hi {
-                f(c, lo - c0, hi - c0, lo - start);
-            }
-        }
+        (start / cw..end.div_ceil(cw).min(self.chunks))
+            .filter_map(|c| {
+                let (c0, c1) = (c * cw, (c + 1) * cw);
+                let (lo, hi) = (start.max(c0), end.min(c1));
+                (lo < hi).then(|| (c, lo - c0, hi - c0, lo - start))
+            })
+            .collect()
+    }
+}
+
+/// `dst += src` elementwise (equal lengths).
+#[inline]
+fn add_into<T: Real>(dst: &mut [T], src: &[T]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d += s;
     }
 }
 
@@ -106,24 +108,28 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             }
             let t = t.as_standard_layout();
             let t = t.as_slice().expect("standard layout");
-            for ((bi, ni), &id) in part.ids.indexed_iter() {
+            let segs = self.segments(part.col, f);
+            let ids = part.ids.as_standard_layout();
+            let ids = ids.as_slice().expect("standard layout");
+            for (r, &id) in ids.iter().enumerate() {
                 if id == NONE {
                     continue;
                 }
                 if id >= r_max {
                     return Err(TapeError::new(
                         NAME,
-                        format!("table {p}: index {id} at [{bi}, {ni}] outside 0..{r_max}"),
+                        format!(
+                            "table {p}: index {id} at [{}, {}] outside 0..{r_max}",
+                            r / n.max(1),
+                            r % n.max(1)
+                        ),
                     ));
                 }
-                let r = bi * n + ni;
                 let src = &t[id * f..(id + 1) * f];
-                self.for_overlaps(part.col, f, |c, lo, hi, off| {
+                for &(c, lo, hi, off) in &segs {
                     let dst = &mut outs[c][r * cw + lo..r * cw + hi];
-                    for (d, &v) in dst.iter_mut().zip(&src[off..off + (hi - lo)]) {
-                        *d += v;
-                    }
-                });
+                    add_into(dst, &src[off..off + (hi - lo)]);
+                }
             }
         }
         if self.bias {
@@ -157,7 +163,6 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         d_outputs: &[Option<&ArrayD<T>>],
         needs_grad: &[bool],
     ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
-        let n = self.parts[0].ids.ncols();
         let cw = self.width / self.chunks;
         let d: Vec<Option<ndarray::CowArray<T, IxDyn>>> = d_outputs
             .iter()
@@ -175,22 +180,22 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             }
             let (r_max, f) = self.table(inputs, p)?.dim();
             let mut g = vec![T::ZERO; r_max * f];
-            for ((bi, ni), &id) in part.ids.indexed_iter() {
+            let segs = self.segments(part.col, f);
+            let ids = part.ids.as_standard_layout();
+            let ids = ids.as_slice().expect("standard layout");
+            for (r, &id) in ids.iter().enumerate() {
                 if id == NONE {
                     continue;
                 }
-                let r = bi * n + ni;
                 let dst = &mut g[id * f..(id + 1) * f];
-                self.for_overlaps(part.col, f, |c, lo, hi, off| {
+                for &(c, lo, hi, off) in &segs {
                     if let Some(dc) = d[c] {
-                        for (a, &v) in dst[off..off + (hi - lo)]
-                            .iter_mut()
-                            .zip(&dc[r * cw + lo..r * cw + hi])
-                        {
-                            *a += v;
-                        }
+                        add_into(
+                            &mut dst[off..off + (hi - lo)],
+                            &dc[r * cw + lo..r * cw + hi],
+                        );
                     }
-                });
+                }
             }
             grads.push(Some(
                 ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
