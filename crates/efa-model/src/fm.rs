@@ -7,7 +7,7 @@ use crate::params::{Init, Params};
 use crate::ModelError;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
-use ndarray::{Array3, ArrayD};
+use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -94,8 +94,11 @@ impl FmConfig {
                 .ok_or_else(|| ModelError::MissingParam(name.to_string()))
         };
         let (b, c) = batch.tokens.dim();
-        let tokens = batch.tokens.clone().into_dyn();
-        let emb = tape.embedding(get("alpha")?, &tokens)?;
+        // Padding (item 0) contributes nothing: a zero weight for rating contexts, a skipped
+        // entry for item contexts.
+        let ids = batch
+            .tokens
+            .mapv(|t| if t == 0 { crate::ops::gather::NONE } else { t });
         match self {
             FmConfig::Rating { dim, .. } => {
                 let r = batch
@@ -106,13 +109,17 @@ impl FmConfig {
                     .center
                     .as_ref()
                     .ok_or_else(|| ModelError::Batch("rating FM needs `center` items".into()))?;
+                if r.dim() != (b, c) {
+                    return Err(ModelError::Batch(format!(
+                        "field `weights`: shape {:?}, expected [{b}, {c}]",
+                        r.shape()
+                    )));
+                }
                 // wⱼ = rⱼ / length, so that Σⱼ wⱼ α[mⱼ] is the rating-weighted mean.
-                let w = Array3::from_shape_fn((b, c, 1), |(i, j, _)| {
+                let w = ndarray::Array2::from_shape_fn((b, c), |(i, j)| {
                     T::from_f64(r[[i, j]] / batch.lengths[i].max(1) as f64)
                 });
-                let w = tape.constant(w.into_dyn());
-                let weighted = tape.mul(emb, w)?;
-                let ctx = tape.sum(weighted, &[1], false)?;
+                let ctx = crate::ops::gather::bag_sum(tape, get("alpha")?, ids, Some(w))?;
                 let ids = ArrayD::from_shape_vec(vec![b], center.clone())
                     .expect("center length checked by validate");
                 let rho = tape.embedding(get("rho")?, &ids)?;
@@ -121,9 +128,7 @@ impl FmConfig {
                 Ok(tape.sum(prod, &[1], true)?)
             }
             FmConfig::Item { .. } => {
-                let pad = tokens.mapv(|t| t == 0).insert_axis(ndarray::Axis(2));
-                let emb = tape.masked_fill(emb, &pad, T::ZERO)?;
-                let ctx = tape.sum(emb, &[1], false)?;
+                let ctx = crate::ops::gather::bag_sum(tape, get("alpha")?, ids, None)?;
                 dense(tape, vars, "out", ctx)
             }
         }

@@ -392,9 +392,9 @@ fn training_is_bitwise_deterministic_for_a_seed() {
 
 #[test]
 fn micro_batched_gradients_equal_the_mean_of_per_sample_gradients() {
-    // 150 samples run as micro-batches of 64, 64 and 22 in parallel; the loss and every
+    // 300 samples run as micro-batches of 128, 128 and 44 in parallel; the loss and every
     // gradient must equal the mean over single-sample tapes (f64, up to round-off).
-    let (model, batch) = synthetic::audit_batch(false, true, 150).unwrap();
+    let (model, batch) = synthetic::audit_batch(false, true, 300).unwrap();
     assert!(batch.len() > efa_model::train::MICRO_BATCH);
     let p = model.init::<f64>(2);
     let (loss, grads) =

@@ -192,7 +192,7 @@ pub fn spec(
 /// A small seeded batch of the synthetic experiment for gradient audits: the first `n`
 /// training samples of the given direction and model, from 40 generated users.
 pub fn audit_batch(uni: bool, efa: bool, n: usize) -> Result<(ModelConfig, Samples), ModelError> {
-    let data = data(40)?;
+    let data = data(100)?;
     let spec = spec(&data, uni, efa, TrainConfig::paper(1, 0), 0)?;
     let idx: Vec<usize> = (0..n.min(spec.train.len())).collect();
     Ok((spec.model, spec.train.select(&idx)))
