@@ -325,6 +325,13 @@ impl EfaConfig {
             }
             _ => batch,
         };
+        if self.layers == 2
+            && self.norm == Norm::None
+            && self.ffn.is_none()
+            && self.continuous.is_none()
+        {
+            return self.forward_two_blocks(tape, vars, batch);
+        }
         let b = batch.len();
         let d = self.d_model();
         let x = self.embed(tape, vars, batch, None)?;
@@ -384,6 +391,85 @@ impl EfaConfig {
         } else {
             tape.gather_positions(x, &batch.pred_idx)?
         };
+        self.head(tape, vars, h)
+    }
+
+    /// The paper's two-block models (no layer norm, no feed-forward) with the first block's
+    /// output projection folded into the second block's keys and values. With
+    /// `x₁ = x₀ + o₀·W_o + b_o` (`o₀` the first block's attention output, `[B, N, H·K]`):
+    /// * `x₁·W_k + b_k = (x₀·W_k + b_k) + o₀·(W_o·W_k) + b_o·W_k`, where `x₀·W_k + b_k` comes
+    ///   from the projected tables (as the first block's projections) and `W_o·W_k` is
+    ///   `[H·K, H·K]`; likewise for the values;
+    /// * `x₁` itself is needed at the target row only (the second block's query and residual),
+    ///   so the output projection runs on `B` rows instead of `B·N`, and `x₀` is embedded at
+    ///   the target row only.
+    ///
+    /// The same function as the block-by-block forward, up to round-off (tested against the
+    /// loop reference).
+    fn forward_two_blocks<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        batch: &Samples,
+    ) -> Result<Var, ModelError> {
+        let (b, d) = (batch.len(), self.d_model());
+        let mask = match self.direction {
+            Direction::Padding => AttentionMask::padding(batch.lengths.clone()),
+            Direction::Causal => AttentionMask::causal(),
+            Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
+        };
+        // Block 0 on every position.
+        let [q0, k0, v0] =
+            self.table_projections(tape, vars, batch, "block0.attn", ["q", "k", "v"])?;
+        let scale = 1.0 / (self.key_dim as f64).sqrt();
+        let (o0, _) = attention_heads(tape, q0, k0, v0, self.heads, &mask, scale)?;
+        // x₁ at the target rows.
+        let at_target = Samples {
+            tokens: ndarray::Array2::from_shape_fn((b, 1), |(s, _)| {
+                batch.tokens[[s, batch.pred_idx[s]]]
+            }),
+            values: batch.values.as_ref().map(|v| {
+                ndarray::Array2::from_shape_fn((b, 1), |(s, _)| v[[s, batch.pred_idx[s]]])
+            }),
+            weights: None,
+            center: None,
+            lengths: vec![1; b],
+            pred_idx: vec![0; b],
+            targets: crate::Targets::Class(vec![0; b]),
+            group: None,
+        };
+        let x0_t = self.embed(tape, vars, &at_target, Some(&batch.pred_idx))?;
+        let x0_t = tape.reshape(x0_t, &[b, d])?;
+        let o0_t = tape.gather_positions(o0, &batch.pred_idx)?;
+        let a0_t = dense(tape, vars, "block0.attn.o", o0_t)?;
+        let x1_t = tape.add(x0_t, a0_t)?;
+        let x1_t = tape.reshape(x1_t, &[b, 1, d])?;
+        // Block 1: keys and values from the tables plus the folded output projection.
+        let [tk, tv] = self.table_projections(tape, vars, batch, "block1.attn", ["k", "v"])?;
+        let (wo, bo) = (get(vars, "block0.attn.o.w")?, get(vars, "block0.attn.o.b")?);
+        let bo = tape.reshape(bo, &[1, d])?;
+        let mut kv = [tk, tv];
+        for (slot, name) in kv.iter_mut().zip(["k", "v"]) {
+            let w = get(vars, &format!("block1.attn.{name}.w"))?;
+            let w_fold = tape.matmul(wo, w, false, false)?;
+            let b_fold = tape.matmul(bo, w, false, false)?;
+            let hk = tape.shape(w)[1];
+            let b_fold = tape.reshape(b_fold, &[hk])?;
+            let folded = crate::ops::linear::linear(tape, o0, w_fold, Some(b_fold))?;
+            *slot = tape.add(*slot, folded)?;
+        }
+        let q1 = dense(tape, vars, "block1.attn.q", x1_t)?;
+        let a1 = self.attend(
+            tape,
+            vars,
+            "block1.attn",
+            q1,
+            kv[0],
+            kv[1],
+            &self.target_mask(batch),
+        )?;
+        let x2 = tape.add(x1_t, a1)?;
+        let h = tape.reshape(x2, &[b, d])?;
         self.head(tape, vars, h)
     }
 
