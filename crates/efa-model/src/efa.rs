@@ -152,6 +152,25 @@ fn get(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
         .ok_or_else(|| ModelError::MissingParam(name.to_string()))
 }
 
+/// The inputs at each sample's target position, as single-position rows (the query stream's
+/// inputs; their positions are the targets' own, given to `embed` separately).
+fn target_inputs(batch: &Samples) -> Samples {
+    let n = batch.len();
+    let at = |x: &ndarray::Array2<usize>| {
+        ndarray::Array2::from_shape_fn((n, 1), |(s, _)| x[[s, batch.pred_idx[s]]])
+    };
+    Samples {
+        tokens: at(&batch.tokens),
+        values: batch.values.as_ref().map(at),
+        weights: None,
+        center: None,
+        lengths: vec![1; n],
+        pred_idx: vec![0; n],
+        targets: crate::Targets::Class(vec![0; n]),
+        group: None,
+    }
+}
+
 /// The first `w` positions of every per-position field.
 fn trim(batch: &Samples, w: usize) -> Samples {
     let cols = ndarray::s![.., ..w];
@@ -424,20 +443,7 @@ impl EfaConfig {
         let scale = 1.0 / (self.key_dim as f64).sqrt();
         let (o0, _) = attention_heads(tape, q0, k0, v0, self.heads, &mask, scale)?;
         // x₁ at the target rows.
-        let at_target = Samples {
-            tokens: ndarray::Array2::from_shape_fn((b, 1), |(s, _)| {
-                batch.tokens[[s, batch.pred_idx[s]]]
-            }),
-            values: batch.values.as_ref().map(|v| {
-                ndarray::Array2::from_shape_fn((b, 1), |(s, _)| v[[s, batch.pred_idx[s]]])
-            }),
-            weights: None,
-            center: None,
-            lengths: vec![1; b],
-            pred_idx: vec![0; b],
-            targets: crate::Targets::Class(vec![0; b]),
-            group: None,
-        };
+        let at_target = target_inputs(batch);
         let x0_t = self.embed(tape, vars, &at_target, Some(&batch.pred_idx))?;
         let x0_t = tape.reshape(x0_t, &[b, d])?;
         let o0_t = tape.gather_positions(o0, &batch.pred_idx)?;
@@ -554,20 +560,7 @@ impl EfaConfig {
             targets: crate::Targets::Class(vec![0; c_len]),
             group: None,
         };
-        let query = Samples {
-            tokens: ndarray::Array2::from_shape_fn((s_len, 1), |(s, _)| {
-                batch.tokens[[s, batch.pred_idx[s]]]
-            }),
-            values: batch.values.as_ref().map(|v| {
-                ndarray::Array2::from_shape_fn((s_len, 1), |(s, _)| v[[s, batch.pred_idx[s]]])
-            }),
-            weights: None,
-            center: None,
-            lengths: vec![1; s_len],
-            pred_idx: vec![0; s_len],
-            targets: crate::Targets::Class(vec![0; s_len]),
-            group: None,
-        };
+        let query = target_inputs(batch);
         let mut xc = self.embed(tape, vars, &content, None)?;
         let mut xq = self.embed(tape, vars, &query, Some(&batch.pred_idx))?;
         // Keys of each target: content rows g·wc + j for j < p_s, then its own row at p_s

@@ -311,8 +311,6 @@ pub fn attention_heads<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use efa_check::{CheckOptions, Mode};
-    use efa_tape::audit::audit;
 
     fn input(shape: &[usize], seed: f64) -> ArrayD<f64> {
         let mut i = 0.0;
@@ -360,19 +358,10 @@ mod tests {
         assert_eq!(tape.value(o).shape(), [2, 3, 4]);
         assert_eq!(tape.value(o), tape.value(o4));
         assert_eq!(tape.value(lse), tape.value(lse4));
-        let report = audit(
-            &[("q", q), ("k", k), ("v", v)],
-            |tape, x| {
-                let (o, lse) = attention_heads(tape, x[0], x[1], x[2], 2, &mask, scale)?;
-                loss(tape, o, lse)
-            },
-            &CheckOptions {
-                mode: Mode::Full,
-                ..CheckOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(report.passed(), "{report}");
+        crate::ops::audit_full(&[("q", q), ("k", k), ("v", v)], |tape, x| {
+            let (o, lse) = attention_heads(tape, x[0], x[1], x[2], 2, &mask, scale)?;
+            loss(tape, o, lse)
+        });
     }
 
     #[test]

@@ -372,8 +372,6 @@ pub fn bag_sum<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use efa_check::{CheckOptions, Mode};
-    use efa_tape::audit::audit;
 
     fn table(r: usize, f: usize, seed: f64) -> ArrayD<f64> {
         ArrayD::from_shape_fn(IxDyn(&[r, f]), |ix| {
@@ -424,27 +422,18 @@ mod tests {
                 }
             }
         }
-        let report = audit(
-            &[("a", ta), ("b", tb), ("bias", bias)],
-            |tape, vars| {
-                let outs = gather_sum(tape, &vars[..2], parts.clone(), Some(vars[2]), 6, 3)?;
-                // A loss that weights every output element differently.
-                let s0 = tape.square(outs[0])?;
-                let s1 = tape.scale(outs[1], 1.7)?;
-                let s2 = tape.exp(outs[2])?;
-                let a = tape.sum_all(s0)?;
-                let b = tape.sum_all(s1)?;
-                let c = tape.sum_all(s2)?;
-                let ab = tape.add(a, b)?;
-                tape.add(ab, c)
-            },
-            &CheckOptions {
-                mode: Mode::Full,
-                ..CheckOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(report.passed(), "{report}");
+        crate::ops::audit_full(&[("a", ta), ("b", tb), ("bias", bias)], |tape, vars| {
+            let outs = gather_sum(tape, &vars[..2], parts.clone(), Some(vars[2]), 6, 3)?;
+            // A loss that weights every output element differently.
+            let s0 = tape.square(outs[0])?;
+            let s1 = tape.scale(outs[1], 1.7)?;
+            let s2 = tape.exp(outs[2])?;
+            let a = tape.sum_all(s0)?;
+            let b = tape.sum_all(s1)?;
+            let c = tape.sum_all(s2)?;
+            let ab = tape.add(a, b)?;
+            tape.add(ab, c)
+        });
     }
 
     #[test]
@@ -479,20 +468,11 @@ mod tests {
                     assert!((v[[b, c]] - want).abs() < 1e-15);
                 }
             }
-            let report = audit(
-                &[("t", t.clone())],
-                |tape, v| {
-                    let o = bag_sum(tape, v[0], ids.clone(), weights.clone())?;
-                    let o = tape.square(o)?;
-                    tape.sum_all(o)
-                },
-                &CheckOptions {
-                    mode: Mode::Full,
-                    ..CheckOptions::default()
-                },
-            )
-            .unwrap();
-            assert!(report.passed(), "{report}");
+            crate::ops::audit_full(&[("t", t.clone())], |tape, v| {
+                let o = bag_sum(tape, v[0], ids.clone(), weights.clone())?;
+                let o = tape.square(o)?;
+                tape.sum_all(o)
+            });
         }
     }
 }

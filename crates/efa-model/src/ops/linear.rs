@@ -192,8 +192,6 @@ pub fn linear<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use efa_check::{CheckOptions, Mode};
-    use efa_tape::audit::audit;
 
     fn input(shape: &[usize], seed: f64) -> ArrayD<f64> {
         let mut i = 0.0;
@@ -231,20 +229,11 @@ mod tests {
             if bias {
                 params.push(("b", b));
             }
-            let report = audit(
-                &params,
-                |tape, v| {
-                    let y = linear(tape, v[0], v[1], v.get(2).copied())?;
-                    let y = tape.square(y)?;
-                    tape.sum_all(y)
-                },
-                &CheckOptions {
-                    mode: Mode::Full,
-                    ..CheckOptions::default()
-                },
-            )
-            .unwrap();
-            assert!(report.passed(), "{report}");
+            crate::ops::audit_full(&params, |tape, v| {
+                let y = linear(tape, v[0], v[1], v.get(2).copied())?;
+                let y = tape.square(y)?;
+                tape.sum_all(y)
+            });
         }
     }
 
