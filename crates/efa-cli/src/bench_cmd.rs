@@ -189,39 +189,10 @@ fn sgemm_ceiling() -> f64 {
 /// GFLOP/s of an n³ sgemm (matrixmultiply), row blocks split over the current rayon pool;
 /// the median of 3 after one warm-up.
 pub(crate) fn sgemm_ceiling_n(n: usize) -> f64 {
-    use rayon::prelude::*;
-    let a: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32) * 0.01).collect();
-    let b: Vec<f32> = (0..n * n).map(|i| ((i % 89) as f32) * 0.01).collect();
-    let mut c = vec![0f32; n * n];
-    let threads = rayon::current_num_threads().max(1);
-    let rows = n.div_ceil(threads);
-    let mut run = || {
-        c.par_chunks_mut(rows * n).enumerate().for_each(|(t, cb)| {
-            let m = cb.len() / n;
-            // SAFETY: a is n×n, rows [t·rows, t·rows + m) are in bounds; b is n×n; cb is m×n.
-            unsafe {
-                matrixmultiply::sgemm(
-                    m,
-                    n,
-                    n,
-                    1.0,
-                    a.as_ptr().add(t * rows * n),
-                    n as isize,
-                    1,
-                    b.as_ptr(),
-                    n as isize,
-                    1,
-                    0.0,
-                    cb.as_mut_ptr(),
-                    n as isize,
-                    1,
-                );
-            }
-        });
-    };
-    run();
-    let ms = median_ms(3, &mut run);
-    2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e9
+    let mut s = efa_num::ceiling::Sgemm::new(n);
+    s.run();
+    let ms = median_ms(3, &mut || s.run());
+    s.flops() / (ms * 1e-3) / 1e9
 }
 
 fn attention(a: AttentionArgs) -> Result<(), CliError> {
