@@ -171,6 +171,13 @@ fn target_inputs(batch: &Samples) -> Samples {
     }
 }
 
+/// The table rows the raw inputs read at every position (see `EfaConfig::input_ids`).
+struct InputIds {
+    item: ndarray::Array2<usize>,
+    value: Option<ndarray::Array2<usize>>,
+    position: Option<ndarray::Array2<usize>>,
+}
+
 /// The first `w` positions of every per-position field.
 fn trim(batch: &Samples, w: usize) -> Samples {
     let cols = ndarray::s![.., ..w];
@@ -309,7 +316,7 @@ impl EfaConfig {
 
     /// Builds η `[B, out_dim]` for a minibatch on `tape`, reading parameters from `vars`.
     ///
-    /// Three exact shortcuts keep the work proportional to what the targets can see:
+    /// Four exact shortcuts keep the work proportional to what the targets can see:
     /// * the batch is trimmed to the positions any target can reach (`max(pred_idx) + 1` for
     ///   causal models, the longest valid length otherwise); dropped positions are masked keys;
     /// * when the first block reads the raw inputs (no pre-norm, no continuous inputs), its
@@ -317,6 +324,8 @@ impl EfaConfig {
     ///   (`item_emb·W`, `value_emb·W`, `pos_emb·W`): the projection of a sum of embedding
     ///   rows is the sum of the projected rows, so `B·N` row projections become a few table
     ///   rows (the first layer's shared work);
+    /// * the paper's two-block models fold the first block's output projection into the second
+    ///   block's keys and values (see [`EfaConfig::forward_two_blocks`]);
     /// * causal models with sequence ids (`Samples::group`) compute every target of a sequence
     ///   in one pass over its unmasked "content" stream plus a one-row "query" stream per target
     ///   (see [`EfaConfig::forward_stream`]).
@@ -353,21 +362,15 @@ impl EfaConfig {
         }
         let b = batch.len();
         let d = self.d_model();
-        let x = self.embed(tape, vars, batch, None)?;
+        let mut x = self.embed(tape, vars, batch, None)?;
 
         // Attention blocks.
-        let mask = match self.direction {
-            Direction::Padding => AttentionMask::padding(batch.lengths.clone()),
-            Direction::Causal => AttentionMask::causal(),
-            Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
-        };
+        let mask = self.mask(batch);
         let table_proj = self.norm != Norm::Pre && self.continuous.is_none();
         // Only the target position is read after the last attention, and everything after it
         // is per position (residual, layer norm, feed-forward, head), so the last block runs
         // its queries for the target row alone: exact, and L−1 full blocks plus one row.
         let target_mask = self.target_mask(batch);
-        let mut x = x;
-        let mut gathered = false;
         for l in 0..self.layers {
             let pre = self.norm == Norm::Pre;
             let h = if pre {
@@ -386,7 +389,6 @@ impl EfaConfig {
                 } else {
                     x
                 };
-                gathered = true;
                 if l == 0 && table_proj {
                     let q = dense(tape, vars, &format!("{prefix}.q"), hq)?;
                     let [k, v] = self.table_projections(tape, vars, batch, &prefix, ["k", "v"])?;
@@ -404,8 +406,8 @@ impl EfaConfig {
             x = self.finish_block(tape, vars, l, x, a)?;
         }
 
-        // Target position → head MLP → η.
-        let h = if gathered {
+        // Target position (already gathered by the last block) → head MLP → η.
+        let h = if self.layers > 0 {
             tape.reshape(x, &[b, d])?
         } else {
             tape.gather_positions(x, &batch.pred_idx)?
@@ -425,18 +427,14 @@ impl EfaConfig {
     ///
     /// The same function as the block-by-block forward, up to round-off (tested against the
     /// loop reference).
-    fn forward_two_blocks<T: Real>(
+    pub fn forward_two_blocks<T: Real>(
         &self,
         tape: &mut Tape<T>,
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
         let (b, d) = (batch.len(), self.d_model());
-        let mask = match self.direction {
-            Direction::Padding => AttentionMask::padding(batch.lengths.clone()),
-            Direction::Causal => AttentionMask::causal(),
-            Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
-        };
+        let mask = self.mask(batch);
         // Block 0 on every position.
         let [q0, k0, v0] =
             self.table_projections(tape, vars, batch, "block0.attn", ["q", "k", "v"])?;
@@ -668,53 +666,60 @@ impl EfaConfig {
         batch: &Samples,
         positions: Option<&[usize]>,
     ) -> Result<Var, ModelError> {
-        let (b, n) = batch.tokens.dim();
         let d = self.d_model();
         if let Some(c) = &self.continuous {
             return self.embed_continuous(c, tape, vars, batch);
         }
         // One gather-sum node: item rows (none at zeroed padding), value rows after them,
         // position rows over the whole width (none at padding when only valid positions).
-        let pad = |bi: usize, ni: usize| batch.tokens[[bi, ni]] == 0;
+        let ids = self.input_ids(batch, positions)?;
         let mut tables = vec![get(vars, "item_emb")?];
         let mut parts = vec![Part {
-            ids: ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
-                if self.zero_padding && pad(bi, ni) {
-                    NONE
-                } else {
-                    batch.tokens[[bi, ni]]
-                }
-            }),
+            ids: ids.item,
             col: 0,
         }];
-        if self.values.is_some() {
-            let rows = batch.values.as_ref().ok_or_else(|| {
-                ModelError::Batch("EFA model with a value table needs `values`".into())
-            })?;
+        if let Some(v) = ids.value {
             tables.push(get(vars, "value_emb")?);
             parts.push(Part {
-                ids: rows.clone(),
+                ids: v,
                 col: self.item_dim,
             });
         }
-        if let Some(pos) = &self.positions {
-            if let Some(ids) = self.position_ids(pos, batch, positions)? {
-                tables.push(get(vars, "pos_emb")?);
-                parts.push(Part { ids, col: 0 });
-            }
+        if let Some(p) = ids.position {
+            tables.push(get(vars, "pos_emb")?);
+            parts.push(Part { ids: p, col: 0 });
         }
         Ok(gather_sum(tape, &tables, parts, None, d, 1)?[0])
     }
 
-    /// The position row of every position (`0..N`, or the given position of each
-    /// single-position row), [`NONE`] at padding when only valid positions are embedded.
-    fn position_ids(
+    /// The table rows the inputs read at every position: the item (or [`NONE`] at padding
+    /// when padding is zeroed), the value row, and the position (`0..N`, or the given position
+    /// of each single-position row; [`NONE`] at padding when only valid positions are embedded).
+    fn input_ids(
         &self,
-        pos: &Positions,
         batch: &Samples,
         positions: Option<&[usize]>,
-    ) -> Result<Option<ndarray::Array2<usize>>, ModelError> {
+    ) -> Result<InputIds, ModelError> {
         let (b, n) = batch.tokens.dim();
+        let item = batch
+            .tokens
+            .mapv(|t| if self.zero_padding && t == 0 { NONE } else { t });
+        let value = match (&self.values, &batch.values) {
+            (None, _) => None,
+            (Some(_), Some(rows)) => Some(rows.clone()),
+            (Some(_), None) => {
+                return Err(ModelError::Batch(
+                    "EFA model with a value table needs `values`".into(),
+                ))
+            }
+        };
+        let Some(pos) = &self.positions else {
+            return Ok(InputIds {
+                item,
+                value,
+                position: None,
+            });
+        };
         match positions {
             Some(p) => {
                 if let Some((row, &at)) = p.iter().enumerate().find(|(_, &at)| at + n > pos.max_len)
@@ -734,13 +739,18 @@ impl EfaConfig {
                 }
             }
         }
-        Ok(Some(ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
+        let position = ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
             if pos.only_valid && batch.tokens[[bi, ni]] == 0 {
                 NONE
             } else {
                 positions.map_or(ni, |p| p[bi] + ni)
             }
-        })))
+        });
+        Ok(InputIds {
+            item,
+            value,
+            position: Some(position),
+        })
     }
 
     /// [`EfaConfig::embed`] for continuous inputs: the branch MLPs, then positions.
@@ -753,24 +763,22 @@ impl EfaConfig {
     ) -> Result<Var, ModelError> {
         let d = self.d_model();
         let mut x = continuous::forward(c, tape, vars, batch)?;
-        if let Some(pos) = &self.positions {
-            if let Some(ids) = self.position_ids(pos, batch, None)? {
-                let pe = gather_sum(
-                    tape,
-                    &[get(vars, "pos_emb")?],
-                    vec![Part { ids, col: 0 }],
-                    None,
-                    d,
-                    1,
-                )?[0];
-                x = tape.add(x, pe)?;
-            }
+        if let Some(ids) = self.input_ids(batch, None)?.position {
+            let pe = gather_sum(
+                tape,
+                &[get(vars, "pos_emb")?],
+                vec![Part { ids, col: 0 }],
+                None,
+                d,
+                1,
+            )?[0];
+            x = tape.add(x, pe)?;
         }
         Ok(x)
     }
 
     /// The first block's projections `names` (of `q`, `k`, `v`) of the raw inputs, each
-    /// `[B, N, H, K]`, gathered from projected tables: for `x = item_emb[t] ‖ value_emb[r] +
+    /// `[B, N, H·K]`, gathered from projected tables: for `x = item_emb[t] ‖ value_emb[r] +
     /// pos_emb[j]`, `x·W + b = (item_emb·W_item)[t] + (value_emb·W_value)[r] + (pos_emb·W)[j]
     /// + b`, with a zero row where the input row is zeroed (padding).
     fn table_projections<T: Real, const M: usize>(
@@ -799,35 +807,20 @@ impl EfaConfig {
         } else {
             w
         };
+        let ids = self.input_ids(batch, None)?;
         let mut tables = vec![tape.matmul(get(vars, "item_emb")?, w_item, false, false)?];
-        let (b, n) = batch.tokens.dim();
         let mut parts = vec![Part {
-            ids: ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
-                let t = batch.tokens[[bi, ni]];
-                if self.zero_padding && t == 0 {
-                    NONE
-                } else {
-                    t
-                }
-            }),
+            ids: ids.item,
             col: 0,
         }];
-        if self.values.is_some() {
-            let rows = batch.values.as_ref().ok_or_else(|| {
-                ModelError::Batch("EFA model with a value table needs `values`".into())
-            })?;
+        if let Some(v) = ids.value {
             let w_val = tape.slice(w, 0, d_item, self.d_model())?;
             tables.push(tape.matmul(get(vars, "value_emb")?, w_val, false, false)?);
-            parts.push(Part {
-                ids: rows.clone(),
-                col: 0,
-            });
+            parts.push(Part { ids: v, col: 0 });
         }
-        if let Some(pos) = &self.positions {
-            if let Some(ids) = self.position_ids(pos, batch, None)? {
-                tables.push(tape.matmul(get(vars, "pos_emb")?, w, false, false)?);
-                parts.push(Part { ids, col: 0 });
-            }
+        if let Some(p) = ids.position {
+            tables.push(tape.matmul(get(vars, "pos_emb")?, w, false, false)?);
+            parts.push(Part { ids: p, col: 0 });
         }
         let outs = gather_sum(tape, &tables, parts, Some(bias), M * hk, M)?;
         let mut out = [outs[0]; M];
@@ -896,6 +889,15 @@ impl EfaConfig {
             h = tape.relu(h)?;
         }
         dense(tape, vars, "out", h)
+    }
+
+    /// The keys every position sees in a full (not target-only) block.
+    fn mask(&self, batch: &Samples) -> AttentionMask {
+        match self.direction {
+            Direction::Padding => AttentionMask::padding(batch.lengths.clone()),
+            Direction::Causal => AttentionMask::causal(),
+            Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
+        }
     }
 
     /// The keys the target row `pred_idx` sees: padding → `j < length`; causal → `j ≤ pred`;
