@@ -10,10 +10,11 @@
 
 use crate::bench_cmd::sgemm_ceiling_n;
 use crate::reproduce_cmd::Directions;
+use crate::reproduce_real::{batching_name, cli, resolve_data_dir, BatchingArg};
 use crate::CliError;
 use clap::{Args, ValueEnum};
 use efa_model::experiments::{instacart, movielens as ml, synthetic, RunSpec};
-use efa_model::train::{new_adam, train_epoch, Batching, Loss, TrainConfig};
+use efa_model::train::{new_adam, train_epoch, Loss, TrainConfig};
 use rand::SeedableRng;
 use serde_json::json;
 use std::path::PathBuf;
@@ -38,15 +39,6 @@ impl Experiment {
             Experiment::Instacart => "instacart",
         }
     }
-}
-
-/// `--batching`.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum BatchingArg {
-    /// The paper: shuffled samples cut into minibatches of 256.
-    Samples,
-    /// Whole shuffled sequences per minibatch (at most 256 samples).
-    Sequences,
 }
 
 /// `efa bench train` options.
@@ -91,42 +83,14 @@ pub struct TrainBenchArgs {
 /// One timed model.
 struct Row {
     direction: &'static str,
+    /// The batching applied (sequences only where the query stream applies).
+    batching: &'static str,
     batch: usize,
     train_samples: usize,
     timed_epochs: usize,
     epoch_s: f64,
     samples_per_s: f64,
     gflops: f64,
-}
-
-/// A user-facing error; configuration errors (missing data files, bad values) are shown
-/// without the model-configuration prefix.
-fn cli(e: efa_model::ModelError) -> CliError {
-    match e {
-        efa_model::ModelError::Config(s) => CliError::new(s),
-        e => CliError::new(e.to_string()),
-    }
-}
-
-fn data_dir(a: &TrainBenchArgs) -> Result<PathBuf, CliError> {
-    match &a.data {
-        Some(p) if p.is_dir() => Ok(p.clone()),
-        Some(p) => Err(CliError::new(format!(
-            "--data {}: not a directory",
-            p.display()
-        ))),
-        None => efa_data::default_data_dir().ok_or_else(|| {
-            CliError::new(format!(
-                "no data directory: ../shared/data does not exist here; pass --data DIR with {}",
-                match a.experiment {
-                    Experiment::MovielensItems => "DIR/movielens/u.data (GroupLens MovieLens 100K)",
-                    _ =>
-                        "DIR/instacart/{items,baskets_train,baskets_test}.csv (Kaggle Instacart \
-                          Market Basket Analysis, prepared as in PAPER.md §5.1)",
-                }
-            ))
-        }),
-    }
 }
 
 /// Builds the EFA run specs of the selected directions exactly as `efa reproduce` does.
@@ -153,7 +117,7 @@ fn specs(a: &TrainBenchArgs) -> Result<Vec<(bool, RunSpec)>, CliError> {
             }
         }
         Experiment::MovielensItems => {
-            let dir = data_dir(a)?;
+            let dir = resolve_data_dir(a.data.as_ref())?;
             let data = ml::exp1_data(&dir, ml::Protocol::Paper).map_err(cli)?;
             for &uni in dirs {
                 let cfg = TrainConfig::paper(epochs, a.seed);
@@ -165,7 +129,7 @@ fn specs(a: &TrainBenchArgs) -> Result<Vec<(bool, RunSpec)>, CliError> {
             }
         }
         Experiment::Instacart => {
-            let dir = data_dir(a)?;
+            let dir = resolve_data_dir(a.data.as_ref())?;
             let exp = instacart::load(&dir).map_err(cli)?;
             for &uni in dirs {
                 let cfg = instacart::train_config(epochs, a.seed);
@@ -176,10 +140,8 @@ fn specs(a: &TrainBenchArgs) -> Result<Vec<(bool, RunSpec)>, CliError> {
             }
         }
     }
-    if a.batching == BatchingArg::Sequences {
-        for (_, s) in &mut out {
-            s.train_config.batching = Batching::Sequences;
-        }
+    for (_, spec) in &mut out {
+        spec.train_config.batching = a.batching.for_spec(spec);
     }
     Ok(out)
 }
@@ -243,6 +205,7 @@ fn time_model(a: &TrainBenchArgs, uni: bool, spec: &RunSpec) -> Result<Row, CliE
     let epoch_s = sorted[sorted.len() / 2];
     Ok(Row {
         direction,
+        batching: batching_name(cfg.batching),
         batch: cfg.batch_size,
         train_samples: train.len(),
         timed_epochs: times.len(),
@@ -283,10 +246,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         let sgemm = (!a.no_baselines).then(|| sgemm_ceiling_n(a.sgemm_size));
         Ok((rows, sgemm))
     })?;
-    let batching = match a.batching {
-        BatchingArg::Samples => "samples",
-        BatchingArg::Sequences => "sequences",
-    };
+    let requested = batching_name(a.batching.requested());
     if a.json {
         for r in &rows {
             println!(
@@ -296,17 +256,19 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
                     "threads": threads, "batch": r.batch, "samples_per_s": r.samples_per_s,
                     "gflops": r.gflops, "sgemm_gflops": sgemm, "epoch_s": r.epoch_s,
                     "train_samples": r.train_samples, "timed_epochs": r.timed_epochs,
-                    "batching": batching, "sgemm_size": a.sgemm_size,
+                    "batching": r.batching, "batching_requested": requested,
+                    "sgemm_size": a.sgemm_size,
                 })
             );
         }
         return Ok(());
     }
     println!(
-        "{:<16} {:<5} {:<4} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
+        "{:<16} {:<5} {:<4} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
         "experiment",
         "model",
         "dir",
+        "batching",
         "threads",
         "batch",
         "samples/s",
@@ -321,10 +283,11 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             |s| format!("{:.1}", 100.0 * r.gflops / s),
         );
         println!(
-            "{:<16} {:<5} {:<4} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
+            "{:<16} {:<5} {:<4} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
             a.experiment.name(),
             "efa",
             r.direction,
+            r.batching,
             threads,
             r.batch,
             r.samples_per_s,
@@ -336,11 +299,11 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
     }
     match sgemm {
         Some(s) => println!(
-            "sgemm {n}³ ceiling: {s:.1} GFLOP/s (same pool, same run); batching: {batching}; \
+            "sgemm {n}³ ceiling: {s:.1} GFLOP/s (same pool, same run); batching requested: {requested}; \
              GFLOP/s counts matmul and attention FLOPs only",
             n = a.sgemm_size
         ),
-        None => println!("sgemm ceiling skipped (--no-baselines); batching: {batching}"),
+        None => println!("sgemm ceiling skipped (--no-baselines); batching requested: {requested}"),
     }
     Ok(())
 }

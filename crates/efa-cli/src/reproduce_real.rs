@@ -7,9 +7,9 @@ use crate::reproduce_cmd::{set_threads, Directions, Models};
 use crate::CliError;
 use clap::{Args, ValueEnum};
 use efa_model::experiments::movielens::{self as ml, Protocol, Variant};
-use efa_model::experiments::{instacart, temperature, RunResult};
-use efa_model::train::TrainConfig;
-use efa_model::ModelConfig;
+use efa_model::experiments::{instacart, temperature, RunResult, RunSpec};
+use efa_model::train::{Batching, TrainConfig};
+use efa_model::{Direction, ModelConfig};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -62,13 +62,33 @@ pub enum BatchingArg {
 }
 
 impl BatchingArg {
-    /// The training batching of one (direction, model): sequences only for causal EFA.
-    fn for_model(self, uni: bool, efa: bool) -> efa_model::train::Batching {
-        if self == BatchingArg::Sequences && uni && efa {
-            efa_model::train::Batching::Sequences
+    /// The training batching of one run: sequences only for a causal EFA whose training
+    /// samples carry sequence ids (where the query stream applies); every other model keeps
+    /// the paper's sample batches.
+    pub(crate) fn for_spec(self, spec: &RunSpec) -> Batching {
+        let causal_efa =
+            matches!(&spec.model, ModelConfig::Efa(c) if c.direction == Direction::Causal);
+        if causal_efa && spec.train.group.is_some() {
+            self.requested()
         } else {
-            efa_model::train::Batching::Samples
+            Batching::Samples
         }
+    }
+
+    /// The batching asked for.
+    pub(crate) fn requested(self) -> Batching {
+        match self {
+            BatchingArg::Samples => Batching::Samples,
+            BatchingArg::Sequences => Batching::Sequences,
+        }
+    }
+}
+
+/// `"samples"` or `"sequences"`, as reported in outputs.
+pub(crate) fn batching_name(b: Batching) -> &'static str {
+    match b {
+        Batching::Samples => "samples",
+        Batching::Sequences => "sequences",
     }
 }
 
@@ -157,7 +177,9 @@ pub struct TemperatureArgs {
 
 /// A user-facing error; configuration errors from the experiment builders (missing data
 /// files, bad flag values) are shown without the model-configuration prefix.
-fn cli(e: impl std::fmt::Display + 'static) -> CliError {
+/// A user-facing error; configuration errors (missing data files, bad values) are shown
+/// without the model-configuration prefix.
+pub(crate) fn cli(e: impl std::fmt::Display + 'static) -> CliError {
     match (&e as &dyn std::any::Any).downcast_ref::<efa_model::ModelError>() {
         Some(efa_model::ModelError::Config(s)) => CliError::new(s.clone()),
         _ => CliError::new(e.to_string()),
@@ -165,7 +187,13 @@ fn cli(e: impl std::fmt::Display + 'static) -> CliError {
 }
 
 fn data_dir(c: &RealCommon) -> Result<PathBuf, CliError> {
-    match &c.data {
+    resolve_data_dir(c.data.as_ref())
+}
+
+/// `--data DIR` if it is a directory, else `../shared/data` when it exists, else an error
+/// saying where each data set comes from.
+pub(crate) fn resolve_data_dir(data: Option<&PathBuf>) -> Result<PathBuf, CliError> {
+    match data {
         Some(p) if p.is_dir() => Ok(p.clone()),
         Some(p) => Err(CliError::new(format!("--data {}: not a directory", p.display()))),
         None => efa_data::default_data_dir().ok_or_else(|| {
@@ -234,11 +262,8 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for &uni in a.direction.unidirectional() {
         for &efa in a.model.is_efa() {
-            let cfg = TrainConfig {
-                batching: a.batching.for_model(uni, efa),
-                ..TrainConfig::paper(epochs, a.common.seed)
-            };
-            let spec = ml::item_spec(
+            let cfg = TrainConfig::paper(epochs, a.common.seed);
+            let mut spec = ml::item_spec(
                 &data,
                 uni,
                 efa,
@@ -247,6 +272,7 @@ pub fn movielens_items(a: MlItemsArgs) -> Result<(), CliError> {
                 a.common.seed,
             )
             .map_err(cli)?;
+            spec.train_config.batching = a.batching.for_spec(&spec);
             rows.push(train_with_bar(&spec, epochs, a.common.quiet)?.0);
         }
     }
@@ -371,17 +397,15 @@ pub fn instacart_cmd(a: InstacartArgs) -> Result<(), CliError> {
     let (mut rows, mut similar, mut maps) = (Vec::new(), Vec::new(), Vec::new());
     for &uni in a.direction.unidirectional() {
         for &efa in a.model.is_efa() {
-            let spec = instacart::spec(
+            let mut spec = instacart::spec(
                 &exp,
                 uni,
                 efa,
-                TrainConfig {
-                    batching: a.batching.for_model(uni, efa),
-                    ..instacart::train_config(epochs, a.common.seed)
-                },
+                instacart::train_config(epochs, a.common.seed),
                 a.common.seed,
             )
             .map_err(cli)?;
+            spec.train_config.batching = a.batching.for_spec(&spec);
             let (r, params) = train_with_bar(&spec, epochs, a.common.quiet)?;
             let sim = instacart::similarity(&spec.model, &params, d.n_items).map_err(cli)?;
             println!(

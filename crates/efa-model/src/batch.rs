@@ -103,7 +103,12 @@ impl Samples {
     /// position (ties by index), so that each micro-batch can be trimmed to its own longest
     /// sample and the targets of one sequence stay together.
     pub fn length_order(&self) -> Vec<usize> {
-        let mut idx: Vec<usize> = (0..self.len()).collect();
+        self.length_order_of(&(0..self.len()).collect::<Vec<_>>())
+    }
+
+    /// [`Samples::length_order`] of the samples at `idx` (indices into `self`).
+    pub fn length_order_of(&self, idx: &[usize]) -> Vec<usize> {
+        let mut idx = idx.to_vec();
         let group = |i: usize| self.group.as_ref().map_or(i, |g| g[i]);
         idx.sort_by_key(|&i| (self.lengths[i], group(i), self.pred_idx[i], i));
         idx

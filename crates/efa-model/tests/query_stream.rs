@@ -244,7 +244,7 @@ fn sequence_batches_hold_whole_sequences_and_every_sample_once() {
     let mut order: Vec<usize> = (0..all.len()).collect();
     let group = all.group.as_ref().unwrap();
     for _epoch in 0..2 {
-        let batches = epoch_batches(&all, &cfg, &mut rng, &mut order);
+        let batches = epoch_batches(&all, &cfg, &mut rng, &mut order).unwrap();
         let mut seen = vec![0; all.len()];
         for batch in &batches {
             assert!(batch.len() <= cfg.batch_size);
@@ -269,8 +269,18 @@ fn sequence_batches_hold_whole_sequences_and_every_sample_once() {
     // Paper batching is untouched by sequence ids.
     let paper = TrainConfig::paper(1, 5);
     let mut rng = StdRng::seed_from_u64(paper.seed);
-    let batches = epoch_batches(&all, &paper, &mut rng, &mut order);
+    let batches = epoch_batches(&all, &paper, &mut rng, &mut order).unwrap();
     assert!(batches[..batches.len() - 1]
         .iter()
         .all(|b| b.len() == paper.batch_size));
+    // Sequence batches without sequence ids are an error, not a silent fallback.
+    let mut plain = all.clone();
+    plain.group = None;
+    let e = epoch_batches(&plain, &cfg, &mut rng, &mut order)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`batching` = \"sequences\" needs sequence ids"),
+        "{e}"
+    );
 }

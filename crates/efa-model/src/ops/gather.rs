@@ -445,6 +445,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("index 3 at [0, 1] outside 0..3"), "{e}");
+        // A 1-D table, a bias of the wrong width, and a part that overflows the output.
+        let v = tape.param("v", ArrayD::zeros(IxDyn(&[3]))).unwrap();
+        let one = Array2::from_shape_vec((1, 1), vec![0]).unwrap();
+        let part = |col| {
+            vec![Part {
+                ids: one.clone(),
+                col,
+            }]
+        };
+        let e = gather_sum(&mut tape, &[v], part(0), None, 1, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("table 0 must be at least 2-D, got [3]"), "{e}");
+        let bias = tape.param("bias", ArrayD::zeros(IxDyn(&[3]))).unwrap();
+        let e = gather_sum(&mut tape, &[a], part(0), Some(bias), 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bias must be [2], got [3]"), "{e}");
+        let e = gather_sum(&mut tape, &[a], part(1), None, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("columns 1..3 do not fit [1, 1, 2]"), "{e}");
+        // bag_sum: an out-of-range row and weights of the wrong shape.
+        let ids = Array2::from_shape_vec((1, 2), vec![1, 5]).unwrap();
+        let e = bag_sum(&mut tape, a, ids.clone(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("index 5 at [0, 1] outside 0..3"), "{e}");
+        let e = bag_sum(&mut tape, a, ids, Some(Array2::zeros((2, 2))))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weights must have the shape of ids"), "{e}");
     }
 
     #[test]

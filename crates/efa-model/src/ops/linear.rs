@@ -167,9 +167,9 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let Ok((m, fi, fo)) = shapes(inputs) else {
             return 0;
         };
-        let f = 2 * (m * fi * fo) as u64;
+        let f = efa_tape::stats::gemm_flops(1, m, fo, fi);
         if backward {
-            2 * f
+            f.saturating_mul(2)
         } else {
             f
         }
@@ -247,5 +247,9 @@ mod tests {
             e.contains("x [2, 3] times W [4, 5]: W must be [3, out]"),
             "{e}"
         );
+        let w = tape.param("w2", input(&[3, 5], 0.0)).unwrap();
+        let b = tape.param("b", input(&[4], 0.0)).unwrap();
+        let e = linear(&mut tape, x, w, Some(b)).unwrap_err().to_string();
+        assert!(e.contains("bias must be [5], got [4]"), "{e}");
     }
 }
