@@ -178,6 +178,14 @@ struct InputIds {
     position: Option<ndarray::Array2<usize>>,
 }
 
+/// The raw inputs of a batch: the table the item ids read (the item embedding, or for
+/// continuous inputs the fused representation of the batch's distinct inputs) and the rows
+/// every position reads.
+struct Inputs {
+    items: Var,
+    ids: InputIds,
+}
+
 /// The first `w` positions of every per-position field.
 fn trim(batch: &Samples, w: usize) -> Samples {
     let cols = ndarray::s![.., ..w];
@@ -319,11 +327,14 @@ impl EfaConfig {
     /// Four exact shortcuts keep the work proportional to what the targets can see:
     /// * the batch is trimmed to the positions any target can reach (`max(pred_idx) + 1` for
     ///   causal models, the longest valid length otherwise); dropped positions are masked keys;
-    /// * when the first block reads the raw inputs (no pre-norm, no continuous inputs), its
-    ///   query/key/value projections are gathered from per-row projected tables
-    ///   (`item_emb·W`, `value_emb·W`, `pos_emb·W`): the projection of a sum of embedding
-    ///   rows is the sum of the projected rows, so `B·N` row projections become a few table
-    ///   rows (the first layer's shared work);
+    /// * when the first block reads the raw inputs (no pre-norm), its query/key/value
+    ///   projections are gathered from per-row projected tables (`item_emb·W`,
+    ///   `value_emb·W`, `pos_emb·W`): the projection of a sum of embedding rows is the sum of
+    ///   the projected rows, so `B·N` row projections become a few table rows (the first
+    ///   layer's shared work). Continuous inputs are a table too: the fused representation of
+    ///   the batch's distinct (value or target, site, lag) inputs, so the branch and fusion
+    ///   MLPs and the first projections run once per distinct input (for the temperature
+    ///   model's full batch, once per city and day instead of once per city, day and target);
     /// * the paper's two-block models fold the first block's output projection into the second
     ///   block's keys and values (see [`EfaConfig::forward_two_blocks`]);
     /// * causal models with sequence ids (`Samples::group`) compute every target of a sequence
@@ -362,11 +373,12 @@ impl EfaConfig {
         }
         let b = batch.len();
         let d = self.d_model();
-        let mut x = self.embed(tape, vars, batch, None)?;
+        let inputs = self.inputs(tape, vars, batch, None)?;
+        let mut x = self.embed(tape, vars, &inputs)?;
 
         // Attention blocks.
         let mask = self.mask(batch);
-        let table_proj = self.norm != Norm::Pre && self.continuous.is_none();
+        let table_proj = self.norm != Norm::Pre;
         // Only the target position is read after the last attention, and everything after it
         // is per position (residual, layer norm, feed-forward, head), so the last block runs
         // its queries for the target row alone: exact, and L−1 full blocks plus one row.
@@ -391,14 +403,15 @@ impl EfaConfig {
                 };
                 if l == 0 && table_proj {
                     let q = dense(tape, vars, &format!("{prefix}.q"), hq)?;
-                    let [k, v] = self.table_projections(tape, vars, batch, &prefix, ["k", "v"])?;
+                    let [k, v] =
+                        self.table_projections(tape, vars, &inputs, &prefix, ["k", "v"])?;
                     self.attend(tape, vars, &prefix, q, k, v, &target_mask)?
                 } else {
                     mha_cross(tape, vars, &self.mha(), &prefix, hq, h, &target_mask)?
                 }
             } else if l == 0 && table_proj {
                 let [q, k, v] =
-                    self.table_projections(tape, vars, batch, &prefix, ["q", "k", "v"])?;
+                    self.table_projections(tape, vars, &inputs, &prefix, ["q", "k", "v"])?;
                 self.attend(tape, vars, &prefix, q, k, v, &mask)?
             } else {
                 mha(tape, vars, &self.mha(), &prefix, h, &mask)?
@@ -436,20 +449,22 @@ impl EfaConfig {
         let (b, d) = (batch.len(), self.d_model());
         let mask = self.mask(batch);
         // Block 0 on every position.
+        let inputs = self.inputs(tape, vars, batch, None)?;
         let [q0, k0, v0] =
-            self.table_projections(tape, vars, batch, "block0.attn", ["q", "k", "v"])?;
+            self.table_projections(tape, vars, &inputs, "block0.attn", ["q", "k", "v"])?;
         let scale = 1.0 / (self.key_dim as f64).sqrt();
         let (o0, _) = attention_heads(tape, q0, k0, v0, self.heads, &mask, scale)?;
         // x₁ at the target rows.
         let at_target = target_inputs(batch);
-        let x0_t = self.embed(tape, vars, &at_target, Some(&batch.pred_idx))?;
+        let at_target = self.inputs(tape, vars, &at_target, Some(&batch.pred_idx))?;
+        let x0_t = self.embed(tape, vars, &at_target)?;
         let x0_t = tape.reshape(x0_t, &[b, d])?;
         let o0_t = tape.gather_positions(o0, &batch.pred_idx)?;
         let a0_t = dense(tape, vars, "block0.attn.o", o0_t)?;
         let x1_t = tape.add(x0_t, a0_t)?;
         let x1_t = tape.reshape(x1_t, &[b, 1, d])?;
         // Block 1: keys and values from the tables plus the folded output projection.
-        let [tk, tv] = self.table_projections(tape, vars, batch, "block1.attn", ["k", "v"])?;
+        let [tk, tv] = self.table_projections(tape, vars, &inputs, "block1.attn", ["k", "v"])?;
         let (wo, bo) = (get(vars, "block0.attn.o.w")?, get(vars, "block0.attn.o.b")?);
         let bo = tape.reshape(bo, &[1, d])?;
         let mut kv = [tk, tv];
@@ -559,8 +574,10 @@ impl EfaConfig {
             group: None,
         };
         let query = target_inputs(batch);
-        let mut xc = self.embed(tape, vars, &content, None)?;
-        let mut xq = self.embed(tape, vars, &query, Some(&batch.pred_idx))?;
+        let content = self.inputs(tape, vars, &content, None)?;
+        let query = self.inputs(tape, vars, &query, Some(&batch.pred_idx))?;
+        let mut xc = self.embed(tape, vars, &content)?;
+        let mut xq = self.embed(tape, vars, &query)?;
         // Keys of each target: content rows g·wc + j for j < p_s, then its own row at p_s
         // (later positions are masked).
         let wk = batch.pred_idx.iter().max().map_or(1, |p| p + 1);
@@ -657,39 +674,57 @@ impl EfaConfig {
         w.max(1)
     }
 
-    /// Per-position inputs `[B, N, d]`: item (or continuous) ‖ value embeddings plus positions
-    /// `0..N`, or, with `positions`, the given position of each (single-position) row.
-    fn embed<T: Real>(
+    /// The raw inputs of `batch` (see [`Inputs`]); `positions` as in [`EfaConfig::input_ids`].
+    /// For continuous inputs this runs the branch and fusion MLPs once per distinct input.
+    fn inputs<T: Real>(
         &self,
         tape: &mut Tape<T>,
         vars: &HashMap<String, Var>,
         batch: &Samples,
         positions: Option<&[usize]>,
+    ) -> Result<Inputs, ModelError> {
+        let mut ids = self.input_ids(batch, positions)?;
+        let items = match &self.continuous {
+            None => get(vars, "item_emb")?,
+            Some(c) => {
+                let (distinct, rows) = continuous::distinct_inputs(c, batch)?;
+                ids.item = rows;
+                continuous::table(c, tape, vars, &distinct)?
+            }
+        };
+        Ok(Inputs { items, ids })
+    }
+
+    /// Per-position inputs `[B, N, d]`: item (or fused continuous) ‖ value embeddings plus
+    /// positions, in one gather-sum node: item rows (none at zeroed padding), value rows after
+    /// them, position rows over the whole width (none at padding when only valid positions).
+    fn embed<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &HashMap<String, Var>,
+        inputs: &Inputs,
     ) -> Result<Var, ModelError> {
-        let d = self.d_model();
-        if let Some(c) = &self.continuous {
-            return self.embed_continuous(c, tape, vars, batch);
-        }
-        // One gather-sum node: item rows (none at zeroed padding), value rows after them,
-        // position rows over the whole width (none at padding when only valid positions).
-        let ids = self.input_ids(batch, positions)?;
-        let mut tables = vec![get(vars, "item_emb")?];
+        let ids = &inputs.ids;
+        let mut tables = vec![inputs.items];
         let mut parts = vec![Part {
-            ids: ids.item,
+            ids: ids.item.clone(),
             col: 0,
         }];
-        if let Some(v) = ids.value {
+        if let Some(v) = &ids.value {
             tables.push(get(vars, "value_emb")?);
             parts.push(Part {
-                ids: v,
+                ids: v.clone(),
                 col: self.item_dim,
             });
         }
-        if let Some(p) = ids.position {
+        if let Some(p) = &ids.position {
             tables.push(get(vars, "pos_emb")?);
-            parts.push(Part { ids: p, col: 0 });
+            parts.push(Part {
+                ids: p.clone(),
+                col: 0,
+            });
         }
-        Ok(gather_sum(tape, &tables, parts, None, d, 1)?[0])
+        Ok(gather_sum(tape, &tables, parts, None, self.d_model(), 1)?[0])
     }
 
     /// The table rows the inputs read at every position: the item (or [`NONE`] at padding
@@ -753,39 +788,16 @@ impl EfaConfig {
         })
     }
 
-    /// [`EfaConfig::embed`] for continuous inputs: the branch MLPs, then positions.
-    fn embed_continuous<T: Real>(
-        &self,
-        c: &ContinuousInputs,
-        tape: &mut Tape<T>,
-        vars: &HashMap<String, Var>,
-        batch: &Samples,
-    ) -> Result<Var, ModelError> {
-        let d = self.d_model();
-        let mut x = continuous::forward(c, tape, vars, batch)?;
-        if let Some(ids) = self.input_ids(batch, None)?.position {
-            let pe = gather_sum(
-                tape,
-                &[get(vars, "pos_emb")?],
-                vec![Part { ids, col: 0 }],
-                None,
-                d,
-                1,
-            )?[0];
-            x = tape.add(x, pe)?;
-        }
-        Ok(x)
-    }
-
     /// The first block's projections `names` (of `q`, `k`, `v`) of the raw inputs, each
     /// `[B, N, H·K]`, gathered from projected tables: for `x = item_emb[t] ‖ value_emb[r] +
     /// pos_emb[j]`, `x·W + b = (item_emb·W_item)[t] + (value_emb·W_value)[r] + (pos_emb·W)[j]
-    /// + b`, with a zero row where the input row is zeroed (padding).
+    /// + b`, with a zero row where the input row is zeroed (padding). For continuous inputs
+    /// the item table is the fused table of the distinct inputs.
     fn table_projections<T: Real, const M: usize>(
         &self,
         tape: &mut Tape<T>,
         vars: &HashMap<String, Var>,
-        batch: &Samples,
+        inputs: &Inputs,
         prefix: &str,
         names: [&str; M],
     ) -> Result<[Var; M], ModelError> {
@@ -807,20 +819,26 @@ impl EfaConfig {
         } else {
             w
         };
-        let ids = self.input_ids(batch, None)?;
-        let mut tables = vec![tape.matmul(get(vars, "item_emb")?, w_item, false, false)?];
+        let ids = &inputs.ids;
+        let mut tables = vec![tape.matmul(inputs.items, w_item, false, false)?];
         let mut parts = vec![Part {
-            ids: ids.item,
+            ids: ids.item.clone(),
             col: 0,
         }];
-        if let Some(v) = ids.value {
+        if let Some(v) = &ids.value {
             let w_val = tape.slice(w, 0, d_item, self.d_model())?;
             tables.push(tape.matmul(get(vars, "value_emb")?, w_val, false, false)?);
-            parts.push(Part { ids: v, col: 0 });
+            parts.push(Part {
+                ids: v.clone(),
+                col: 0,
+            });
         }
-        if let Some(p) = ids.position {
+        if let Some(p) = &ids.position {
             tables.push(tape.matmul(get(vars, "pos_emb")?, w, false, false)?);
-            parts.push(Part { ids: p, col: 0 });
+            parts.push(Part {
+                ids: p.clone(),
+                col: 0,
+            });
         }
         let outs = gather_sum(tape, &tables, parts, Some(bias), M * hk, M)?;
         let mut out = [outs[0]; M];

@@ -4,11 +4,12 @@
 use super::ContinuousInputs;
 use crate::batch::Samples;
 use crate::layers::{dense, Dense};
+use crate::ops::gather::{gather_sum, Part, NONE};
 use crate::params::{Init, Params};
 use crate::ModelError;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
-use ndarray::{Array2, Array3, ArrayD};
+use ndarray::Array2;
 use std::collections::HashMap;
 
 /// Checks the continuous-input configuration.
@@ -97,18 +98,24 @@ fn mlp<T: Real>(
     dense(tape, vars, b, h)
 }
 
-/// The fused per-position representation `[B, N, width]`.
-pub(super) fn forward<T: Real>(
+/// The distinct inputs of a batch: a position's fused representation depends only on its
+/// value (or on being the target), its site and its lag indicator, so the branch and fusion
+/// MLPs run once per distinct combination and are gathered at each position.
+pub(super) struct DistinctInputs {
+    /// The value of each distinct input; `None` for a target (the mask row).
+    value: Vec<Option<f64>>,
+    /// Its site id.
+    site: Vec<usize>,
+    /// Its lag indicator (0 without a lag embedding).
+    lag: Vec<usize>,
+}
+
+/// The distinct inputs of `batch` and each position's row among them (`[B, N]`), after
+/// checking the fields the continuous inputs read.
+pub(super) fn distinct_inputs(
     c: &ContinuousInputs,
-    tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
     batch: &Samples,
-) -> Result<Var, ModelError> {
-    let get = |name: &str| {
-        vars.get(name)
-            .copied()
-            .ok_or_else(|| ModelError::MissingParam(name.to_string()))
-    };
+) -> Result<(DistinctInputs, Array2<usize>), ModelError> {
     let (b, n) = batch.tokens.dim();
     let y = batch.weights.as_ref().ok_or_else(|| {
         ModelError::Batch(
@@ -121,71 +128,140 @@ pub(super) fn forward<T: Real>(
             y.shape()
         )));
     }
-    if let Some((row, &t)) = batch
+    if let Some(((row, col), &t)) = batch
         .tokens
         .indexed_iter()
         .find(|(_, &t)| t >= c.sites.len())
     {
         return Err(ModelError::Batch(format!(
-            "field `tokens` row {}: site id {t} outside 0..{}",
-            row.0,
+            "field `tokens` row {row}, position {col}: site id {t} outside 0..{}",
             c.sites.len()
         )));
     }
-    // Value branch on each scalar, then the mask row at the target. The MLP runs once per
-    // distinct value and is gathered at each position: the same function of each scalar as
-    // running it at every position (temperatures have few distinct values).
-    let mut distinct: Vec<f64> = Vec::new();
-    let mut slot: HashMap<u64, usize> = HashMap::new();
-    let ids = y.mapv(|v| {
-        *slot.entry(v.to_bits()).or_insert_with(|| {
-            distinct.push(v);
-            distinct.len() - 1
-        })
-    });
-    if let Some(v) = distinct.iter().find(|v| !v.is_finite()) {
+    if let Some(((row, col), v)) = y.indexed_iter().find(|(_, v)| !v.is_finite()) {
         return Err(ModelError::Batch(format!(
-            "field `weights`: non-finite value {v}"
+            "field `weights` row {row}, position {col}: non-finite value {v}"
         )));
     }
-    let yv = tape.constant(
-        Array2::from_shape_fn((distinct.len(), 1), |(u, _)| T::from_f64(distinct[u])).into_dyn(),
-    );
-    let v = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
-    let v = tape.embedding(v, &ids.into_dyn())?;
-    let m = Array3::from_shape_fn((b, n, 1), |(i, j, _)| {
-        if batch.pred_idx[i] == j {
-            T::ONE
-        } else {
-            T::ZERO
+    let lags = match (c.lag_rows, &batch.values) {
+        (None, _) => None,
+        (Some(rows), Some(l)) => {
+            if l.dim() != (b, n) {
+                return Err(ModelError::Batch(format!(
+                    "field `values` (lag indicators): shape {:?}, expected [{b}, {n}]",
+                    l.shape()
+                )));
+            }
+            if let Some(((row, col), &v)) = l.indexed_iter().find(|(_, &v)| v >= rows) {
+                return Err(ModelError::Batch(format!(
+                    "field `values` row {row}, position {col}: lag indicator {v} outside 0..{rows}"
+                )));
+            }
+            Some(l)
         }
+        (Some(_), None) => {
+            return Err(ModelError::Batch(
+                "EFA model with a lag embedding needs the lag indicators in `values`".into(),
+            ))
+        }
+    };
+    let mut distinct = DistinctInputs {
+        value: Vec::new(),
+        site: Vec::new(),
+        lag: Vec::new(),
+    };
+    // Key: (value bits, or u64::MAX for the target; site; lag). No finite f64 has the bits
+    // u64::MAX (that is a NaN), so targets never collide with values.
+    let mut slot: HashMap<(u64, usize, usize), usize> = HashMap::new();
+    let ids = Array2::from_shape_fn((b, n), |(i, j)| {
+        let target = batch.pred_idx[i] == j;
+        let value = (!target).then_some(y[[i, j]]);
+        let site = batch.tokens[[i, j]];
+        let lag = lags.map_or(0, |l| l[[i, j]]);
+        let key = (value.map_or(u64::MAX, f64::to_bits), site, lag);
+        *slot.entry(key).or_insert_with(|| {
+            distinct.value.push(value);
+            distinct.site.push(site);
+            distinct.lag.push(lag);
+            distinct.value.len() - 1
+        })
     });
-    let keep = tape.constant(m.mapv(|x| T::ONE - x).into_dyn());
-    let m_ids: ArrayD<usize> = m
-        .mapv(|x| usize::from(x == T::ONE))
-        .into_shape_with_order((b, n))
-        .map_err(|e| ModelError::Batch(e.to_string()))?
-        .into_dyn();
-    let m = tape.constant(m.into_dyn());
-    let v = tape.mul(v, keep)?;
-    let me = tape.embedding(get("mask_emb")?, &m_ids)?;
-    let me = tape.mul(me, m)?;
-    let v = tape.add(v, me)?;
-    // Site branch: the MLP once per site, gathered at each position.
+    Ok((distinct, ids))
+}
+
+/// The fused representation `[U, width]` of the distinct inputs: per input, the value MLP (or
+/// the mask row for a target) ‖ the site MLP ‖ the lag row, then the fusion MLP.
+pub(super) fn table<T: Real>(
+    c: &ContinuousInputs,
+    tape: &mut Tape<T>,
+    vars: &HashMap<String, Var>,
+    distinct: &DistinctInputs,
+) -> Result<Var, ModelError> {
+    let get = |name: &str| {
+        vars.get(name)
+            .copied()
+            .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+    };
+    let u = distinct.value.len();
+    // Value branch once per distinct scalar; the mask table's row 1 is appended after them
+    // (row 0 of the mask table is never used, as in the paper).
+    let mut scalars: Vec<f64> = Vec::new();
+    let mut slot: HashMap<u64, usize> = HashMap::new();
+    let value_rows: Vec<Option<usize>> = distinct
+        .value
+        .iter()
+        .map(|v| {
+            v.map(|v| {
+                *slot.entry(v.to_bits()).or_insert_with(|| {
+                    scalars.push(v);
+                    scalars.len() - 1
+                })
+            })
+        })
+        .collect();
+    let yv = tape.constant(
+        Array2::from_shape_fn((scalars.len().max(1), 1), |(r, _)| {
+            T::from_f64(scalars.get(r).copied().unwrap_or(0.0))
+        })
+        .into_dyn(),
+    );
+    let values = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
+    let mask_emb = get("mask_emb")?;
+    // Site branch once per site.
     let f = c.sites[0].len();
     let sites = Array2::from_shape_fn((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k]));
     let sites = tape.constant(sites.into_dyn());
-    let s = mlp(tape, vars, "site_mlp1", "site_mlp2", sites)?;
-    let s = tape.embedding(s, &batch.tokens.clone().into_dyn())?;
-    let mut parts = vec![v, s];
+    let sites = mlp(tape, vars, "site_mlp1", "site_mlp2", sites)?;
+    // [value or mask ‖ site (‖ lag)] in one gather node.
+    let col = |ids: Vec<usize>| Array2::from_shape_vec((u, 1), ids).expect("u ids");
+    let mut tables = vec![values, mask_emb, sites];
+    let mut parts = vec![
+        Part {
+            ids: col(value_rows.iter().map(|r| r.unwrap_or(NONE)).collect()),
+            col: 0,
+        },
+        Part {
+            ids: col(value_rows
+                .iter()
+                .map(|r| if r.is_some() { NONE } else { 1 })
+                .collect()),
+            col: 0,
+        },
+        Part {
+            ids: col(distinct.site.clone()),
+            col: c.dim,
+        },
+    ];
+    let mut concat = 2 * c.dim;
     if c.lag_rows.is_some() {
-        let lags = batch.values.as_ref().ok_or_else(|| {
-            ModelError::Batch(
-                "EFA model with a lag embedding needs the lag indicators in `values`".into(),
-            )
-        })?;
-        parts.push(tape.embedding(get("lag_emb")?, &lags.clone().into_dyn())?);
+        tables.push(get("lag_emb")?);
+        parts.push(Part {
+            ids: col(distinct.lag.clone()),
+            col: concat,
+        });
+        concat += c.dim;
     }
-    let x = tape.concat(&parts, 2)?;
+    let x = gather_sum(tape, &tables, parts, None, concat, 1)?[0];
+    let x = tape.reshape(x, &[u, concat])?;
     mlp(tape, vars, "fuse1", "fuse2", x)
 }

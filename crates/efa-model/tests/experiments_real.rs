@@ -280,3 +280,36 @@ fn attention_maps_are_uniform_over_visible_keys_when_scores_are_constant() {
         }
     }
 }
+
+#[test]
+fn bad_continuous_inputs_are_errors_naming_field_row_and_position() {
+    let model = small_temperature_model(1, 1);
+    let params = model.init::<f32>(0);
+    let good = temperature::efa_samples(&days()[..2], 3).unwrap();
+    let err = |s: efa_model::Samples| predict(&model, &params, &s, 8).unwrap_err().to_string();
+    let mut s = good.clone();
+    s.tokens[[1, 2]] = 3;
+    let e = err(s);
+    assert!(
+        e.contains("`tokens` row 1, position 2") && e.contains("site id 3"),
+        "{e}"
+    );
+    let mut s = good.clone();
+    s.weights.as_mut().unwrap()[[2, 4]] = f64::NAN;
+    let e = err(s);
+    assert!(
+        e.contains("`weights` row 2, position 4") && e.contains("NaN"),
+        "{e}"
+    );
+    let mut s = good.clone();
+    s.values.as_mut().unwrap()[[0, 5]] = 2;
+    let e = err(s);
+    assert!(
+        e.contains("`values` row 0, position 5") && e.contains("lag indicator 2 outside 0..2"),
+        "{e}"
+    );
+    let mut s = good;
+    s.values = None;
+    let e = err(s);
+    assert!(e.contains("lag indicators in `values`"), "{e}");
+}

@@ -470,3 +470,189 @@ fn trained_bits(
             .collect()
     })
 }
+
+/// `Dense(b)(relu(Dense(a)(x)))` for one row.
+fn mlp2(p: &Params<f64>, a: &str, b: &str, x: &[f64]) -> Vec<f64> {
+    let bias = |n: &str| vec1(p, &format!("{n}.b"));
+    let h: Vec<f64> = affine(x, &mat(p, &format!("{a}.w")), Some(&bias(a)))
+        .into_iter()
+        .map(|v| v.max(0.0))
+        .collect();
+    affine(&h, &mat(p, &format!("{b}.w")), Some(&bias(b)))
+}
+
+/// `(x − μ)/√(σ² + ε)·γ + β` for one row (biased variance, as Keras).
+fn layer_norm_row(p: &Params<f64>, prefix: &str, x: &[f64], eps: f64) -> Vec<f64> {
+    let n = x.len() as f64;
+    let mu = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n;
+    let (g, b) = (
+        vec1(p, &format!("{prefix}.gain")),
+        vec1(p, &format!("{prefix}.bias")),
+    );
+    (0..x.len())
+        .map(|i| (x[i] - mu) / (var + eps).sqrt() * g[i] + b[i])
+        .collect()
+}
+
+/// The temperature EFA of PAPER.md §6.2–§6.3 for one sample, with plain loops: value MLP (or
+/// the mask row at the target) ‖ site MLP (‖ lag row) → fusion MLP; post-LN blocks of full
+/// attention and a ReLU feed-forward; head MLP at the target.
+fn temperature_reference(
+    cfg: &EfaConfig,
+    p: &Params<f64>,
+    temps: &[f64],
+    sites: &[usize],
+    lags: &[usize],
+    pred: usize,
+) -> f64 {
+    let c = cfg.continuous.as_ref().unwrap();
+    let n = temps.len();
+    let (h, k) = (cfg.heads, cfg.key_dim);
+    let mut x: Vec<Vec<f64>> = (0..n)
+        .map(|j| {
+            let mut row = if j == pred {
+                mat(p, "mask_emb").row(1).to_vec()
+            } else {
+                mlp2(p, "value_mlp1", "value_mlp2", &[temps[j]])
+            };
+            row.extend(mlp2(p, "site_mlp1", "site_mlp2", &c.sites[sites[j]]));
+            if c.lag_rows.is_some() {
+                row.extend(mat(p, "lag_emb").row(lags[j]).iter());
+            }
+            mlp2(p, "fuse1", "fuse2", &row)
+        })
+        .collect();
+    for l in 0..cfg.layers {
+        let proj = |name: &str| -> Vec<Vec<f64>> {
+            let w = mat(p, &format!("block{l}.attn.{name}.w"));
+            let b = vec1(p, &format!("block{l}.attn.{name}.b"));
+            x.iter().map(|r| affine(r, &w, Some(&b))).collect()
+        };
+        let (q, kk, v) = (proj("q"), proj("k"), proj("v"));
+        let wo = mat(p, &format!("block{l}.attn.o.w"));
+        let bo = vec1(p, &format!("block{l}.attn.o.b"));
+        x = (0..n)
+            .map(|i| {
+                let mut concat = vec![0.0; h * k];
+                for head in 0..h {
+                    let dot = |j: usize| {
+                        (0..k)
+                            .map(|c| q[i][head * k + c] * kk[j][head * k + c])
+                            .sum::<f64>()
+                            / (k as f64).sqrt()
+                    };
+                    let scores: Vec<f64> = (0..n).map(dot).collect();
+                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
+                    for j in 0..n {
+                        let w = (scores[j] - m).exp() / z;
+                        for c in 0..k {
+                            concat[head * k + c] += w * v[j][head * k + c];
+                        }
+                    }
+                }
+                let a = affine(&concat, &wo, Some(&bo));
+                let r: Vec<f64> = x[i].iter().zip(a).map(|(x, a)| x + a).collect();
+                let r = layer_norm_row(p, &format!("block{l}.ln1"), &r, cfg.ln_eps);
+                let f = mlp2(p, &format!("block{l}.ffn1"), &format!("block{l}.ffn2"), &r);
+                let r: Vec<f64> = r.iter().zip(f).map(|(x, f)| x + f).collect();
+                layer_norm_row(p, &format!("block{l}.ln2"), &r, cfg.ln_eps)
+            })
+            .collect();
+    }
+    let mut hdn = x[pred].clone();
+    for i in 0..cfg.head_hidden.len() {
+        let b = vec1(p, &format!("head{i}.b"));
+        hdn = affine(&hdn, &mat(p, &format!("head{i}.w")), Some(&b))
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
+    }
+    affine(&hdn, &mat(p, "out.w"), Some(&vec1(p, "out.b")))[0]
+}
+
+#[test]
+fn temperature_efa_forward_matches_loop_reference() {
+    use efa_data::temperature::{City, TempDay};
+    use efa_model::experiments::temperature;
+    let cities: Vec<City> = [(33.5, -86.8), (35.4, -94.4), (36.7, -119.8), (41.8, -87.7)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(latitude, longitude))| City {
+            state: format!("S{i}"),
+            city: format!("C{i}"),
+            latitude,
+            longitude,
+        })
+        .collect();
+    // Three days; day 2 repeats a temperature of day 0 at another city, so equal values at
+    // different sites and days occur.
+    let days: Vec<TempDay> = [
+        [61.0, 54.5, 70.0, 48.0],
+        [63.5, 52.0, 69.0, 45.5],
+        [58.0, 61.0, 72.5, 50.0],
+    ]
+    .iter()
+    .enumerate()
+    .map(|(d, t)| TempDay {
+        date: (2010, 10, d as u32 + 1),
+        temps: t.to_vec(),
+        lags: vec![vec![60.0 - d as f64, 55.0, 71.0 + d as f64, 47.0]],
+    })
+    .collect();
+    for (layers, lag) in [(1, 0), (2, 0), (3, 1)] {
+        let mut cfg = temperature::efa_config(&cities, layers, lag);
+        (cfg.item_dim, cfg.key_dim, cfg.ffn, cfg.head_hidden) = (6, 3, Some(7), vec![5, 4]);
+        let inputs = cfg.continuous.as_mut().unwrap();
+        (inputs.hidden, inputs.dim, inputs.fuse) = (9, 5, 8);
+        let days: Vec<TempDay> = days
+            .iter()
+            .map(|d| TempDay {
+                lags: d.lags[..lag].to_vec(),
+                ..d.clone()
+            })
+            .collect();
+        let batch = temperature::efa_samples(&days, cities.len()).unwrap();
+        // Larger query/key weights than the initialiser's, so attention is far from uniform;
+        // the value and site MLPs see raw °F and degrees, so their first layers are scaled
+        // down; non-zero biases (the initialiser's are zero), positive in the head so that its
+        // ReLUs stay alive.
+        let mut p = cfg.init::<f64>(7);
+        for (name, v) in p.iter_mut() {
+            if name.ends_with(".q.w") || name.ends_with(".k.w") {
+                v.mapv_inplace(|x| 4.0 * x);
+            } else if name == "value_mlp1.w" || name == "site_mlp1.w" {
+                v.mapv_inplace(|x| 0.1 * x);
+            } else if name.ends_with(".b") || name.ends_with(".bias") {
+                let head = name.starts_with("head");
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = if head {
+                        0.5
+                    } else {
+                        0.1 * (i % 5) as f64 - 0.2
+                    };
+                }
+            }
+        }
+        let model = ModelConfig::Efa(cfg.clone());
+        let eta = tape_eta(&model, &p, &batch);
+        let weights = batch.weights.as_ref().unwrap();
+        let lag_ids = batch.values.as_ref().unwrap();
+        for s in 0..batch.len() {
+            let want = temperature_reference(
+                &cfg,
+                &p,
+                weights.row(s).as_slice().unwrap(),
+                batch.tokens.row(s).as_slice().unwrap(),
+                lag_ids.row(s).as_slice().unwrap(),
+                batch.pred_idx[s],
+            );
+            let got = eta[[s, 0]];
+            assert!(
+                (got - want).abs() <= 1e-11 * (1.0 + want.abs()),
+                "L={layers} lag {lag} sample {s}: {got} vs {want}"
+            );
+        }
+    }
+}
