@@ -11,11 +11,29 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
+/// A scratch directory, removed when the test ends (kept after a failure, for inspection).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn tmpdir(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("efa-rel-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 fn efa(args: &[&str]) -> Output {

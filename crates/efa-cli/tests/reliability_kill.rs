@@ -84,4 +84,5 @@ fn sigkilled_run_resumes_bit_identically() {
     let l = losses(&full);
     assert_eq!(l.len(), 120);
     assert_eq!(losses(&killed), l);
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -790,9 +790,9 @@ impl EfaConfig {
 
     /// The first block's projections `names` (of `q`, `k`, `v`) of the raw inputs, each
     /// `[B, N, H·K]`, gathered from projected tables: for `x = item_emb[t] ‖ value_emb[r] +
-    /// pos_emb[j]`, `x·W + b = (item_emb·W_item)[t] + (value_emb·W_value)[r] + (pos_emb·W)[j]
-    /// + b`, with a zero row where the input row is zeroed (padding). For continuous inputs
-    /// the item table is the fused table of the distinct inputs.
+    /// pos_emb[j]`, `x·W + b = (item_emb·W_item)[t] + (value_emb·W_value)[r] +
+    /// (pos_emb·W)[j] + b`, with a zero row where the input row is zeroed (padding). For
+    /// continuous inputs the item table is the fused table of the distinct inputs.
     fn table_projections<T: Real, const M: usize>(
         &self,
         tape: &mut Tape<T>,

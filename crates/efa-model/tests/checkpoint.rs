@@ -23,11 +23,29 @@ fn setup() -> (UserConfig, Samples, Samples) {
     (cfg, train, val)
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
+/// A scratch directory, removed when the test ends (kept after a failure, for inspection).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn tmpdir(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("efa-ckpt-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 fn bits(p: &Params<f32>) -> Vec<(String, Vec<u32>)> {

@@ -63,6 +63,7 @@ fn efa_samples_bidirectional_and_unidirectional() {
             .collect::<Vec<_>>(),
         vec![("a", 20, 2), ("a", 30, 5), ("b", 7, 6)]
     );
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -89,4 +90,5 @@ fn rating_fm_samples() {
     .unwrap_err()
     .to_string();
     assert_eq!(e, "invalid model configuration: c.toml: field `family`: `categorical` needs 3 natural parameters but the rating FM outputs 1");
+    let _ = std::fs::remove_file(&path);
 }
