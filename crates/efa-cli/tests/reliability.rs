@@ -11,29 +11,11 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A scratch directory, removed when the test ends (kept after a failure, for inspection).
-struct Scratch(PathBuf);
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-fn tmpdir(tag: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("efa-rel-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Scratch(d)
+fn tmpdir(tag: &str) -> scratch::Scratch {
+    scratch::scratch(&format!("efa-rel-{tag}"))
 }
 
 fn efa(args: &[&str]) -> Output {

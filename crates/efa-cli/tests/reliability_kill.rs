@@ -24,11 +24,12 @@ fn cmd(config: &Path, out_flag: &str, dir: &Path) -> Command {
     c
 }
 
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
+
 #[test]
 fn sigkilled_run_resumes_bit_identically() {
-    let root = std::env::temp_dir().join(format!("efa-kill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+    let root = scratch::scratch("efa-kill");
     // A longer run of the fixture model, so the kill lands mid-training.
     let text = std::fs::read_to_string(fixture("efa_poisson.toml")).unwrap();
     let text = text
@@ -84,5 +85,4 @@ fn sigkilled_run_resumes_bit_identically() {
     let l = losses(&full);
     assert_eq!(l.len(), 120);
     assert_eq!(losses(&killed), l);
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -10,7 +10,7 @@
 mod continuous;
 
 use crate::batch::Samples;
-use crate::layers::{dense, mha, mha_cross, Dense, Mha};
+use crate::layers::{dense, mha, mha_cross, param, Dense, Mha};
 use crate::ops::attention::{attention_heads, AttentionMask};
 use crate::ops::gather::{gather_sum, Part, NONE};
 use crate::params::{zeros, Init, Params};
@@ -144,12 +144,6 @@ pub struct EfaConfig {
     /// width of the fused representation and `items` is unused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuous: Option<ContinuousInputs>,
-}
-
-fn get(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
-    vars.get(name)
-        .copied()
-        .ok_or_else(|| ModelError::MissingParam(name.to_string()))
 }
 
 /// The inputs at each sample's target position, as single-position rows (the query stream's
@@ -465,11 +459,14 @@ impl EfaConfig {
         let x1_t = tape.reshape(x1_t, &[b, 1, d])?;
         // Block 1: keys and values from the tables plus the folded output projection.
         let [tk, tv] = self.table_projections(tape, vars, &inputs, "block1.attn", ["k", "v"])?;
-        let (wo, bo) = (get(vars, "block0.attn.o.w")?, get(vars, "block0.attn.o.b")?);
+        let (wo, bo) = (
+            param(vars, "block0.attn.o.w")?,
+            param(vars, "block0.attn.o.b")?,
+        );
         let bo = tape.reshape(bo, &[1, d])?;
         let mut kv = [tk, tv];
         for (slot, name) in kv.iter_mut().zip(["k", "v"]) {
-            let w = get(vars, &format!("block1.attn.{name}.w"))?;
+            let w = param(vars, &format!("block1.attn.{name}.w"))?;
             let w_fold = tape.matmul(wo, w, false, false)?;
             let b_fold = tape.matmul(bo, w, false, false)?;
             let hk = tape.shape(w)[1];
@@ -685,7 +682,7 @@ impl EfaConfig {
     ) -> Result<Inputs, ModelError> {
         let mut ids = self.input_ids(batch, positions)?;
         let items = match &self.continuous {
-            None => get(vars, "item_emb")?,
+            None => param(vars, "item_emb")?,
             Some(c) => {
                 let (distinct, rows) = continuous::distinct_inputs(c, batch)?;
                 ids.item = rows;
@@ -711,14 +708,14 @@ impl EfaConfig {
             col: 0,
         }];
         if let Some(v) = &ids.value {
-            tables.push(get(vars, "value_emb")?);
+            tables.push(param(vars, "value_emb")?);
             parts.push(Part {
                 ids: v.clone(),
                 col: self.item_dim,
             });
         }
         if let Some(p) = &ids.position {
-            tables.push(get(vars, "pos_emb")?);
+            tables.push(param(vars, "pos_emb")?);
             parts.push(Part {
                 ids: p.clone(),
                 col: 0,
@@ -808,8 +805,8 @@ impl EfaConfig {
         let mut ws = Vec::with_capacity(M);
         let mut bs = Vec::with_capacity(M);
         for name in names {
-            ws.push(get(vars, &format!("{prefix}.{name}.w"))?);
-            bs.push(get(vars, &format!("{prefix}.{name}.b"))?);
+            ws.push(param(vars, &format!("{prefix}.{name}.w"))?);
+            bs.push(param(vars, &format!("{prefix}.{name}.b"))?);
         }
         let w = if M == 1 { ws[0] } else { tape.concat(&ws, 1)? };
         let bias = if M == 1 { bs[0] } else { tape.concat(&bs, 0)? };
@@ -827,14 +824,14 @@ impl EfaConfig {
         }];
         if let Some(v) = &ids.value {
             let w_val = tape.slice(w, 0, d_item, self.d_model())?;
-            tables.push(tape.matmul(get(vars, "value_emb")?, w_val, false, false)?);
+            tables.push(tape.matmul(param(vars, "value_emb")?, w_val, false, false)?);
             parts.push(Part {
                 ids: v.clone(),
                 col: 0,
             });
         }
         if let Some(p) = &ids.position {
-            tables.push(tape.matmul(get(vars, "pos_emb")?, w, false, false)?);
+            tables.push(tape.matmul(param(vars, "pos_emb")?, w, false, false)?);
             parts.push(Part {
                 ids: p.clone(),
                 col: 0,
@@ -940,12 +937,8 @@ impl EfaConfig {
         prefix: &str,
         x: Var,
     ) -> Result<Var, ModelError> {
-        let g = *vars
-            .get(&format!("{prefix}.gain"))
-            .ok_or_else(|| ModelError::MissingParam(format!("{prefix}.gain")))?;
-        let b = *vars
-            .get(&format!("{prefix}.bias"))
-            .ok_or_else(|| ModelError::MissingParam(format!("{prefix}.bias")))?;
+        let g = param(vars, &format!("{prefix}.gain"))?;
+        let b = param(vars, &format!("{prefix}.bias"))?;
         Ok(tape.layer_norm(x, g, b, T::from_f64(self.ln_eps))?)
     }
 }

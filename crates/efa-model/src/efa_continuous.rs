@@ -3,7 +3,7 @@
 
 use super::ContinuousInputs;
 use crate::batch::Samples;
-use crate::layers::{dense, Dense};
+use crate::layers::{dense, param, Dense};
 use crate::ops::gather::{gather_sum, Part, NONE};
 use crate::params::{Init, Params};
 use crate::ModelError;
@@ -197,11 +197,6 @@ pub(super) fn table<T: Real>(
     vars: &HashMap<String, Var>,
     distinct: &DistinctInputs,
 ) -> Result<Var, ModelError> {
-    let get = |name: &str| {
-        vars.get(name)
-            .copied()
-            .ok_or_else(|| ModelError::MissingParam(name.to_string()))
-    };
     let u = distinct.value.len();
     // Value branch once per distinct scalar; the mask table's row 1 is appended after them
     // (row 0 of the mask table is never used, as in the paper).
@@ -226,7 +221,7 @@ pub(super) fn table<T: Real>(
         .into_dyn(),
     );
     let values = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
-    let mask_emb = get("mask_emb")?;
+    let mask_emb = param(vars, "mask_emb")?;
     // Site branch once per site.
     let f = c.sites[0].len();
     let sites = Array2::from_shape_fn((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k]));
@@ -254,7 +249,7 @@ pub(super) fn table<T: Real>(
     ];
     let mut concat = 2 * c.dim;
     if c.lag_rows.is_some() {
-        tables.push(get("lag_emb")?);
+        tables.push(param(vars, "lag_emb")?);
         parts.push(Part {
             ids: col(distinct.lag.clone()),
             col: concat,

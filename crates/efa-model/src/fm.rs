@@ -2,7 +2,7 @@
 //! as its reference code ran them, PAPER.md §2.4, §3.4).
 
 use crate::batch::Samples;
-use crate::layers::{dense, Dense};
+use crate::layers::{dense, param, Dense};
 use crate::params::{Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -88,11 +88,6 @@ impl FmConfig {
         vars: &HashMap<String, Var>,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
-        let get = |name: &str| {
-            vars.get(name)
-                .copied()
-                .ok_or_else(|| ModelError::MissingParam(name.to_string()))
-        };
         let (b, c) = batch.tokens.dim();
         // Padding (item 0) contributes nothing: a zero weight for rating contexts, a skipped
         // entry for item contexts.
@@ -119,16 +114,16 @@ impl FmConfig {
                 let w = ndarray::Array2::from_shape_fn((b, c), |(i, j)| {
                     T::from_f64(r[[i, j]] / batch.lengths[i].max(1) as f64)
                 });
-                let ctx = crate::ops::gather::bag_sum(tape, get("alpha")?, ids, Some(w))?;
+                let ctx = crate::ops::gather::bag_sum(tape, param(vars, "alpha")?, ids, Some(w))?;
                 let ids = ArrayD::from_shape_vec(vec![b], center.clone())
                     .expect("center length checked by validate");
-                let rho = tape.embedding(get("rho")?, &ids)?;
+                let rho = tape.embedding(param(vars, "rho")?, &ids)?;
                 let prod = tape.mul(rho, ctx)?;
                 debug_assert_eq!(tape.shape(prod), &[b, *dim]);
                 Ok(tape.sum(prod, &[1], true)?)
             }
             FmConfig::Item { .. } => {
-                let ctx = crate::ops::gather::bag_sum(tape, get("alpha")?, ids, None)?;
+                let ctx = crate::ops::gather::bag_sum(tape, param(vars, "alpha")?, ids, None)?;
                 dense(tape, vars, "out", ctx)
             }
         }

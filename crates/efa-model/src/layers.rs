@@ -7,7 +7,8 @@ use efa_num::Real;
 use efa_tape::{Tape, Var};
 use std::collections::HashMap;
 
-fn var(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
+/// The tape variable of parameter `name`, or [`ModelError::MissingParam`].
+pub(crate) fn param(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
     vars.get(name)
         .copied()
         .ok_or_else(|| ModelError::MissingParam(name.to_string()))
@@ -44,7 +45,7 @@ pub fn dense<T: Real>(
     prefix: &str,
     x: Var,
 ) -> Result<Var, ModelError> {
-    let w = var(vars, &format!("{prefix}.w"))?;
+    let w = param(vars, &format!("{prefix}.w"))?;
     let b = vars.get(&format!("{prefix}.b")).copied();
     Ok(crate::ops::linear::linear(tape, x, w, b)?)
 }

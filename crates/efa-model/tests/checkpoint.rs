@@ -23,29 +23,11 @@ fn setup() -> (UserConfig, Samples, Samples) {
     (cfg, train, val)
 }
 
-/// A scratch directory, removed when the test ends (kept after a failure, for inspection).
-struct Scratch(PathBuf);
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-fn tmpdir(tag: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("efa-ckpt-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Scratch(d)
+fn tmpdir(tag: &str) -> scratch::Scratch {
+    scratch::scratch(&format!("efa-ckpt-{tag}"))
 }
 
 fn bits(p: &Params<f32>) -> Vec<(String, Vec<u32>)> {

@@ -36,7 +36,6 @@ fn efa_reference(
     pred: usize,
 ) -> Vec<f64> {
     let n = tokens.len();
-    let (h, k) = (cfg.heads, cfg.key_dim);
     let item = mat(p, "item_emb");
     let pos = mat(p, "pos_emb");
     let only_valid = cfg.positions.as_ref().is_some_and(|p| p.only_valid);
@@ -58,23 +57,45 @@ fn efa_reference(
         })
         .collect();
     for l in 0..cfg.layers {
-        let proj = |name: &str, x: &Vec<Vec<f64>>| -> Vec<Vec<f64>> {
-            let w = mat(p, &format!("block{l}.attn.{name}.w"));
-            let b = vec1(p, &format!("block{l}.attn.{name}.b"));
-            x.iter().map(|r| affine(r, &w, Some(&b))).collect()
-        };
-        let (q, kk, v) = (proj("q", &x), proj("k", &x), proj("v", &x));
-        let mut concat = vec![vec![0.0; h * k]; n];
-        for head in 0..h {
-            for i in 0..n {
-                let visible: Vec<usize> = (0..n)
-                    .filter(|&j| match cfg.direction {
-                        Direction::Padding => j < len,
-                        Direction::Causal => j <= i,
-                        Direction::CausalPadding => j <= i && j < len,
-                    })
-                    .collect();
-                let scores: Vec<f64> = visible
+        let a = attention_reference(cfg, p, l, &x, |i, j| match cfg.direction {
+            Direction::Padding => j < len,
+            Direction::Causal => j <= i,
+            Direction::CausalPadding => j <= i && j < len,
+        });
+        for (xi, ai) in x.iter_mut().zip(a) {
+            for (v, w) in xi.iter_mut().zip(ai) {
+                *v += w;
+            }
+        }
+    }
+    head_reference(cfg, p, &x[pred])
+}
+
+/// Block `l`'s multi-head attention at every row of `x`, output projection included: Q, K, V
+/// with biases, softmax of `q·k/√K` over the keys `j` with `visible(i, j)`, heads
+/// concatenated.
+fn attention_reference(
+    cfg: &EfaConfig,
+    p: &Params<f64>,
+    l: usize,
+    x: &[Vec<f64>],
+    visible: impl Fn(usize, usize) -> bool,
+) -> Vec<Vec<f64>> {
+    let (n, h, k) = (x.len(), cfg.heads, cfg.key_dim);
+    let proj = |name: &str| -> Vec<Vec<f64>> {
+        let w = mat(p, &format!("block{l}.attn.{name}.w"));
+        let b = vec1(p, &format!("block{l}.attn.{name}.b"));
+        x.iter().map(|r| affine(r, &w, Some(&b))).collect()
+    };
+    let (q, kk, v) = (proj("q"), proj("k"), proj("v"));
+    let wo = mat(p, &format!("block{l}.attn.o.w"));
+    let bo = vec1(p, &format!("block{l}.attn.o.b"));
+    (0..n)
+        .map(|i| {
+            let keys: Vec<usize> = (0..n).filter(|&j| visible(i, j)).collect();
+            let mut concat = vec![0.0; h * k];
+            for head in 0..h {
+                let scores: Vec<f64> = keys
                     .iter()
                     .map(|&j| {
                         (0..k)
@@ -85,24 +106,21 @@ fn efa_reference(
                     .collect();
                 let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
-                for (s, &j) in scores.iter().zip(&visible) {
+                for (s, &j) in scores.iter().zip(&keys) {
                     let w = (s - m).exp() / z;
                     for c in 0..k {
-                        concat[i][head * k + c] += w * v[j][head * k + c];
+                        concat[head * k + c] += w * v[j][head * k + c];
                     }
                 }
             }
-        }
-        let wo = mat(p, &format!("block{l}.attn.o.w"));
-        let bo = vec1(p, &format!("block{l}.attn.o.b"));
-        for i in 0..n {
-            let a = affine(&concat[i], &wo, Some(&bo));
-            for (xi, ai) in x[i].iter_mut().zip(a) {
-                *xi += ai;
-            }
-        }
-    }
-    let mut hdn = x[pred].clone();
+            affine(&concat, &wo, Some(&bo))
+        })
+        .collect()
+}
+
+/// The head MLP (ReLU layers) and the output layer at one row.
+fn head_reference(cfg: &EfaConfig, p: &Params<f64>, x: &[f64]) -> Vec<f64> {
+    let mut hdn = x.to_vec();
     for i in 0..cfg.head_hidden.len() {
         let b = vec1(p, &format!("head{i}.b"));
         hdn = affine(&hdn, &mat(p, &format!("head{i}.w")), Some(&b))
@@ -508,7 +526,6 @@ fn temperature_reference(
 ) -> f64 {
     let c = cfg.continuous.as_ref().unwrap();
     let n = temps.len();
-    let (h, k) = (cfg.heads, cfg.key_dim);
     let mut x: Vec<Vec<f64>> = (0..n)
         .map(|j| {
             let mut row = if j == pred {
@@ -524,36 +541,12 @@ fn temperature_reference(
         })
         .collect();
     for l in 0..cfg.layers {
-        let proj = |name: &str| -> Vec<Vec<f64>> {
-            let w = mat(p, &format!("block{l}.attn.{name}.w"));
-            let b = vec1(p, &format!("block{l}.attn.{name}.b"));
-            x.iter().map(|r| affine(r, &w, Some(&b))).collect()
-        };
-        let (q, kk, v) = (proj("q"), proj("k"), proj("v"));
-        let wo = mat(p, &format!("block{l}.attn.o.w"));
-        let bo = vec1(p, &format!("block{l}.attn.o.b"));
-        x = (0..n)
-            .map(|i| {
-                let mut concat = vec![0.0; h * k];
-                for head in 0..h {
-                    let dot = |j: usize| {
-                        (0..k)
-                            .map(|c| q[i][head * k + c] * kk[j][head * k + c])
-                            .sum::<f64>()
-                            / (k as f64).sqrt()
-                    };
-                    let scores: Vec<f64> = (0..n).map(dot).collect();
-                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                    let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
-                    for j in 0..n {
-                        let w = (scores[j] - m).exp() / z;
-                        for c in 0..k {
-                            concat[head * k + c] += w * v[j][head * k + c];
-                        }
-                    }
-                }
-                let a = affine(&concat, &wo, Some(&bo));
-                let r: Vec<f64> = x[i].iter().zip(a).map(|(x, a)| x + a).collect();
+        let a = attention_reference(cfg, p, l, &x, |_, _| true);
+        x = x
+            .iter()
+            .zip(a)
+            .map(|(xi, ai)| {
+                let r: Vec<f64> = xi.iter().zip(ai).map(|(x, a)| x + a).collect();
                 let r = layer_norm_row(p, &format!("block{l}.ln1"), &r, cfg.ln_eps);
                 let f = mlp2(p, &format!("block{l}.ffn1"), &format!("block{l}.ffn2"), &r);
                 let r: Vec<f64> = r.iter().zip(f).map(|(x, f)| x + f).collect();
@@ -561,15 +554,7 @@ fn temperature_reference(
             })
             .collect();
     }
-    let mut hdn = x[pred].clone();
-    for i in 0..cfg.head_hidden.len() {
-        let b = vec1(p, &format!("head{i}.b"));
-        hdn = affine(&hdn, &mat(p, &format!("head{i}.w")), Some(&b))
-            .into_iter()
-            .map(|v| v.max(0.0))
-            .collect();
-    }
-    affine(&hdn, &mat(p, "out.w"), Some(&vec1(p, "out.b")))[0]
+    head_reference(cfg, p, &x[pred])[0]
 }
 
 #[test]
