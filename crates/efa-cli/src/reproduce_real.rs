@@ -179,8 +179,6 @@ pub struct TemperatureArgs {
     common: RealCommon,
 }
 
-/// A user-facing error; configuration errors from the experiment builders (missing data
-/// files, bad flag values) are shown without the model-configuration prefix.
 /// A user-facing error; configuration errors (missing data files, bad values) are shown
 /// without the model-configuration prefix.
 pub(crate) fn cli(e: impl std::fmt::Display + 'static) -> CliError {
@@ -496,28 +494,24 @@ pub fn temperature_cmd(a: TemperatureArgs) -> Result<(), CliError> {
     );
     let mut rows = Vec::new();
     let mut spreads = Vec::new();
-    let seeds = if a.seeds.is_empty() {
-        vec![a.common.seed]
-    } else {
-        a.seeds.clone()
-    };
+    let one = [a.common.seed];
+    let seeds: &[u64] = if a.seeds.is_empty() { &one } else { &a.seeds };
     if a.model != Models::Fm {
         for &l in &layer_list {
-            let mut runs = Vec::new();
-            for &seed in &seeds {
+            let first = rows.len();
+            let mut setting = String::new();
+            for &seed in seeds {
                 let cfg = temperature::efa_train_config(a.lag, a.common.epochs, seed);
                 let epochs = cfg.max_epochs;
                 let mut spec = temperature::efa_spec(&data, l, a.lag, cfg, seed).map_err(cli)?;
                 if seeds.len() > 1 {
-                    spec.setting = format!("{} seed {seed}", spec.setting);
+                    setting = std::mem::take(&mut spec.setting);
+                    spec.setting = format!("{setting} seed {seed}");
                 }
-                let r = train_with_bar(&spec, epochs, a.common.quiet)?.0;
-                runs.push((seed, r.value, r.paper));
-                rows.push(r);
+                rows.push(train_with_bar(&spec, epochs, a.common.quiet)?.0);
             }
             if seeds.len() > 1 {
-                let base = temperature::efa_spec_setting(l, a.lag);
-                spreads.push(SeedSpread::new(base, &runs));
+                spreads.push(SeedSpread::new(setting, seeds, &rows[first..]));
             }
         }
     }
@@ -615,9 +609,10 @@ struct SeedSpread {
 }
 
 impl SeedSpread {
-    /// `runs` holds (seed, test value, paper value) and is not empty.
-    fn new(setting: String, runs: &[(u64, f64, f64)]) -> Self {
-        let mut sorted: Vec<f64> = runs.iter().map(|r| r.1).collect();
+    /// The spread of `runs`, one per seed of `seeds` (not empty).
+    fn new(setting: String, seeds: &[u64], runs: &[RunResult]) -> Self {
+        let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
+        let mut sorted = values.clone();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
         let median = if n % 2 == 1 {
@@ -625,16 +620,16 @@ impl SeedSpread {
         } else {
             0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
         };
-        let paper = runs.first().map_or(f64::NAN, |r| r.2);
+        let paper = runs[0].paper;
         SeedSpread {
             setting,
-            seeds: runs.iter().map(|r| r.0).collect(),
-            values: runs.iter().map(|r| r.1).collect(),
+            seeds: seeds.to_vec(),
             min: sorted[0],
             median,
             max: sorted[n - 1],
             paper,
-            within_1pct: sorted.iter().filter(|&&v| v <= 1.01 * paper).count(),
+            within_1pct: values.iter().filter(|&&v| v <= 1.01 * paper).count(),
+            values,
         }
     }
 }

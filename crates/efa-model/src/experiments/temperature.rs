@@ -153,15 +153,6 @@ pub fn efa_train_config(lag: usize, epochs: Option<usize>, seed: u64) -> TrainCo
     }
 }
 
-/// The setting name of the EFA with `layers` blocks and `lag` previous days.
-pub fn efa_spec_setting(layers: usize, lag: usize) -> String {
-    if lag == 0 {
-        format!("L={layers}")
-    } else {
-        format!("L={layers}, lag {lag}")
-    }
-}
-
 /// The EFA run for `layers` blocks and `lag` previous days.
 pub fn efa_spec(
     data: &TemperatureData,
@@ -172,7 +163,11 @@ pub fn efa_spec(
 ) -> Result<RunSpec, ModelError> {
     let c = data.table.cities.len();
     Ok(RunSpec {
-        setting: efa_spec_setting(layers, lag),
+        setting: if lag == 0 {
+            format!("L={layers}")
+        } else {
+            format!("L={layers}, lag {lag}")
+        },
         model: ModelConfig::Efa(efa_config(&data.table.cities, layers, lag)),
         objective: Objective::Mse,
         paper: paper_efa(layers, lag).unwrap_or(f64::NAN),
