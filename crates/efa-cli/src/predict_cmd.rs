@@ -38,7 +38,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     let family = cfg.family.family();
     let z = predict(&cfg.model, &params, &data.samples, cfg.train.eval_batch).map_err(user)?;
     // The model's output is unconstrained; the natural parameter is its link (as in training).
-    let eta = efa_model::ops::link::natural_values(&family, &z);
+    let eta = efa_expfam::link::natural_rows(&family, &z);
     let d = family.eta_dim();
     let cols = |name: &str| -> String {
         if d == 1 {

@@ -121,7 +121,7 @@ fn missing_instacart_data_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn attention_flops_count_visible_pairs_under_the_mask() {
-    use efa_model::ops::attention::{attention, AttentionMask};
+    use efa_tape::ops::attention::AttentionMask;
     use ndarray::{ArrayD, IxDyn};
     // B = 2, N = 3, H = 2, K = 4: 2·(K + K)·H = 32 FLOPs per visible (b, i, j) pair.
     let run = |mask: &AttentionMask| -> (u64, u64) {
@@ -132,7 +132,7 @@ fn attention_flops_count_visible_pairs_under_the_mask() {
         };
         let (q, k, v) = (x(&mut t, "q"), x(&mut t, "k"), x(&mut t, "v"));
         let f0 = efa_tape::flops();
-        let (o, _) = attention(&mut t, q, k, v, mask, 0.5).unwrap();
+        let (o, _) = t.attention(q, k, v, mask, 0.5).unwrap();
         let f1 = efa_tape::flops();
         let s = t.sum_all(o).unwrap();
         t.backward(s).unwrap();

@@ -12,6 +12,7 @@
 //!   family, the value and the row.
 //! * [`nll_batch`] and [`ordinal_nll_batch`]: batched nll + gradient over rows with a mask,
 //!   parallel over rows for large batches (the model crate wraps them as tape ops).
+//! * [`link`]: links from an unconstrained model output to each family's natural parameters.
 //! * One module per family with the formulas.
 
 #![warn(missing_docs)]
@@ -28,6 +29,7 @@ pub mod family;
 pub mod gamma;
 pub mod gaussian;
 pub mod gaussian_known;
+pub mod link;
 pub mod multinomial;
 pub mod negbin;
 pub mod ordinal;

@@ -11,8 +11,8 @@ mod continuous;
 
 use crate::batch::Samples;
 use crate::layers::{dense, mha, mha_cross, param, Dense, Mha};
-use crate::ops::attention::{attention_heads, AttentionMask};
-use crate::ops::gather::{gather_sum, Part, NONE};
+use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::gather::{Part, NONE};
 use crate::params::{zeros, Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -447,7 +447,7 @@ impl EfaConfig {
         let [q0, k0, v0] =
             self.table_projections(tape, vars, &inputs, "block0.attn", ["q", "k", "v"])?;
         let scale = 1.0 / (self.key_dim as f64).sqrt();
-        let (o0, _) = attention_heads(tape, q0, k0, v0, self.heads, &mask, scale)?;
+        let (o0, _) = tape.attention_heads(q0, k0, v0, self.heads, &mask, scale)?;
         // x₁ at the target rows.
         let at_target = target_inputs(batch);
         let at_target = self.inputs(tape, vars, &at_target, Some(&batch.pred_idx))?;
@@ -471,7 +471,7 @@ impl EfaConfig {
             let b_fold = tape.matmul(bo, w, false, false)?;
             let hk = tape.shape(w)[1];
             let b_fold = tape.reshape(b_fold, &[hk])?;
-            let folded = crate::ops::linear::linear(tape, o0, w_fold, Some(b_fold))?;
+            let folded = tape.linear(o0, w_fold, Some(b_fold))?;
             *slot = tape.add(*slot, folded)?;
         }
         let q1 = dense(tape, vars, "block1.attn.q", x1_t)?;
@@ -632,7 +632,7 @@ impl EfaConfig {
                         col: 0,
                     },
                 ];
-                *slot = gather_sum(tape, &[c, q], parts, None, hk, 1)?[0];
+                *slot = tape.gather_sum(&[c, q], parts, None, hk, 1)?[0];
             }
             let aq = self.attend(tape, vars, &prefix, qq, gathered[0], gathered[1], &key_mask)?;
             if !last {
@@ -721,7 +721,7 @@ impl EfaConfig {
                 col: 0,
             });
         }
-        Ok(gather_sum(tape, &tables, parts, None, self.d_model(), 1)?[0])
+        Ok(tape.gather_sum(&tables, parts, None, self.d_model(), 1)?[0])
     }
 
     /// The table rows the inputs read at every position: the item (or [`NONE`] at padding
@@ -837,7 +837,7 @@ impl EfaConfig {
                 col: 0,
             });
         }
-        let outs = gather_sum(tape, &tables, parts, Some(bias), M * hk, M)?;
+        let outs = tape.gather_sum(&tables, parts, Some(bias), M * hk, M)?;
         let mut out = [outs[0]; M];
         out.copy_from_slice(&outs);
         Ok(out)
@@ -857,7 +857,7 @@ impl EfaConfig {
         mask: &AttentionMask,
     ) -> Result<Var, ModelError> {
         let scale = 1.0 / (self.key_dim as f64).sqrt();
-        let (o, _lse) = attention_heads(tape, q, k, v, self.heads, mask, scale)?;
+        let (o, _lse) = tape.attention_heads(q, k, v, self.heads, mask, scale)?;
         dense(tape, vars, &format!("{prefix}.o"), o)
     }
 

@@ -4,7 +4,7 @@
 use super::ContinuousInputs;
 use crate::batch::Samples;
 use crate::layers::{dense, param, Dense};
-use crate::ops::gather::{gather_sum, Part, NONE};
+use efa_tape::ops::gather::{Part, NONE};
 use crate::params::{Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -256,7 +256,7 @@ pub(super) fn table<T: Real>(
         });
         concat += c.dim;
     }
-    let x = gather_sum(tape, &tables, parts, None, concat, 1)?[0];
+    let x = tape.gather_sum(&tables, parts, None, concat, 1)?[0];
     let x = tape.reshape(x, &[u, concat])?;
     mlp(tape, vars, "fuse1", "fuse2", x)
 }

@@ -93,7 +93,7 @@ impl FmConfig {
         // entry for item contexts.
         let ids = batch
             .tokens
-            .mapv(|t| if t == 0 { crate::ops::gather::NONE } else { t });
+            .mapv(|t| if t == 0 { efa_tape::ops::gather::NONE } else { t });
         match self {
             FmConfig::Rating { dim, .. } => {
                 let r = batch
@@ -114,7 +114,7 @@ impl FmConfig {
                 let w = ndarray::Array2::from_shape_fn((b, c), |(i, j)| {
                     T::from_f64(r[[i, j]] / batch.lengths[i].max(1) as f64)
                 });
-                let ctx = crate::ops::gather::bag_sum(tape, param(vars, "alpha")?, ids, Some(w))?;
+                let ctx = tape.bag_sum(param(vars, "alpha")?, ids, Some(w))?;
                 let ids = ArrayD::from_shape_vec(vec![b], center.clone())
                     .expect("center length checked by validate");
                 let rho = tape.embedding(param(vars, "rho")?, &ids)?;
@@ -123,7 +123,7 @@ impl FmConfig {
                 Ok(tape.sum(prod, &[1], true)?)
             }
             FmConfig::Item { .. } => {
-                let ctx = crate::ops::gather::bag_sum(tape, param(vars, "alpha")?, ids, None)?;
+                let ctx = tape.bag_sum(param(vars, "alpha")?, ids, None)?;
                 dense(tape, vars, "out", ctx)
             }
         }

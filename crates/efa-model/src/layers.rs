@@ -1,6 +1,6 @@
 //! Layers built from tape ops: dense (affine) maps and multi-head attention on the fused kernel.
 
-use crate::ops::attention::{attention_heads, AttentionMask};
+use efa_tape::ops::attention::AttentionMask;
 use crate::params::{zeros, Init, Params};
 use crate::ModelError;
 use efa_num::Real;
@@ -47,7 +47,7 @@ pub fn dense<T: Real>(
 ) -> Result<Var, ModelError> {
     let w = param(vars, &format!("{prefix}.w"))?;
     let b = vars.get(&format!("{prefix}.b")).copied();
-    Ok(crate::ops::linear::linear(tape, x, w, b)?)
+    Ok(tape.linear(x, w, b)?)
 }
 
 /// Multi-head attention with Keras `MultiHeadAttention` parameterisation: per-head query, key
@@ -112,6 +112,6 @@ pub fn mha_cross<T: Real>(
         *slot = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
     }
     let scale = 1.0 / (cfg.key_dim as f64).sqrt();
-    let (o, _lse) = attention_heads(tape, proj[0], proj[1], proj[2], cfg.heads, mask, scale)?;
+    let (o, _lse) = tape.attention_heads(proj[0], proj[1], proj[2], cfg.heads, mask, scale)?;
     dense(tape, vars, &format!("{prefix}.o"), o)
 }

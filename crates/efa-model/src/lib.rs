@@ -12,7 +12,7 @@ pub mod experiments;
 pub mod fm;
 pub mod layers;
 pub mod objective;
-pub mod ops;
+
 pub mod params;
 pub mod train;
 pub mod userdata;

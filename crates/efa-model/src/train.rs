@@ -189,8 +189,8 @@ impl Loss<'_> {
                 let y = ndarray::Array2::from_shape_fn((y.len(), 1), |(i, _)| T::from_f64(y[i]));
                 // The model's output is unconstrained; the link maps it into the family's
                 // natural parameter space (identity for most families).
-                let eta = crate::ops::link::natural(tape, family, eta)?;
-                let per_row = crate::ops::nll::nll(tape, family, eta, &y, None)?;
+                let eta = tape.natural(family, eta)?;
+                let per_row = tape.nll(family, eta, &y, None)?;
                 Ok(tape.mean_all(per_row)?)
             }
         }
@@ -294,9 +294,7 @@ fn micro_loss_and_grads<T: Real>(
     let grads = tape.backward(loss)?;
     let mut out = Vec::with_capacity(params.len());
     for (name, p) in params.iter() {
-        let g = grads
-            .param(name)
-            .ok_or_else(|| ModelError::MissingParam(format!("{name} (no gradient)")))?;
+        let g = grads.param(name)?;
         debug_assert_eq!(g.shape(), p.shape());
         out.push(g.clone());
     }

@@ -70,14 +70,13 @@ where
     })
 }
 
-fn flat_grads(g: &crate::Grads<f64>, params: &[(&str, ArrayD<f64>)]) -> Vec<Vec<f64>> {
+/// Every parameter's analytic gradient, flattened; a parameter that does not reach the
+/// output is an error naming it (its finite-difference derivative would be zero too, so a
+/// zero-filled gradient would pass the audit and hide the disconnection).
+fn flat_grads(g: &crate::Grads<f64>, params: &[(&str, ArrayD<f64>)]) -> Result<Vec<Vec<f64>>> {
     params
         .iter()
-        .map(|(n, _)| {
-            g.param(n)
-                .map(|a| a.iter().copied().collect())
-                .unwrap_or_default()
-        })
+        .map(|(n, _)| Ok(g.param(n)?.iter().copied().collect()))
         .collect()
 }
 
@@ -94,7 +93,7 @@ where
     let vars = register(&mut t, params)?;
     let out = build(&mut t, &vars)?;
     let g = t.backward(out)?;
-    let analytic = flat_grads(&g, params);
+    let analytic = flat_grads(&g, params)?;
     let err = RefCell::new(None);
     let report = audit_params(
         &specs(params),
@@ -132,7 +131,7 @@ where
     let out = build(&mut t, &vars)?;
     let c = random_cotangent(t.try_value(out)?.shape(), seed);
     let g = t.backward_with(out, c.clone())?;
-    let analytic = flat_grads(&g, params);
+    let analytic = flat_grads(&g, params)?;
     let err = RefCell::new(None);
     let report = audit_params(
         &specs(params),
@@ -169,7 +168,13 @@ where
     let vjp = |c: &[f64]| -> Vec<f64> {
         let c = ArrayD::from_shape_vec(IxDyn(&shape), c.to_vec()).expect("audit: sizes");
         match t.backward_with(out, c) {
-            Ok(g) => flat_grads(&g, params).concat(),
+            Ok(g) => match flat_grads(&g, params) {
+                Ok(f) => f.concat(),
+                Err(e) => {
+                    err.borrow_mut().get_or_insert(e);
+                    Vec::new()
+                }
+            },
             Err(e) => {
                 err.borrow_mut().get_or_insert(e);
                 Vec::new()

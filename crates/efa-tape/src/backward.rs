@@ -12,12 +12,18 @@ use efa_num::Real;
 use ndarray::ArrayD;
 
 /// Gradients from one backward pass: one per node that needs a gradient and is reached from
-/// the output (retain-all), plus zeros for named parameters that did not influence it.
+/// the output (retain-all).
+///
+/// A named parameter that does not reach the output has **no** gradient, and asking for it
+/// with [`Grads::param`] or [`Grads::params`] is an error naming the parameter: a zero there
+/// would hide a disconnected parameter, and a finite-difference audit cannot see it either
+/// (its numeric derivative is zero too). Callers for whom an unused parameter is expected opt
+/// in explicitly, as with `torch.autograd.grad(allow_unused=True)`: [`Grads::param_if_used`]
+/// gives `None` for it, and [`Grads::unused_params`] lists them.
 pub struct Grads<T: Real> {
     tape: u64,
     grads: Vec<Option<ArrayD<T>>>,
     params: Vec<(String, usize)>,
-    zeros: Vec<Option<ArrayD<T>>>,
 }
 
 impl<T: Real> Grads<T> {
@@ -30,26 +36,52 @@ impl<T: Real> Grads<T> {
         self.grads.get(v.idx).and_then(|g| g.as_ref())
     }
 
-    /// Gradient of the named parameter (zeros if it did not influence the output), `None` if
-    /// no parameter has that name.
-    pub fn param(&self, name: &str) -> Option<&ArrayD<T>> {
-        let k = self.params.iter().position(|(n, _)| n == name)?;
-        Some(self.param_at(k))
+    fn find(&self, name: &str) -> Result<usize> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, idx)| idx)
+            .ok_or_else(|| {
+                TapeError::new("grads", format!("no parameter named `{name}` on this tape"))
+            })
     }
 
-    fn param_at(&self, k: usize) -> &ArrayD<T> {
-        let idx = self.params[k].1;
-        match (&self.grads[idx], &self.zeros[k]) {
-            (Some(g), _) | (None, Some(g)) => g,
-            (None, None) => unreachable!("Grads: parameter without gradient or zeros"),
-        }
+    /// Gradient of the named parameter. An error if no parameter has that name, or if the
+    /// parameter does not reach the output (see [`Grads::param_if_used`] to allow that).
+    pub fn param(&self, name: &str) -> Result<&ArrayD<T>> {
+        self.param_if_used(name)?.ok_or_else(|| {
+            TapeError::new(
+                "grads",
+                format!(
+                    "parameter `{name}` does not reach the output, so it has no gradient \
+                     (use Grads::param_if_used to allow unused parameters)"
+                ),
+            )
+        })
     }
 
-    /// Every named parameter with its gradient, in creation order (zeros for parameters that
-    /// did not influence the output).
-    pub fn params(&self) -> Vec<(&str, &ArrayD<T>)> {
-        (0..self.params.len())
-            .map(|k| (self.params[k].0.as_str(), self.param_at(k)))
+    /// Gradient of the named parameter, or `None` if it does not reach the output (the
+    /// explicit opt-in for unused parameters). An error if no parameter has that name.
+    pub fn param_if_used(&self, name: &str) -> Result<Option<&ArrayD<T>>> {
+        let idx = self.find(name)?;
+        Ok(self.grads[idx].as_ref())
+    }
+
+    /// Every named parameter with its gradient, in creation order; an error naming the first
+    /// parameter that does not reach the output.
+    pub fn params(&self) -> Result<Vec<(&str, &ArrayD<T>)>> {
+        self.params
+            .iter()
+            .map(|(n, _)| Ok((n.as_str(), self.param(n)?)))
+            .collect()
+    }
+
+    /// Names of the parameters that do not reach the output, in creation order.
+    pub fn unused_params(&self) -> Vec<&str> {
+        self.params
+            .iter()
+            .filter(|&&(_, idx)| self.grads[idx].is_none())
+            .map(|(n, _)| n.as_str())
             .collect()
     }
 }
@@ -139,20 +171,10 @@ impl<T: Real> Tape<T> {
                 }
             }
         }
-        let zeros = self
-            .params
-            .iter()
-            .map(|&(_, idx)| {
-                grads[idx]
-                    .is_none()
-                    .then(|| ArrayD::zeros(self.val(idx).shape()))
-            })
-            .collect();
         Ok(Grads {
             tape: self.id,
             grads,
             params: self.params.clone(),
-            zeros,
         })
     }
 }

@@ -169,7 +169,7 @@ fn backward_requires_one_element_and_matching_cotangent() {
 }
 
 #[test]
-fn grads_store_params_in_order_with_zeros_and_none_for_constants() {
+fn grads_store_params_in_order_and_an_unused_param_is_an_error_unless_allowed() {
     let mut t = Tape::<f64>::new();
     let a = t.param("a", array![1.0, 2.0].into_dyn()).unwrap();
     let unused = t.param("unused", array![[5.0]].into_dyn()).unwrap();
@@ -182,13 +182,28 @@ fn grads_store_params_in_order_with_zeros_and_none_for_constants() {
     let y = t.mul(a, c).unwrap();
     let s = t.sum_all(y).unwrap();
     let g = t.backward(s).unwrap();
-    let ps = g.params();
-    assert_eq!(ps.len(), 2);
-    assert_eq!(ps[0], ("a", &array![3.0, 4.0].into_dyn()));
-    assert_eq!(ps[1], ("unused", &array![[0.0]].into_dyn()));
+    assert_eq!(g.param("a").unwrap(), &array![3.0, 4.0].into_dyn());
+    // A parameter that does not reach the output has no gradient: asking for it is an error
+    // naming it (a zero would hide the disconnection from every audit) ...
+    let e = g.param("unused").unwrap_err().to_string();
+    assert!(e.contains("`unused` does not reach the output"), "{e}");
+    let e = g.params().unwrap_err().to_string();
+    assert!(e.contains("`unused`"), "{e}");
+    // ... unless the caller opts in.
+    assert_eq!(g.param_if_used("unused").unwrap(), None);
+    assert_eq!(
+        g.param_if_used("a").unwrap(),
+        Some(&array![3.0, 4.0].into_dyn())
+    );
+    assert_eq!(g.unused_params(), ["unused"]);
     assert!(g.wrt(unused).is_none());
     assert!(g.wrt(c).is_none());
-    assert!(g.param("nope").is_none());
+    assert!(g
+        .param("nope")
+        .unwrap_err()
+        .to_string()
+        .contains("no parameter named `nope`"));
+    assert!(g.param_if_used("nope").is_err());
     assert!(!t.needs_grad(c).unwrap() && t.needs_grad(y).unwrap());
 }
 
@@ -224,6 +239,7 @@ fn backward_is_bitwise_deterministic() {
         let l = model(&mut t, &v).unwrap();
         let g = t.backward(l).unwrap();
         g.params()
+            .unwrap()
             .iter()
             .flat_map(|(_, a)| a.iter().copied().collect::<Vec<_>>())
             .collect()
@@ -267,7 +283,7 @@ fn f32_forward_and_gradients_agree_with_f64() {
     );
     assert!((a - b).abs() < 1e-5 * a.abs().max(1.0), "{a} vs {b}");
     // gradients: |g32 − g64| ≤ 1e-4 + 1e-3·|g64|
-    for ((n, x), (_, y)) in g64.params().iter().zip(g32.params()) {
+    for ((n, x), (_, y)) in g64.params().unwrap().iter().zip(g32.params().unwrap()) {
         for (p, q) in x.iter().zip(y.iter()) {
             assert!(
                 (p - *q as f64).abs() <= 1e-4 + 1e-3 * p.abs(),

@@ -1,11 +1,16 @@
 //! Primitive and fused operations, one family per module, and the backward dispatch.
 
+pub mod attention;
 pub mod elementwise;
 pub mod fused;
+pub mod gather;
 pub mod index;
 pub mod layer_norm;
+pub mod linear;
+pub mod link;
 pub mod loss;
 pub mod matmul;
+pub mod nll;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;

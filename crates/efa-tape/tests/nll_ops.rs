@@ -4,7 +4,6 @@
 
 use efa_check::CheckOptions;
 use efa_expfam::Family;
-use efa_model::ops::nll::{nll, ordinal_nll};
 use efa_tape::audit::audit;
 use efa_tape::Tape;
 use ndarray::{arr1, arr2, Array2, ArrayD};
@@ -82,7 +81,7 @@ fn nll_op_forward_matches_the_family_and_gradients_match_finite_differences() {
         // Forward: the op's rows are the family's own nll.
         let mut tape = Tape::<f64>::new();
         let e = tape.input(eta.clone().into_dyn());
-        let out = nll(&mut tape, &family, e, &y, None).unwrap();
+        let out = tape.nll(&family, e, &y, None).unwrap();
         for i in 0..3 {
             let want = family
                 .nll(
@@ -98,7 +97,7 @@ fn nll_op_forward_matches_the_family_and_gradients_match_finite_differences() {
         let report = audit(
             &[("eta", eta.clone().into_dyn())],
             |t, v| {
-                let l = nll(t, &family, v[0], &y2, None)?;
+                let l = t.nll(&family, v[0], &y2, None)?;
                 let w = t.constant(arr1(&W).into_dyn());
                 let p = t.mul(l, w)?;
                 t.sum_all(p)
@@ -120,7 +119,7 @@ fn ordinal_nll_gradients_flow_to_eta_and_cutpoints() {
         let report = audit(
             &[("eta", eta.clone()), ("cutpoints", cut.clone())],
             |t, v| {
-                let l = ordinal_nll(t, v[0], v[1], &y, None)?;
+                let l = t.ordinal_nll(v[0], v[1], &y, None)?;
                 let w = t.constant(arr1(&weights).into_dyn());
                 let p = t.mul(l, w)?;
                 t.sum_all(p)
@@ -141,7 +140,9 @@ fn masked_rows_give_zero_and_bad_observations_are_named() {
         .unwrap();
     // Row 1 is masked and holds an invalid count: ignored, zero loss and zero gradient.
     let y = arr2(&[[2.0], [f64::NAN]]);
-    let l = nll(&mut tape, &Family::Poisson, e, &y, Some(&[true, false])).unwrap();
+    let l = tape
+        .nll(&Family::Poisson, e, &y, Some(&[true, false]))
+        .unwrap();
     assert_eq!(tape.value(l)[[1]], 0.0);
     let s = tape.sum_all(l).unwrap();
     let g = tape.backward(s).unwrap();
@@ -152,15 +153,10 @@ fn masked_rows_give_zero_and_bad_observations_are_named() {
     // Unmasked, the same row is an error naming family, value and row.
     let mut tape = Tape::<f64>::new();
     let e = tape.input(arr2(&[[0.3], [-1.0]]).into_dyn());
-    let msg = nll(
-        &mut tape,
-        &Family::Poisson,
-        e,
-        &arr2(&[[2.0], [-1.0]]),
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let msg = tape
+        .nll(&Family::Poisson, e, &arr2(&[[2.0], [-1.0]]), None)
+        .unwrap_err()
+        .to_string();
     assert!(
         msg.contains("poisson") && msg.contains("-1") && msg.contains('1'),
         "{msg}"

@@ -9,9 +9,9 @@
 //! `[B, N, H, K]`.
 //! Backward: the kernel's own backward with both cotangents `d_o` and `d_lse`.
 
+use crate::{FusedOp, Tape, TapeError, Var};
 use efa_attn::{Mask, MaskSet, Par};
 use efa_num::Real;
-use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, Ix3, Ix4, IxDyn};
 
 /// Which keys each query sees, owned so that it can live on the tape.
@@ -259,53 +259,57 @@ impl<T: Real> FusedOp<T> for AttentionOp {
     }
 }
 
-/// Records fused attention on the tape and returns `(o, lse)`.
-pub fn attention<T: Real>(
-    tape: &mut Tape<T>,
-    q: Var,
-    k: Var,
-    v: Var,
-    mask: &AttentionMask,
-    scale: f64,
-) -> Result<(Var, Var), TapeError> {
-    let out = tape.fused(
-        Box::new(AttentionOp {
-            mask: mask.clone(),
-            scale,
-            heads: 0,
-        }),
-        &[q, k, v],
-    )?;
-    Ok((out[0], out[1]))
+impl<T: Real> Tape<T> {
+    /// Records fused attention on the tape and returns `(o, lse)`.
+    pub fn attention(
+        &mut self,
+        q: Var,
+        k: Var,
+        v: Var,
+        mask: &AttentionMask,
+        scale: f64,
+    ) -> Result<(Var, Var), TapeError> {
+        let out = self.fused(
+            Box::new(AttentionOp {
+                mask: mask.clone(),
+                scale,
+                heads: 0,
+            }),
+            &[q, k, v],
+        )?;
+        Ok((out[0], out[1]))
+    }
 }
 
-/// [`attention`] on flat heads: `q` `[B, Nq, H·K]`, `k` `[B, Nk, H·K]`, `v` `[B, Nk, H·Kv]`
-/// (the layout of a per-position projection, read as `[B, N, H, K]` without a copy) →
-/// `o` `[B, Nq, H·Kv]` and `lse` `[B, H, Nq]`.
-pub fn attention_heads<T: Real>(
-    tape: &mut Tape<T>,
-    q: Var,
-    k: Var,
-    v: Var,
-    heads: usize,
-    mask: &AttentionMask,
-    scale: f64,
-) -> Result<(Var, Var), TapeError> {
-    if heads == 0 {
-        return Err(TapeError::new(
-            "fused:attention",
-            "heads must be at least 1",
-        ));
+impl<T: Real> Tape<T> {
+    /// [`attention`] on flat heads: `q` `[B, Nq, H·K]`, `k` `[B, Nk, H·K]`, `v` `[B, Nk, H·Kv]`
+    /// (the layout of a per-position projection, read as `[B, N, H, K]` without a copy) →
+    /// `o` `[B, Nq, H·Kv]` and `lse` `[B, H, Nq]`.
+    pub fn attention_heads(
+        &mut self,
+        q: Var,
+        k: Var,
+        v: Var,
+        heads: usize,
+        mask: &AttentionMask,
+        scale: f64,
+    ) -> Result<(Var, Var), TapeError> {
+        if heads == 0 {
+            return Err(TapeError::new(
+                "fused:attention",
+                "heads must be at least 1",
+            ));
+        }
+        let out = self.fused(
+            Box::new(AttentionOp {
+                mask: mask.clone(),
+                scale,
+                heads,
+            }),
+            &[q, k, v],
+        )?;
+        Ok((out[0], out[1]))
     }
-    let out = tape.fused(
-        Box::new(AttentionOp {
-            mask: mask.clone(),
-            scale,
-            heads,
-        }),
-        &[q, k, v],
-    )?;
-    Ok((out[0], out[1]))
 }
 
 #[cfg(test)]
@@ -345,21 +349,23 @@ mod tests {
             .enumerate()
             .map(|(i, x)| tape.param(&format!("x{i}"), (*x).clone()).unwrap())
             .collect();
-        let (o, lse) =
-            attention_heads(&mut tape, vars[0], vars[1], vars[2], 2, &mask, scale).unwrap();
+        let (o, lse) = tape
+            .attention_heads(vars[0], vars[1], vars[2], 2, &mask, scale)
+            .unwrap();
         let mut four_d = Vec::new();
         for (x, &var) in [&q, &k, &v].iter().zip(&vars) {
             let s = x.shape();
             four_d.push(tape.reshape(var, &[s[0], s[1], 2, s[2] / 2]).unwrap());
         }
-        let (o4, lse4) =
-            attention(&mut tape, four_d[0], four_d[1], four_d[2], &mask, scale).unwrap();
+        let (o4, lse4) = tape
+            .attention(four_d[0], four_d[1], four_d[2], &mask, scale)
+            .unwrap();
         let o4 = tape.reshape(o4, &[2, 3, 4]).unwrap();
         assert_eq!(tape.value(o).shape(), [2, 3, 4]);
         assert_eq!(tape.value(o), tape.value(o4));
         assert_eq!(tape.value(lse), tape.value(lse4));
-        crate::ops::audit_full(&[("q", q), ("k", k), ("v", v)], |tape, x| {
-            let (o, lse) = attention_heads(tape, x[0], x[1], x[2], 2, &mask, scale)?;
+        crate::testutil::assert_audit(&[("q", q), ("k", k), ("v", v)], |tape, x| {
+            let (o, lse) = tape.attention_heads(x[0], x[1], x[2], 2, &mask, scale)?;
             loss(tape, o, lse)
         });
     }
@@ -368,7 +374,8 @@ mod tests {
     fn flat_heads_must_divide_the_width() {
         let mut tape = Tape::<f64>::new();
         let q = tape.param("q", input(&[1, 2, 5], 0.0)).unwrap();
-        let e = attention_heads(&mut tape, q, q, q, 2, &AttentionMask::default(), 1.0)
+        let e = tape
+            .attention_heads(q, q, q, 2, &AttentionMask::default(), 1.0)
             .unwrap_err()
             .to_string();
         assert!(e.contains("q must be [B, N, 2·K], got [1, 2, 5]"), "{e}");

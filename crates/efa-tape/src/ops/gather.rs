@@ -11,8 +11,8 @@
 //! Backward: `dT_p[r] = Σ_{(b, n): ids_p[b, n] = r} dOut[b, n, col_p ..]` (scatter-add in
 //! row-major order) and `dbias = Σ_{b, n} dOut[b, n]`.
 
+use crate::{FusedOp, Tape, TapeError, Var};
 use efa_num::Real;
-use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// An index that contributes nothing at its position (e.g. padding).
@@ -221,41 +221,43 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
     }
 }
 
-/// Records `Σ_p T_p[ids_p]` (each at its column offset) `+ bias` as one node and returns it
-/// split into `chunks` equal column blocks `[B, N, width / chunks]`.
-pub fn gather_sum<T: Real>(
-    tape: &mut Tape<T>,
-    tables: &[Var],
-    parts: Vec<Part>,
-    bias: Option<Var>,
-    width: usize,
-    chunks: usize,
-) -> Result<Vec<Var>, TapeError> {
-    if parts.is_empty()
-        || parts.len() != tables.len()
-        || chunks == 0
-        || !width.is_multiple_of(chunks)
-    {
-        return Err(TapeError::new(
-            NAME,
-            format!(
-                "{} tables for {} parts, width {width} in {chunks} chunks",
-                tables.len(),
-                parts.len()
-            ),
-        ));
+impl<T: Real> Tape<T> {
+    /// Records `Σ_p T_p[ids_p]` (each at its column offset) `+ bias` as one node and returns it
+    /// split into `chunks` equal column blocks `[B, N, width / chunks]`.
+    pub fn gather_sum(
+        &mut self,
+        tables: &[Var],
+        parts: Vec<Part>,
+        bias: Option<Var>,
+        width: usize,
+        chunks: usize,
+    ) -> Result<Vec<Var>, TapeError> {
+        if parts.is_empty()
+            || parts.len() != tables.len()
+            || chunks == 0
+            || !width.is_multiple_of(chunks)
+        {
+            return Err(TapeError::new(
+                NAME,
+                format!(
+                    "{} tables for {} parts, width {width} in {chunks} chunks",
+                    tables.len(),
+                    parts.len()
+                ),
+            ));
+        }
+        let mut inputs = tables.to_vec();
+        inputs.extend(bias);
+        self.fused(
+            Box::new(GatherSumOp {
+                parts,
+                width,
+                chunks,
+                bias: bias.is_some(),
+            }),
+            &inputs,
+        )
     }
-    let mut inputs = tables.to_vec();
-    inputs.extend(bias);
-    tape.fused(
-        Box::new(GatherSumOp {
-            parts,
-            width,
-            chunks,
-            bias: bias.is_some(),
-        }),
-        &inputs,
-    )
 }
 
 /// `bag_sum`: `out[b] = Σ_j w[b, j]·T[ids[b, j]]` over the entries that are not [`NONE`]
@@ -355,18 +357,20 @@ impl<T: Real> FusedOp<T> for BagSumOp<T> {
     }
 }
 
-/// Records `out[b] = Σ_j w[b, j]·table[ids[b, j]]` (`[B, F]`, entries [`NONE`] skipped,
-/// `w = 1` without weights) as one node.
-pub fn bag_sum<T: Real>(
-    tape: &mut Tape<T>,
-    table: Var,
-    ids: Array2<usize>,
-    weights: Option<Array2<T>>,
-) -> Result<Var, TapeError> {
-    if weights.as_ref().is_some_and(|w| w.dim() != ids.dim()) {
-        return Err(TapeError::new(BAG, "weights must have the shape of ids"));
+impl<T: Real> Tape<T> {
+    /// Records `out[b] = Σ_j w[b, j]·table[ids[b, j]]` (`[B, F]`, entries [`NONE`] skipped,
+    /// `w = 1` without weights) as one node.
+    pub fn bag_sum(
+        &mut self,
+        table: Var,
+        ids: Array2<usize>,
+        weights: Option<Array2<T>>,
+    ) -> Result<Var, TapeError> {
+        if weights.as_ref().is_some_and(|w| w.dim() != ids.dim()) {
+            return Err(TapeError::new(BAG, "weights must have the shape of ids"));
+        }
+        Ok(self.fused(Box::new(BagSumOp { ids, weights }), &[table])?[0])
     }
-    Ok(tape.fused(Box::new(BagSumOp { ids, weights }), &[table])?[0])
 }
 
 #[cfg(test)]
@@ -402,7 +406,9 @@ mod tests {
         let a = tape.param("a", ta.clone()).unwrap();
         let b = tape.param("b", tb.clone()).unwrap();
         let c = tape.param("bias", bias.clone()).unwrap();
-        let outs = gather_sum(&mut tape, &[a, b], parts.clone(), Some(c), 6, 3).unwrap();
+        let outs = tape
+            .gather_sum(&[a, b], parts.clone(), Some(c), 6, 3)
+            .unwrap();
         for (k, &o) in outs.iter().enumerate() {
             let v = tape.value(o);
             assert_eq!(v.shape(), [2, 3, 2]);
@@ -422,8 +428,8 @@ mod tests {
                 }
             }
         }
-        crate::ops::audit_full(&[("a", ta), ("b", tb), ("bias", bias)], |tape, vars| {
-            let outs = gather_sum(tape, &vars[..2], parts.clone(), Some(vars[2]), 6, 3)?;
+        crate::testutil::assert_audit(&[("a", ta), ("b", tb), ("bias", bias)], |tape, vars| {
+            let outs = tape.gather_sum(&vars[..2], parts.clone(), Some(vars[2]), 6, 3)?;
             // A loss that weights every output element differently.
             let s0 = tape.square(outs[0])?;
             let s1 = tape.scale(outs[1], 1.7)?;
@@ -441,7 +447,8 @@ mod tests {
         let mut tape = Tape::<f64>::new();
         let a = tape.param("a", table(3, 2, 0.0)).unwrap();
         let ids = Array2::from_shape_vec((1, 2), vec![0, 3]).unwrap();
-        let e = gather_sum(&mut tape, &[a], vec![Part { ids, col: 0 }], None, 2, 1)
+        let e = tape
+            .gather_sum(&[a], vec![Part { ids, col: 0 }], None, 2, 1)
             .unwrap_err()
             .to_string();
         assert!(e.contains("index 3 at [0, 1] outside 0..3"), "{e}");
@@ -454,26 +461,28 @@ mod tests {
                 col,
             }]
         };
-        let e = gather_sum(&mut tape, &[v], part(0), None, 1, 1)
+        let e = tape
+            .gather_sum(&[v], part(0), None, 1, 1)
             .unwrap_err()
             .to_string();
         assert!(e.contains("table 0 must be at least 2-D, got [3]"), "{e}");
         let bias = tape.param("bias", ArrayD::zeros(IxDyn(&[3]))).unwrap();
-        let e = gather_sum(&mut tape, &[a], part(0), Some(bias), 2, 1)
+        let e = tape
+            .gather_sum(&[a], part(0), Some(bias), 2, 1)
             .unwrap_err()
             .to_string();
         assert!(e.contains("bias must be [2], got [3]"), "{e}");
-        let e = gather_sum(&mut tape, &[a], part(1), None, 2, 1)
+        let e = tape
+            .gather_sum(&[a], part(1), None, 2, 1)
             .unwrap_err()
             .to_string();
         assert!(e.contains("columns 1..3 do not fit [1, 1, 2]"), "{e}");
         // bag_sum: an out-of-range row and weights of the wrong shape.
         let ids = Array2::from_shape_vec((1, 2), vec![1, 5]).unwrap();
-        let e = bag_sum(&mut tape, a, ids.clone(), None)
-            .unwrap_err()
-            .to_string();
+        let e = tape.bag_sum(a, ids.clone(), None).unwrap_err().to_string();
         assert!(e.contains("index 5 at [0, 1] outside 0..3"), "{e}");
-        let e = bag_sum(&mut tape, a, ids, Some(Array2::zeros((2, 2))))
+        let e = tape
+            .bag_sum(a, ids, Some(Array2::zeros((2, 2))))
             .unwrap_err()
             .to_string();
         assert!(e.contains("weights must have the shape of ids"), "{e}");
@@ -488,7 +497,7 @@ mod tests {
         for weights in [None, Some(w.clone())] {
             let mut tape = Tape::<f64>::new();
             let tv = tape.param("t", t.clone()).unwrap();
-            let out = bag_sum(&mut tape, tv, ids.clone(), weights.clone()).unwrap();
+            let out = tape.bag_sum(tv, ids.clone(), weights.clone()).unwrap();
             let v = tape.value(out);
             assert_eq!(v.shape(), [3, 4]);
             for b in 0..3 {
@@ -500,8 +509,8 @@ mod tests {
                     assert!((v[[b, c]] - want).abs() < 1e-15);
                 }
             }
-            crate::ops::audit_full(&[("t", t.clone())], |tape, v| {
-                let o = bag_sum(tape, v[0], ids.clone(), weights.clone())?;
+            crate::testutil::assert_audit(&[("t", t.clone())], |tape, v| {
+                let o = tape.bag_sum(v[0], ids.clone(), weights.clone())?;
                 let o = tape.square(o)?;
                 tape.sum_all(o)
             });

@@ -2,9 +2,8 @@
 //! and plain-value forms, and their gradients (composed with the nll) match finite differences.
 
 use efa_check::CheckOptions;
+use efa_expfam::link::natural_rows as natural_values;
 use efa_expfam::Family;
-use efa_model::ops::link::{natural, natural_values};
-use efa_model::ops::nll::nll;
 use efa_tape::audit::audit;
 use efa_tape::Tape;
 use ndarray::{arr2, Array2};
@@ -38,7 +37,7 @@ fn links_map_any_output_into_the_domain_and_match_plain_values() {
         let z = z_for(&family);
         let mut tape = Tape::<f64>::new();
         let v = tape.input(z.clone().into_dyn());
-        let eta = natural(&mut tape, &family, v).unwrap();
+        let eta = tape.natural(&family, v).unwrap();
         let got = tape
             .value(eta)
             .clone()
@@ -73,8 +72,8 @@ fn link_then_nll_gradients_match_finite_differences() {
         let report = audit(
             &[("z", z.into_dyn())],
             |t, v| {
-                let eta = natural(t, &family, v[0])?;
-                let l = nll(t, &family, eta, &y, None)?;
+                let eta = t.natural(&family, v[0])?;
+                let l = t.nll(&family, eta, &y, None)?;
                 t.sum_all(l)
             },
             &CheckOptions::default(),

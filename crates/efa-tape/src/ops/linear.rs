@@ -2,8 +2,8 @@
 //! its initial value; backward: `dx = dy·Wᵀ`, `dW = xᵀ·dy` over all leading axes at once,
 //! `db = Σ dy`), instead of a matmul node, a broadcast add node and its reduction.
 
+use crate::{FusedOp, Tape, TapeError, Var};
 use efa_num::Real;
-use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
 
 const NAME: &str = "fused:linear";
@@ -167,7 +167,7 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let Ok((m, fi, fo)) = shapes(inputs) else {
             return 0;
         };
-        let f = efa_tape::stats::gemm_flops(1, m, fo, fi);
+        let f = crate::stats::gemm_flops(1, m, fo, fi);
         if backward {
             f.saturating_mul(2)
         } else {
@@ -176,17 +176,14 @@ impl<T: Real> FusedOp<T> for LinearOp {
     }
 }
 
-/// Records `x·W (+ b)` over the last axis of `x` `[…, in]` with `W` `[in, out]` and `b`
-/// `[out]` as one node.
-pub fn linear<T: Real>(
-    tape: &mut Tape<T>,
-    x: Var,
-    w: Var,
-    b: Option<Var>,
-) -> Result<Var, TapeError> {
-    let mut inputs = vec![x, w];
-    inputs.extend(b);
-    Ok(tape.fused(Box::new(LinearOp), &inputs)?[0])
+impl<T: Real> Tape<T> {
+    /// Records `x·W (+ b)` over the last axis of `x` `[…, in]` with `W` `[in, out]` and `b`
+    /// `[out]` as one node.
+    pub fn linear(&mut self, x: Var, w: Var, b: Option<Var>) -> Result<Var, TapeError> {
+        let mut inputs = vec![x, w];
+        inputs.extend(b);
+        Ok(self.fused(Box::new(LinearOp), &inputs)?[0])
+    }
 }
 
 #[cfg(test)]
@@ -215,7 +212,7 @@ mod tests {
                 tape.param("w", w.clone()).unwrap(),
                 tape.param("b", b.clone()).unwrap(),
             );
-            let y = linear(&mut tape, xv, wv, bias.then_some(bv)).unwrap();
+            let y = tape.linear(xv, wv, bias.then_some(bv)).unwrap();
             let mut want = tape.matmul(xv, wv, false, false).unwrap();
             if bias {
                 want = tape.add(want, bv).unwrap();
@@ -229,8 +226,8 @@ mod tests {
             if bias {
                 params.push(("b", b));
             }
-            crate::ops::audit_full(&params, |tape, v| {
-                let y = linear(tape, v[0], v[1], v.get(2).copied())?;
+            crate::testutil::assert_audit(&params, |tape, v| {
+                let y = tape.linear(v[0], v[1], v.get(2).copied())?;
                 let y = tape.square(y)?;
                 tape.sum_all(y)
             });
@@ -242,14 +239,14 @@ mod tests {
         let mut tape = Tape::<f64>::new();
         let x = tape.param("x", input(&[2, 3], 0.0)).unwrap();
         let w = tape.param("w", input(&[4, 5], 0.0)).unwrap();
-        let e = linear(&mut tape, x, w, None).unwrap_err().to_string();
+        let e = tape.linear(x, w, None).unwrap_err().to_string();
         assert!(
             e.contains("x [2, 3] times W [4, 5]: W must be [3, out]"),
             "{e}"
         );
         let w = tape.param("w2", input(&[3, 5], 0.0)).unwrap();
         let b = tape.param("b", input(&[4], 0.0)).unwrap();
-        let e = linear(&mut tape, x, w, Some(b)).unwrap_err().to_string();
+        let e = tape.linear(x, w, Some(b)).unwrap_err().to_string();
         assert!(e.contains("bias must be [5], got [4]"), "{e}");
     }
 }
