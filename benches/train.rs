@@ -9,7 +9,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use efa_model::experiments::synthetic;
-use efa_model::train::{new_adam, train_epoch, Loss, TrainConfig};
+use efa_model::train::{new_adam, train_epoch, TrainConfig};
 use rand::SeedableRng;
 use std::hint::black_box;
 use std::time::Duration;
@@ -32,24 +32,23 @@ fn train(c: &mut Criterion) {
         let n = SUBSET.min(spec.train.len());
         let subset = spec.train.select(&(0..n).collect::<Vec<_>>());
         let cfg = &spec.train_config;
-        let loss = Loss::Objective(&spec.objective);
+        let eval = spec.evaluator();
         let mut params = spec.model.init::<f32>(spec.init_seed);
         let mut adam = new_adam(cfg).expect("adam");
         let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
         let mut order: Vec<usize> = (0..n).collect();
         let mut step = || {
             train_epoch(
-                &spec.model,
-                &loss,
+                &eval,
                 &mut params,
                 &mut adam,
                 &subset,
                 cfg,
                 &mut rng,
                 &mut order,
-                false,
             )
             .expect("training step")
+            .0
         };
         let f0 = efa_tape::flops();
         step();

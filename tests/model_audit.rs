@@ -5,7 +5,7 @@
 use efa::check::{CheckOptions, Mode};
 use efa::model::audit::{audit_model, default_options};
 use efa::model::experiments::synthetic;
-use efa::model::Objective;
+use efa::model::{Evaluator, Objective};
 
 #[test]
 fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {
@@ -22,10 +22,11 @@ fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {
                 },
                 ..default_options()
             };
-            let report = audit_model(&model, &Objective::Mse, &batch, 0, &opts).unwrap();
+            let params = model.init::<f64>(0);
+            let eval = Evaluator::new(&model, &Objective::Mse);
+            let report = audit_model(&eval, &params, &batch, &opts).unwrap().params;
             assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
             // Every parameter tensor was audited, with real comparisons.
-            let params = model.init::<f64>(0);
             assert_eq!(report.params.len(), params.len());
             assert!(report.params.iter().all(|p| p.checked > 0));
         }

@@ -1,91 +1,234 @@
-//! `efa audit …`: finite-difference audits of whole models' gradients in f64.
+//! `efa audit …`: finite-difference audits of whole models' gradients in f64, for every run of
+//! a paper experiment or for a model configured on your own data.
 
-use crate::reproduce_cmd::{Directions, Models};
+use crate::common::{cli, user};
 use crate::CliError;
-use clap::{Args, Subcommand};
-use efa_check::Report;
-use efa_model::audit::{audit_model, default_options};
-use efa_model::experiments::synthetic;
-use efa_model::Objective;
+use clap::Args;
+use efa_check::{CheckOptions, Mode, Report};
+use efa_model::audit::{audit_model, ModelAudit};
+use efa_model::experiments::{plan_of, ExperimentOptions, RunSettings};
+use efa_model::{Evaluator, ForwardPlan, ModelConfig, Objective, Params, Samples};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
 
-/// Arguments of `efa audit`.
+/// Arguments of `efa audit`: an experiment subcommand, or `--config` with `--data`.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
     #[command(subcommand)]
-    experiment: AuditExperiment,
-}
-
-#[derive(Subcommand)]
-enum AuditExperiment {
-    /// The synthetic experiment's models, built in f64 on a small batch.
-    Synthetic(AuditSyntheticArgs),
-}
-
-#[derive(Args)]
-struct AuditSyntheticArgs {
-    /// Models to audit.
-    #[arg(long, value_enum, default_value_t = Models::Both)]
-    model: Models,
-    /// Directions to audit.
-    #[arg(long, value_enum, default_value_t = Directions::Both)]
-    direction: Directions,
-    /// Samples in the audit batch.
-    #[arg(long, default_value_t = 6)]
+    experiment: Option<ExperimentOptions>,
+    /// Audit the model of this `efa train` configuration (TOML) on `--data` instead of an
+    /// experiment.
+    #[arg(long, requires = "data")]
+    config: Option<PathBuf>,
+    /// With --config: the CSV (`seq,order,item,value`) the audit batch comes from.
+    #[arg(long, requires = "config")]
+    data: Option<PathBuf>,
+    /// With --config: audit at the trained weights of this `efa train` output directory (or
+    /// model file) instead of the initial weights.
+    #[arg(long, requires = "config")]
+    model: Option<PathBuf>,
+    /// Samples in the audit batch (the first samples of the training split).
+    #[arg(long, global = true, default_value_t = 6)]
     batch: usize,
     /// Seed of the parameter initialisation.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, global = true, default_value_t = 0)]
     seed: u64,
+    /// Forward plan of the EFA models (default: the plan training would choose for the batch).
+    #[arg(long, global = true, value_enum)]
+    plan: Option<ForwardPlan>,
+    /// Parameters with at most this many elements are checked element by element, larger ones
+    /// along seeded random directions.
+    #[arg(long, global = true, default_value_t = 2048)]
+    max_full: usize,
+    /// Random directions per large parameter.
+    #[arg(long, global = true, default_value_t = 16)]
+    directions: usize,
+    /// Print one JSON object with every model's report instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// One model to audit.
+struct Job {
+    title: String,
+    model: ModelConfig,
+    objective: Objective,
+    params: Params<f64>,
+    batch: Samples,
+    plan: Option<ForwardPlan>,
 }
 
 /// Runs `efa audit`.
-pub fn run(args: AuditArgs) -> Result<(), CliError> {
-    match args.experiment {
-        AuditExperiment::Synthetic(a) => synthetic_audit(a),
-    }
-}
-
-fn synthetic_audit(a: AuditSyntheticArgs) -> Result<(), CliError> {
+pub fn run(a: AuditArgs) -> Result<(), CliError> {
     if a.batch == 0 {
         return Err(CliError::new("--batch must be at least 1"));
     }
-    let (dirs, models) = (a.direction.unidirectional(), a.model.is_efa());
-    let opts = default_options();
-    println!(
-        "gradient audit in f64: central differences (step {:e}·max(1,|θ|)), tolerance abs {:e} + rel {:e}",
-        opts.fd.rel_step, opts.tol.abs, opts.tol.rel
-    );
-    let mut failed = 0;
-    for &uni in dirs {
-        for &efa in models {
-            let (model, batch) = synthetic::audit_batch(uni, efa, a.batch)
-                .map_err(|e| CliError::new(e.to_string()))?;
-            let report = audit_model(&model, &Objective::Mse, &batch, a.seed, &opts)
-                .map_err(|e| CliError::new(e.to_string()))?;
-            let title = format!(
-                "{} {}",
-                model.kind(),
-                if uni {
-                    "unidirectional"
-                } else {
-                    "bidirectional"
-                }
-            );
-            print_report(&title, &report);
-            if !report.passed() {
-                failed += 1;
-            }
+    let jobs = match (&a.experiment, &a.config) {
+        (Some(e), _) => experiment_jobs(&a, e)?,
+        (None, Some(config)) => config_jobs(&a, config)?,
+        (None, None) => {
+            return Err(CliError::new(
+                "efa audit needs an experiment (e.g. `efa audit synthetic`) or --config with \
+                 --data",
+            ))
         }
+    };
+    let opts = CheckOptions {
+        mode: Mode::Auto {
+            max_full: a.max_full,
+            n: a.directions,
+            seed: 17,
+        },
+        ..CheckOptions::default()
+    };
+    if !a.json {
+        println!(
+            "gradient audit in f64: central differences (step {:e}·max(1,|θ|)), tolerance abs \
+             {:e} + rel {:e}; parameters up to {} elements in full, larger along {} random \
+             directions",
+            opts.fd.rel_step, opts.tol.abs, opts.tol.rel, a.max_full, a.directions
+        );
+    }
+    let (mut failed, mut audited, mut reports) = (0, 0, Vec::new());
+    for job in &jobs {
+        let eval = Evaluator::new(&job.model, &job.objective).with_plan(job.plan);
+        if let Err(e) = job.model.plan_for(&job.batch, job.plan) {
+            let why = cli(e).to_string();
+            if !a.json {
+                println!("\n{}: skipped: {why}", job.title);
+            }
+            reports.push(json!({"model": job.title, "skipped": why}));
+            continue;
+        }
+        let start = Instant::now();
+        let audit = audit_model(&eval, &job.params, &job.batch, &opts).map_err(cli)?;
+        let seconds = start.elapsed().as_secs_f64();
+        audited += 1;
+        if !audit.params.passed() {
+            failed += 1;
+        }
+        if a.json {
+            reports.push(report_json(&job.title, &audit, seconds));
+        } else {
+            print_report(&job.title, &audit, seconds);
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"models": reports})).map_err(user)?
+        );
+    }
+    if audited == 0 {
+        return Err(CliError::new(
+            "no model was audited: the forced --plan applies to none of them",
+        ));
     }
     if failed > 0 {
         return Err(CliError::failed(format!("{failed} model audit(s) failed")));
     }
-    println!("all gradients agree with finite differences");
+    if !a.json {
+        println!("all gradients agree with finite differences");
+    }
     Ok(())
 }
 
+/// Every run of an experiment, each on the first `--batch` samples of its training split.
+fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, CliError> {
+    let exp = e.build().map_err(cli)?;
+    let settings = RunSettings {
+        epochs: Some(1),
+        seed: a.seed,
+        plan: a.plan,
+        ..RunSettings::default()
+    };
+    let name = exp.name();
+    exp.runs(&settings)
+        .map_err(cli)?
+        .into_iter()
+        .map(|spec| {
+            let n = a.batch.min(spec.train.len());
+            let idx: Vec<usize> = (0..n).collect();
+            Ok(Job {
+                title: format!("{name} {} {}", spec.model.kind(), spec.setting),
+                params: spec.model.init::<f64>(a.seed),
+                batch: spec.train.select(&idx),
+                plan: plan_of(&spec.model, &settings),
+                model: spec.model,
+                objective: spec.objective,
+            })
+        })
+        .collect()
+}
+
+/// The model of an `efa train` configuration on the first `--batch` samples of `--data`.
+fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliError> {
+    let data = a
+        .data
+        .as_ref()
+        .ok_or_else(|| CliError::new("--config needs --data"))?;
+    let (cfg, params) = match &a.model {
+        Some(dir) => {
+            let (cfg, p) = crate::train_cmd::load_saved(dir)?;
+            (cfg, p.cast::<f64>())
+        }
+        None => {
+            let cfg = crate::train_cmd::read_config(config)?;
+            let p = cfg.model.init::<f64>(cfg.init_seed);
+            (cfg, p)
+        }
+    };
+    let split = crate::train_cmd::load_split(data, &cfg)?;
+    let n = a.batch.min(split.samples.len());
+    let idx: Vec<usize> = (0..n).collect();
+    Ok(vec![Job {
+        title: format!(
+            "{} {} ({})",
+            config.display(),
+            cfg.model.kind(),
+            if a.model.is_some() {
+                "trained weights"
+            } else {
+                "initial weights"
+            }
+        ),
+        objective: Objective::Nll(cfg.family.family()),
+        batch: split.samples.select(&idx),
+        plan: match cfg.model {
+            ModelConfig::Efa(_) => a.plan,
+            ModelConfig::Fm(_) => None,
+        },
+        model: cfg.model,
+        params,
+    }])
+}
+
+/// The JSON of one model's audit: per parameter, every checked element's analytic and numeric
+/// value.
+fn report_json(title: &str, audit: &ModelAudit, seconds: f64) -> serde_json::Value {
+    let r = &audit.params;
+    json!({
+        "model": title,
+        "plan": audit.plan.name(),
+        "passed": r.passed(),
+        "seconds": seconds,
+        "params": r.params.iter().map(|p| json!({
+            "name": p.name, "shape": p.shape, "checked": p.checked,
+            "max_abs_err": p.max_abs_err, "max_rel_err": p.max_rel_err, "pass": p.pass,
+        })).collect::<Vec<_>>(),
+        "failures": r.failures.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>(),
+    })
+}
+
 /// Prints one row per parameter tensor and every failing element.
-pub fn print_report(title: &str, report: &Report) {
-    println!("\n{title}");
+pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64) {
+    let report: &Report = &audit.params;
+    println!(
+        "\n{title} (forward plan {}, {seconds:.1} s)",
+        audit.plan.name()
+    );
     println!(
         "{:<22} {:<12} {:>7} {:>12} {:>12}  result",
         "parameter", "shape", "checked", "max abs err", "max rel err"

@@ -9,79 +9,51 @@
 //! that module) over their total time, so it is a lower bound on the arithmetic rate.
 
 use crate::bench_cmd::sgemm_ceiling_n;
-use crate::reproduce_cmd::Directions;
-use crate::reproduce_real::{batching_name, cli, resolve_data_dir, BatchingArg};
+use crate::common::cli;
 use crate::CliError;
-use clap::{Args, ValueEnum};
-use efa_model::experiments::{instacart, movielens as ml, synthetic, RunSpec};
-use efa_model::train::{new_adam, train_epoch, Loss, TrainConfig};
+use clap::Args;
+use efa_model::experiments::{ExperimentOptions, RunSettings, RunSpec};
+use efa_model::train::{new_adam, train_epoch, Batching};
+use efa_model::{Direction, ForwardPlan, ModelConfig};
 use rand::SeedableRng;
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::Instant;
-
-/// Experiment whose EFA models are timed.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Experiment {
-    /// Synthetic ratings (PAPER.md §2); generated, no data needed.
-    Synthetic,
-    /// MovieLens next item (exp-1, paper protocol); needs DATA/movielens/u.data.
-    MovielensItems,
-    /// Instacart next item; needs DATA/instacart/{items,baskets_train,baskets_test}.csv.
-    Instacart,
-}
-
-impl Experiment {
-    fn name(self) -> &'static str {
-        match self {
-            Experiment::Synthetic => "synthetic",
-            Experiment::MovielensItems => "movielens-items",
-            Experiment::Instacart => "instacart",
-        }
-    }
-}
 
 /// `efa bench train` options.
 #[derive(Args)]
 pub struct TrainBenchArgs {
-    /// Experiment.
-    #[arg(value_enum)]
-    experiment: Experiment,
-    /// Directions to time.
-    #[arg(long, value_enum, default_value_t = Directions::Both)]
-    direction: Directions,
+    #[command(subcommand)]
+    experiment: ExperimentOptions,
     /// Threads of the rayon pool (default: all cores).
-    #[arg(long)]
+    #[arg(long, global = true)]
     threads: Option<usize>,
     /// Print one JSON object per model, one per line.
-    #[arg(long)]
+    #[arg(long, global = true)]
     json: bool,
     /// Timed epochs per model (default: as many as fill about 3 s, at least 3), after one
     /// warm-up epoch.
-    #[arg(long)]
+    #[arg(long, global = true)]
     epochs: Option<usize>,
-    /// Data directory holding movielens/ and instacart/ (default ../shared/data).
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// How minibatches are formed.
-    #[arg(long, value_enum, default_value_t = BatchingArg::Samples)]
-    batching: BatchingArg,
-    /// Users of the synthetic experiment (the paper: 10,000; a multiple of 4, at least 8).
-    #[arg(long, default_value_t = 10_000)]
-    users: usize,
+    /// How minibatches are formed (sequences: where the query-stream plan applies).
+    #[arg(long, global = true, value_enum, default_value_t = Batching::Samples)]
+    batching: Batching,
+    /// Forward plan of the EFA models (default: chosen per micro-batch).
+    #[arg(long, global = true, value_enum)]
+    plan: Option<ForwardPlan>,
     /// Seed of parameter initialisation and minibatch shuffling.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, global = true, default_value_t = 0)]
     seed: u64,
     /// Size n of the n³ sgemm ceiling (smaller is faster but further from the peak; for tests).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, global = true, default_value_t = 2048)]
     sgemm_size: usize,
     /// Skip the sgemm ceiling (sgemm_gflops is then null).
-    #[arg(long)]
+    #[arg(long, global = true)]
     no_baselines: bool,
 }
 
 /// One timed model.
 struct Row {
+    setting: String,
     direction: &'static str,
     /// The batching applied (sequences only where the query stream applies).
     batching: &'static str,
@@ -93,87 +65,42 @@ struct Row {
     gflops: f64,
 }
 
-/// Builds the EFA run specs of the selected directions exactly as `efa reproduce` does.
-fn specs(a: &TrainBenchArgs) -> Result<Vec<(bool, RunSpec)>, CliError> {
-    let dirs = a.direction.unidirectional();
-    // The timed loop calls train_epoch directly, so max_epochs only labels the config.
-    let epochs = 1;
-    let mut out = Vec::new();
-    match a.experiment {
-        Experiment::Synthetic => {
-            if a.users < 8 || !a.users.is_multiple_of(4) {
-                return Err(CliError::new(format!(
-                    "--users {}: must be a multiple of 4, at least 8",
-                    a.users
-                )));
-            }
-            let data = synthetic::data(a.users).map_err(cli)?;
-            for &uni in dirs {
-                let cfg = TrainConfig::paper(epochs, a.seed);
-                out.push((
-                    uni,
-                    synthetic::spec(&data, uni, true, cfg, a.seed).map_err(cli)?,
-                ));
-            }
-        }
-        Experiment::MovielensItems => {
-            let dir = resolve_data_dir(a.data.as_ref())?;
-            let data = ml::exp1_data(&dir, ml::Protocol::Paper).map_err(cli)?;
-            for &uni in dirs {
-                let cfg = TrainConfig::paper(epochs, a.seed);
-                let paper = ml::exp1_paper_value(uni, true);
-                out.push((
-                    uni,
-                    ml::item_spec(&data, uni, true, paper, cfg, a.seed).map_err(cli)?,
-                ));
-            }
-        }
-        Experiment::Instacart => {
-            let dir = resolve_data_dir(a.data.as_ref())?;
-            let exp = instacart::load(&dir).map_err(cli)?;
-            for &uni in dirs {
-                let cfg = instacart::train_config(epochs, a.seed);
-                out.push((
-                    uni,
-                    instacart::spec(&exp, uni, true, cfg, a.seed).map_err(cli)?,
-                ));
-            }
-        }
+/// `uni` for a causal model or a unidirectional setting, else `bi`.
+fn direction(spec: &RunSpec) -> &'static str {
+    let causal = matches!(&spec.model,
+        ModelConfig::Efa(c) if c.direction != Direction::Padding);
+    if causal || spec.setting.starts_with("uni") {
+        "uni"
+    } else {
+        "bi"
     }
-    for (_, spec) in &mut out {
-        spec.train_config.batching = a.batching.for_spec(spec);
-    }
-    Ok(out)
 }
 
 /// Warm-up epoch, then timed epochs of one model.
-fn time_model(a: &TrainBenchArgs, uni: bool, spec: &RunSpec) -> Result<Row, CliError> {
+fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, CliError> {
     let cfg = &spec.train_config;
     let train = &spec.train;
-    let direction = if uni { "uni" } else { "bi" };
     if train.is_empty() {
         return Err(CliError::new(format!(
-            "{} {direction}: no training samples",
-            a.experiment.name()
+            "{name} {}: no training samples",
+            spec.setting
         )));
     }
     let mut params = spec.model.init::<f32>(spec.init_seed);
     let mut adam = new_adam(cfg).map_err(cli)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
     let mut order: Vec<usize> = (0..train.len()).collect();
-    let loss = Loss::Objective(&spec.objective);
+    let eval = spec.evaluator();
     let mut epoch = || -> Result<f64, CliError> {
         let start = Instant::now();
         train_epoch(
-            &spec.model,
-            &loss,
+            &eval,
             &mut params,
             &mut adam,
             train,
             cfg,
             &mut rng,
             &mut order,
-            false,
         )
         .map_err(cli)?;
         Ok(start.elapsed().as_secs_f64())
@@ -181,8 +108,8 @@ fn time_model(a: &TrainBenchArgs, uni: bool, spec: &RunSpec) -> Result<Row, CliE
     let warm = epoch()?;
     if !a.json {
         eprintln!(
-            "{} {direction}: {} training samples, warm-up epoch {warm:.2} s",
-            a.experiment.name(),
+            "{name} {}: {} training samples, warm-up epoch {warm:.2} s",
+            spec.setting,
             train.len()
         );
     }
@@ -204,8 +131,9 @@ fn time_model(a: &TrainBenchArgs, uni: bool, spec: &RunSpec) -> Result<Row, CliE
     sorted.sort_by(|x, y| x.total_cmp(y));
     let epoch_s = sorted[sorted.len() / 2];
     Ok(Row {
-        direction,
-        batching: batching_name(cfg.batching),
+        setting: spec.setting.clone(),
+        direction: direction(spec),
+        batching: cfg.batching.name(),
         batch: cfg.batch_size,
         train_samples: train.len(),
         timed_epochs: times.len(),
@@ -237,22 +165,39 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         .num_threads(threads)
         .build()
         .map_err(|e| CliError::new(format!("efa bench train: thread pool: {e}")))?;
-    let (rows, sgemm) = pool.install(|| -> Result<_, CliError> {
-        let specs = specs(&a)?;
-        let rows = specs
+    let (name, rows, sgemm) = pool.install(|| -> Result<_, CliError> {
+        let exp = a.experiment.build().map_err(cli)?;
+        let settings = RunSettings {
+            // The timed loop calls train_epoch directly, so max_epochs only labels the config.
+            epochs: Some(1),
+            seed: a.seed,
+            plan: a.plan,
+            batching: a.batching,
+        };
+        let name = exp.name();
+        let rows = exp
+            .runs(&settings)
+            .map_err(cli)?
             .iter()
-            .map(|(uni, spec)| time_model(&a, *uni, spec))
+            .filter(|spec| matches!(spec.model, ModelConfig::Efa(_)))
+            .map(|spec| time_model(&a, &name, spec))
             .collect::<Result<Vec<_>, _>>()?;
         let sgemm = (!a.no_baselines).then(|| sgemm_ceiling_n(a.sgemm_size));
-        Ok((rows, sgemm))
+        Ok((name, rows, sgemm))
     })?;
-    let requested = batching_name(a.batching.requested());
+    if rows.is_empty() {
+        return Err(CliError::new(format!(
+            "efa bench train {name}: the selection has no EFA model to time"
+        )));
+    }
+    let requested = a.batching.name();
     if a.json {
         for r in &rows {
             println!(
                 "{}",
                 json!({
-                    "experiment": a.experiment.name(), "model": "efa", "direction": r.direction,
+                    "experiment": name, "model": "efa", "setting": r.setting,
+                    "direction": r.direction,
                     "threads": threads, "batch": r.batch, "samples_per_s": r.samples_per_s,
                     "gflops": r.gflops, "sgemm_gflops": sgemm, "epoch_s": r.epoch_s,
                     "train_samples": r.train_samples, "timed_epochs": r.timed_epochs,
@@ -264,10 +209,10 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         return Ok(());
     }
     println!(
-        "{:<16} {:<5} {:<4} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
+        "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
         "experiment",
         "model",
-        "dir",
+        "setting",
         "batching",
         "threads",
         "batch",
@@ -283,10 +228,10 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             |s| format!("{:.1}", 100.0 * r.gflops / s),
         );
         println!(
-            "{:<16} {:<5} {:<4} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
-            a.experiment.name(),
+            "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
+            name,
             "efa",
-            r.direction,
+            r.setting,
             r.batching,
             threads,
             r.batch,

@@ -1,10 +1,11 @@
 //! `efa evaluate`: mean nll of a saved model on a CSV (same layout as `efa train`), summed in
 //! batch order so the value does not depend on the thread count.
 
-use crate::train_cmd::{load_saved, load_split, set_threads, user};
+use crate::common::{set_threads, user};
+use crate::train_cmd::{load_saved, load_split};
 use crate::CliError;
 use clap::Args;
-use efa_model::train::{evaluate_with, Loss};
+use efa_model::{Evaluator, Objective};
 use std::path::PathBuf;
 
 /// Arguments of `efa evaluate`.
@@ -27,14 +28,10 @@ pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
     let (cfg, params) = load_saved(&args.model)?;
     let data = load_split(&args.data, &cfg)?;
     let family = cfg.family.family();
-    let nll = evaluate_with(
-        &cfg.model,
-        &Loss::Nll(family),
-        &params,
-        &data.samples,
-        cfg.train.eval_batch,
-    )
-    .map_err(user)?;
+    let objective = Objective::Nll(family);
+    let nll = Evaluator::new(&cfg.model, &objective)
+        .evaluate(&params, &data.samples, cfg.train.eval_batch)
+        .map_err(user)?;
     let out = serde_json::json!({
         "file": args.data.display().to_string(),
         "samples": data.samples.len(),

@@ -6,14 +6,14 @@ use std::process::ExitCode;
 mod alloc;
 mod audit_cmd;
 mod bench_cmd;
+mod common;
 mod error;
 mod evaluate_cmd;
 mod expfam_cmd;
 mod plot;
 mod predict_cmd;
 mod report;
-mod reproduce_cmd;
-mod reproduce_real;
+mod reproduce;
 mod train_cmd;
 
 pub use error::CliError;
@@ -35,8 +35,9 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Reproduce one of the paper's experiments: trains EFA and FM side by side and prints
     /// ours beside the paper's numbers.
-    Reproduce(reproduce_cmd::ReproduceArgs),
-    /// Finite-difference audit of every parameter gradient of a whole model, in f64.
+    Reproduce(reproduce::ReproduceArgs),
+    /// Finite-difference audit of every parameter gradient of whole models, in f64: every run
+    /// of an experiment, or your own configuration with --config and --data.
     Audit(audit_cmd::AuditArgs),
     /// Train an EFA or factor model on your own CSV data, with checkpoints and --resume.
     Train(train_cmd::TrainArgs),
@@ -53,7 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Expfam(args) => expfam_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
-        Command::Reproduce(args) => reproduce_cmd::run_cmd(args),
+        Command::Reproduce(args) => reproduce::run(args),
         Command::Audit(args) => audit_cmd::run(args),
         Command::Train(args) => train_cmd::run(args),
         Command::Evaluate(args) => evaluate_cmd::run(args),

@@ -5,7 +5,8 @@
 //! (Gaussian, Gamma, Beta: t = two statistics; categorical: one per class)
 //! `eta_0..eta_{d−1}, mean_0.., variance_0..` (mean and variance of each sufficient statistic).
 
-use crate::train_cmd::{load_saved, load_split, set_threads, user};
+use crate::common::{set_threads, user};
+use crate::train_cmd::{load_saved, load_split};
 use crate::CliError;
 use clap::Args;
 use efa_model::train::predict;

@@ -1,13 +1,14 @@
 //! Shared output of the `reproduce` commands: progress bars, the results table, `results.json`
 //! and the loss-curve SVG.
 
-use crate::plot::{line_chart, Series};
+use crate::plot::{heat_map, line_chart, Series};
 use crate::CliError;
-use efa_model::experiments::{run, RunResult, RunSpec};
+use efa_model::experiments::{run, Analysis, Figure, RunResult, RunSpec};
 use efa_model::train::EpochLog;
 use efa_model::Params;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A progress bar over the epochs of one run (hidden when stderr is not a terminal).
@@ -37,18 +38,13 @@ pub fn on_epoch(bar: &ProgressBar, log: &EpochLog) {
 
 /// Trains one run behind a progress bar and prints its summary line (with seconds per
 /// epoch); returns the result and the trained (best-validation) parameters.
-pub fn train_with_bar(
-    spec: &RunSpec,
-    max_epochs: usize,
-    quiet: bool,
-) -> Result<(RunResult, Params<f32>), CliError> {
+pub fn train_with_bar(spec: &RunSpec, quiet: bool) -> Result<(RunResult, Params<f32>), CliError> {
     let bar = epoch_bar(
         &format!("{} {}", spec.model.kind(), spec.setting),
-        max_epochs,
+        spec.train_config.max_epochs,
         quiet,
     );
-    let (r, p) =
-        run(spec, &mut |log| on_epoch(&bar, log)).map_err(|e| CliError::new(e.to_string()))?;
+    let (r, p) = run(spec, &mut |log| on_epoch(&bar, log)).map_err(crate::common::cli)?;
     bar.finish_and_clear();
     let per_epoch =
         r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
@@ -85,6 +81,8 @@ struct Row<'a> {
     best_epoch: usize,
     seconds: f64,
     params: usize,
+    batching: &'a str,
+    plans: &'a BTreeMap<String, usize>,
 }
 
 #[derive(Serialize)]
@@ -93,6 +91,8 @@ struct Results<'a, C: Serialize> {
     rows: Vec<Row<'a>>,
     config: &'a C,
     history: Vec<History<'a>>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    analysis: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -102,12 +102,14 @@ struct History<'a> {
     epochs: &'a [EpochLog],
 }
 
-/// Writes `results.json` and `loss_curves.svg` into `out` (created if needed).
+/// Writes `results.json` (with the analysis), `loss_curves.svg` and the analysis figures
+/// into `out` (created if needed).
 pub fn write_outputs<C: Serialize>(
     out: &Path,
     experiment: &str,
     rows: &[RunResult],
     config: &C,
+    analysis: &Analysis,
 ) -> Result<(), CliError> {
     std::fs::create_dir_all(out).map_err(|e| {
         CliError::new(format!(
@@ -129,6 +131,8 @@ pub fn write_outputs<C: Serialize>(
                 best_epoch: r.best_epoch,
                 seconds: r.seconds,
                 params: r.params,
+                batching: &r.batching,
+                plans: &r.plans,
             })
             .collect(),
         config,
@@ -140,6 +144,7 @@ pub fn write_outputs<C: Serialize>(
                 epochs: &r.history,
             })
             .collect(),
+        analysis: &analysis.json,
     };
     let json = serde_json::to_string_pretty(&results).map_err(|e| CliError::new(e.to_string()))?;
     write_file(&out.join("results.json"), &json)?;
@@ -170,7 +175,43 @@ pub fn write_outputs<C: Serialize>(
         metric.trim_start_matches("test_"),
         &series,
     );
-    write_file(&out.join("loss_curves.svg"), &svg)
+    write_file(&out.join("loss_curves.svg"), &svg)?;
+    for f in &analysis.figures {
+        write_file(&out.join(f.file()), &render(f))?;
+    }
+    if !analysis.figures.is_empty() {
+        eprintln!("wrote {} figure(s)", analysis.figures.len());
+    }
+    Ok(())
+}
+
+/// The SVG of an experiment's figure.
+fn render(f: &Figure) -> String {
+    match f {
+        Figure::HeatMap {
+            title,
+            labels,
+            values,
+            clip,
+            ..
+        } => heat_map(title, labels, labels, values, *clip),
+        Figure::Lines {
+            title,
+            x_label,
+            y_label,
+            series,
+            ..
+        } => {
+            let series: Vec<Series> = series
+                .iter()
+                .map(|(label, points)| Series {
+                    label: label.clone(),
+                    points: points.clone(),
+                })
+                .collect();
+            line_chart(title, x_label, y_label, &series)
+        }
+    }
 }
 
 /// Writes a file atomically (temporary file, then rename), naming it in errors.

@@ -6,15 +6,17 @@
 //! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`) and
 //! `result.json` (history, best epoch, validation and test nll).
 
+use crate::common::{set_threads, user};
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
 use efa_model::checkpoint::{
     load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
 };
-use efa_model::train::{evaluate_with, fit_with, FitOptions, Loss};
+use efa_model::train::{fit, FitOptions};
 use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
 use efa_model::Params;
+use efa_model::{Evaluator, Objective};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,25 +65,6 @@ pub struct TrainArgs {
     /// Testing aid: abort the process (SIGABRT, no cleanup) right after epoch K's checkpoint.
     #[arg(long, hide = true)]
     crash_after_epoch: Option<usize>,
-}
-
-/// Maps any displayable error to a user error (exit status 2).
-pub(crate) fn user<E: std::fmt::Display>(e: E) -> CliError {
-    CliError::new(e.to_string())
-}
-
-/// Sets the rayon pool size once.
-pub(crate) fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
-    if let Some(n) = threads {
-        if n == 0 {
-            return Err(CliError::new("--threads must be at least 1"));
-        }
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
-            .map_err(user)?;
-    }
-    Ok(())
 }
 
 /// Reads and validates the TOML configuration.
@@ -169,7 +152,8 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     write_atomic(&out.join("config.toml"), &text).map_err(user)?;
 
     let family = cfg.family.family();
-    let loss = Loss::Nll(family);
+    let objective = Objective::Nll(family);
+    let eval = Evaluator::new(&cfg.model, &objective).with_detect_anomaly(args.detect_anomaly);
     let mut params = cfg.model.init::<f32>(cfg.init_seed);
     let resume = match &args.resume {
         Some(dir) => {
@@ -192,7 +176,9 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         meta: BTreeMap::from([(CONFIG_KEY.to_string(), config_json.clone())]),
     };
     let crash = args.crash_after_epoch;
-    let mut hook = move |log: &efa_model::train::EpochLog| {
+    let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
+    let mut hook = |log: &efa_model::train::EpochLog| {
+        on_epoch(&bar, log);
         if crash == Some(log.epoch) {
             std::process::abort();
         }
@@ -201,19 +187,15 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     let opts = FitOptions {
         checkpoint: Some(policy),
         resume,
-        after_epoch: Some(&mut hook),
-        detect_anomaly: args.detect_anomaly,
+        on_epoch: Some(&mut hook),
     };
-    let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
     let val_samples = valid.as_ref().unwrap_or(&train);
-    let fit = fit_with(
-        &cfg.model,
-        &loss,
+    let fit = fit(
+        &eval,
         &mut params,
         &train.samples,
         &val_samples.samples,
         &cfg.train,
-        &mut |l| on_epoch(&bar, l),
         opts,
     )
     .map_err(user)?;
@@ -222,7 +204,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     save_model(&out.join(MODEL_FILE), &params, &meta).map_err(user)?;
     let test_nll = match &test {
         Some(t) => Some(
-            evaluate_with(&cfg.model, &loss, &params, &t.samples, cfg.train.eval_batch)
+            eval.evaluate(&params, &t.samples, cfg.train.eval_batch)
                 .map_err(user)?,
         ),
         None => None,

@@ -2,11 +2,12 @@
 //! computed by the tape in f64, against central finite differences (through `efa-check`).
 
 use crate::batch::Samples;
-use crate::objective::Objective;
-use crate::{ModelConfig, ModelError};
+use crate::efa::ForwardPlan;
+use crate::grads::Evaluator;
+use crate::params::{FromVars, Params};
+use crate::ModelError;
 use efa_check::{CheckOptions, Mode, Report};
 use efa_tape::audit::audit;
-use std::collections::HashMap;
 
 /// Default audit options for whole models: parameters with at most 4,096 elements are
 /// checked element by element, larger ones along 24 seeded random directions; tolerance
@@ -22,32 +23,49 @@ pub fn default_options() -> CheckOptions {
     }
 }
 
-/// Audits the mean loss of `model` on `batch` with respect to every parameter, at the
-/// parameters `model.init::<f64>(seed)`.
+/// The audit of one model on one batch.
+#[derive(Debug)]
+pub struct ModelAudit {
+    /// The forward plan that was audited.
+    pub plan: ForwardPlan,
+    /// Every parameter's gradient against finite differences.
+    pub params: Report,
+}
+
+/// Audits the mean loss of `eval`'s model on `batch` with respect to every parameter, at
+/// `params`, with the evaluator's plan (or the automatic choice). A parameter that does not
+/// reach the loss is an error unless the evaluator allows unused parameters.
 pub fn audit_model(
-    model: &ModelConfig,
-    objective: &Objective,
+    eval: &Evaluator<'_>,
+    params: &Params<f64>,
     batch: &Samples,
-    seed: u64,
     opts: &CheckOptions,
-) -> Result<Report, ModelError> {
-    model.validate()?;
+) -> Result<ModelAudit, ModelError> {
+    eval.model.validate()?;
     batch.validate("audit batch").map_err(ModelError::Batch)?;
-    let params = model.init::<f64>(seed);
+    let plan = eval.model.plan_for(batch, eval.plan)?;
+    let eval = eval.with_plan(Some(plan));
     let list: Vec<(&str, ndarray::ArrayD<f64>)> =
         params.iter().map(|(n, v)| (n, v.clone())).collect();
-    let names: Vec<String> = list.iter().map(|(n, _)| n.to_string()).collect();
     let report = audit(
         &list,
         |tape, vars| {
-            let map: HashMap<String, efa_tape::Var> =
-                names.iter().cloned().zip(vars.iter().copied()).collect();
-            let eta = model.forward(tape, &map, batch).map_err(to_tape)?;
-            objective.loss(tape, eta, &batch.targets).map_err(to_tape)
+            let typed = eval
+                .model
+                .declare(&mut FromVars::new(vars))
+                .map_err(to_tape)?;
+            let reg = crate::model::Registered {
+                vars: typed,
+                list: Vec::new(),
+            };
+            Ok(eval.build(tape, &reg, batch).map_err(to_tape)?.0)
         },
         opts,
     )?;
-    Ok(report)
+    Ok(ModelAudit {
+        plan,
+        params: report,
+    })
 }
 
 fn to_tape(e: ModelError) -> efa_tape::TapeError {

@@ -99,21 +99,6 @@ impl Samples {
         }
     }
 
-    /// The order in which micro-batches are cut: by valid length, then sequence, then target
-    /// position (ties by index), so that each micro-batch can be trimmed to its own longest
-    /// sample and the targets of one sequence stay together.
-    pub fn length_order(&self) -> Vec<usize> {
-        self.length_order_of(&(0..self.len()).collect::<Vec<_>>())
-    }
-
-    /// [`Samples::length_order`] of the samples at `idx` (indices into `self`).
-    pub fn length_order_of(&self, idx: &[usize]) -> Vec<usize> {
-        let mut idx = idx.to_vec();
-        let group = |i: usize| self.group.as_ref().map_or(i, |g| g[i]);
-        idx.sort_by_key(|&i| (self.lengths[i], group(i), self.pred_idx[i], i));
-        idx
-    }
-
     /// Checks that every per-sample array has `len()` rows and every index is in range,
     /// naming the first offending field and row.
     pub fn validate(&self, what: &str) -> Result<(), String> {
@@ -173,4 +158,75 @@ impl Samples {
         }
         Ok(())
     }
+}
+
+/// A set of samples that training, evaluation and prediction draw minibatches from: the dense
+/// [`Samples`] of the paper's experiments, or a set that keeps shared sequences once and
+/// builds each minibatch on demand (user data), so memory scales with the data, not with
+/// samples × longest sequence.
+pub trait SampleSet: Sync {
+    /// Number of samples.
+    fn len(&self) -> usize;
+
+    /// True when there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Valid length of sample `i`.
+    fn length(&self, i: usize) -> usize;
+
+    /// Target position of sample `i`.
+    fn target_position(&self, i: usize) -> usize;
+
+    /// Sequence id of sample `i`, if the set has sequence ids.
+    fn sequence(&self, i: usize) -> Option<usize>;
+
+    /// True when every sample has a sequence id.
+    fn has_sequences(&self) -> bool;
+
+    /// The samples at `idx`, in that order, as a dense minibatch.
+    fn select(&self, idx: &[usize]) -> Samples;
+}
+
+impl SampleSet for Samples {
+    fn len(&self) -> usize {
+        Samples::len(self)
+    }
+
+    fn length(&self, i: usize) -> usize {
+        self.lengths[i]
+    }
+
+    fn target_position(&self, i: usize) -> usize {
+        self.pred_idx[i]
+    }
+
+    fn sequence(&self, i: usize) -> Option<usize> {
+        self.group.as_ref().map(|g| g[i])
+    }
+
+    fn has_sequences(&self) -> bool {
+        self.group.is_some()
+    }
+
+    fn select(&self, idx: &[usize]) -> Samples {
+        Samples::select(self, idx)
+    }
+}
+
+/// The order in which micro-batches are cut from the samples `idx` of `set`: by valid length,
+/// then sequence, then target position (ties by index), so that each micro-batch can be
+/// trimmed to its own longest sample and the targets of one sequence stay together.
+pub fn length_order(set: &dyn SampleSet, idx: &[usize]) -> Vec<usize> {
+    let mut idx = idx.to_vec();
+    idx.sort_by_key(|&i| {
+        (
+            set.length(i),
+            set.sequence(i).unwrap_or(i),
+            set.target_position(i),
+            i,
+        )
+    });
+    idx
 }

@@ -11,8 +11,9 @@
 //! Every write goes to `<file>.tmp`, is fsynced, renamed over the target and the directory is
 //! fsynced: a crash leaves either the old file or the new one, never a torn one.
 
+use crate::history::{EarlyStopping, EpochLog};
 use crate::params::Params;
-use crate::train::{EarlyStopping, EpochLog, TrainConfig};
+use crate::recipe::TrainConfig;
 use crate::ModelError;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 /// Metadata key of the JSON training state in a checkpoint.
 pub const STATE_KEY: &str = "efa.state";
 
-/// Where and how often [`crate::train::fit_with`] writes checkpoints.
+/// Where and how often [`crate::train::fit`] writes checkpoints.
 #[derive(Clone, Debug)]
 pub struct CheckpointPolicy {
     /// The checkpoint file (overwritten atomically each time).

@@ -2,14 +2,32 @@
 //! as its reference code ran them, PAPER.md §2.4, §3.4).
 
 use crate::batch::Samples;
-use crate::layers::{dense, param, Dense};
-use crate::params::{Init, Params};
+use crate::layers::DenseVars;
+use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+
+/// Every parameter of a factor model as a typed handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FmVars<H = Var> {
+    /// Rated items: `alpha`, `rho` `[items, dim]`.
+    Rating {
+        /// Context embeddings α.
+        alpha: H,
+        /// Target embeddings ρ.
+        rho: H,
+    },
+    /// Item contexts: `alpha` `[tokens, dim]` and `out.w` `[dim, classes]`.
+    Item {
+        /// Context embeddings α.
+        alpha: H,
+        /// Output kernel (no bias).
+        out: DenseVars<H>,
+    },
+}
 
 /// Configuration of a factor model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,47 +73,52 @@ impl FmConfig {
         }
     }
 
-    /// Creates the parameters (Keras defaults: Uniform(−0.05, 0.05) tables, Glorot kernel).
-    pub fn init<T: Real>(&self, seed: u64) -> Params<T> {
-        let mut init = Init::new(seed);
-        let mut p = Params::new();
-        match *self {
-            FmConfig::Rating { items, dim } => {
-                p.insert("alpha", init.embedding(items, dim));
-                p.insert("rho", init.embedding(items, dim));
-            }
+    /// Creates the parameters (Keras defaults), in declaration order.
+    pub fn init<T: Real>(&self, seed: u64) -> crate::Params<T> {
+        let mut init = crate::params::Initialiser::new(seed);
+        self.declare(&mut init)
+            .expect("declaring parameters to an initialiser cannot fail");
+        init.params
+    }
+
+    /// Declares the parameters (Keras defaults: Uniform(−0.05, 0.05) tables, Glorot kernel):
+    /// `alpha`, `rho` for rated items; `alpha`, `out.w` for item contexts.
+    pub fn declare<S: ParamSink>(&self, s: &mut S) -> Result<FmVars<S::Handle>, ModelError> {
+        Ok(match *self {
+            FmConfig::Rating { items, dim } => FmVars::Rating {
+                alpha: s.param("alpha", &[items, dim], InitKind::Embedding)?,
+                rho: s.param("rho", &[items, dim], InitKind::Embedding)?,
+            },
             FmConfig::Item {
                 tokens,
                 dim,
                 classes,
-            } => {
-                p.insert("alpha", init.embedding(tokens, dim));
-                Dense {
-                    fan_in: dim,
-                    fan_out: classes,
-                    bias: false,
-                }
-                .init(&mut p, &mut init, "out");
-            }
-        }
-        p
+            } => FmVars::Item {
+                alpha: s.param("alpha", &[tokens, dim], InitKind::Embedding)?,
+                out: DenseVars::declare(s, "out", dim, classes, false)?,
+            },
+        })
     }
 
     /// Builds η `[B, width]` for a minibatch.
     pub fn forward<T: Real>(
         &self,
         tape: &mut Tape<T>,
-        vars: &HashMap<String, Var>,
+        vars: &FmVars,
         batch: &Samples,
     ) -> Result<Var, ModelError> {
         let (b, c) = batch.tokens.dim();
         // Padding (item 0) contributes nothing: a zero weight for rating contexts, a skipped
         // entry for item contexts.
-        let ids = batch
-            .tokens
-            .mapv(|t| if t == 0 { efa_tape::ops::gather::NONE } else { t });
-        match self {
-            FmConfig::Rating { dim, .. } => {
+        let ids = batch.tokens.mapv(|t| {
+            if t == 0 {
+                efa_tape::ops::gather::NONE
+            } else {
+                t
+            }
+        });
+        match (self, vars) {
+            (FmConfig::Rating { dim, .. }, FmVars::Rating { alpha, rho }) => {
                 let r = batch
                     .weights
                     .as_ref()
@@ -114,18 +137,21 @@ impl FmConfig {
                 let w = ndarray::Array2::from_shape_fn((b, c), |(i, j)| {
                     T::from_f64(r[[i, j]] / batch.lengths[i].max(1) as f64)
                 });
-                let ctx = tape.bag_sum(param(vars, "alpha")?, ids, Some(w))?;
+                let ctx = tape.bag_sum(*alpha, ids, Some(w))?;
                 let ids = ArrayD::from_shape_vec(vec![b], center.clone())
                     .expect("center length checked by validate");
-                let rho = tape.embedding(param(vars, "rho")?, &ids)?;
+                let rho = tape.embedding(*rho, &ids)?;
                 let prod = tape.mul(rho, ctx)?;
                 debug_assert_eq!(tape.shape(prod), &[b, *dim]);
                 Ok(tape.sum(prod, &[1], true)?)
             }
-            FmConfig::Item { .. } => {
-                let ctx = tape.bag_sum(param(vars, "alpha")?, ids, None)?;
-                dense(tape, vars, "out", ctx)
+            (FmConfig::Item { .. }, FmVars::Item { alpha, out }) => {
+                let ctx = tape.bag_sum(*alpha, ids, None)?;
+                out.apply(tape, ctx)
             }
+            _ => Err(ModelError::MissingParam(
+                "the parameters are of the other factor-model kind".into(),
+            )),
         }
     }
 }

@@ -1,117 +1,213 @@
-//! Layers built from tape ops: dense (affine) maps and multi-head attention on the fused kernel.
+//! The layers models are built from, each a struct of typed parameter handles with its
+//! declaration (names, shapes, Keras initialisers) and its forward on the tape.
+//!
+//! Every struct is generic over the handle `H` a [`ParamSink`] gives out: `()` while the
+//! parameters are drawn, [`Var`] (the default) once a parameter set is registered on a tape.
 
-use efa_tape::ops::attention::AttentionMask;
-use crate::params::{zeros, Init, Params};
+use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
 use efa_num::Real;
+use efa_tape::ops::attention::AttentionMask;
 use efa_tape::{Tape, Var};
-use std::collections::HashMap;
 
-/// The tape variable of parameter `name`, or [`ModelError::MissingParam`].
-pub(crate) fn param(vars: &HashMap<String, Var>, name: &str) -> Result<Var, ModelError> {
-    vars.get(name)
-        .copied()
-        .ok_or_else(|| ModelError::MissingParam(name.to_string()))
+/// An affine map `y = x·W + b` over the last axis: `{prefix}.w` `[fan_in, fan_out]`
+/// (Glorot-uniform) and, when the layer has a bias, `{prefix}.b` `[fan_out]` (zeros).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseVars<H = Var> {
+    /// Kernel `[fan_in, fan_out]`.
+    pub w: H,
+    /// Bias `[fan_out]`, present iff the layer was declared with one.
+    pub b: Option<H>,
 }
 
-/// An affine map `y = x·W (+ b)` over the last axis, with a Glorot-uniform kernel and zero bias.
-#[derive(Clone, Copy, Debug)]
-pub struct Dense {
-    /// Input width.
-    pub fan_in: usize,
-    /// Output width.
-    pub fan_out: usize,
-    /// With a bias vector.
-    pub bias: bool,
-}
-
-impl Dense {
-    /// Adds `{prefix}.w` `[fan_in, fan_out]` and, with a bias, `{prefix}.b` `[fan_out]`.
-    pub fn init<T: Real>(&self, p: &mut Params<T>, init: &mut Init, prefix: &str) {
-        p.insert(
+impl<H: Copy> DenseVars<H> {
+    /// Declares `{prefix}.w` and, with `bias`, `{prefix}.b`.
+    pub fn declare<S: ParamSink<Handle = H>>(
+        s: &mut S,
+        prefix: &str,
+        fan_in: usize,
+        fan_out: usize,
+        bias: bool,
+    ) -> Result<Self, ModelError> {
+        let w = s.param(
             &format!("{prefix}.w"),
-            init.dense(self.fan_in, self.fan_out),
-        );
-        if self.bias {
-            p.insert(&format!("{prefix}.b"), zeros(&[self.fan_out]));
-        }
+            &[fan_in, fan_out],
+            InitKind::Glorot { fan_in, fan_out },
+        )?;
+        let b = if bias {
+            Some(s.param(&format!("{prefix}.b"), &[fan_out], InitKind::Zeros)?)
+        } else {
+            None
+        };
+        Ok(Self { w, b })
     }
 }
 
-/// `y = x·W + b` with `x` of shape `[…, fan_in]`; the bias is used when `{prefix}.b` exists.
-pub fn dense<T: Real>(
-    tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
-    prefix: &str,
-    x: Var,
-) -> Result<Var, ModelError> {
-    let w = param(vars, &format!("{prefix}.w"))?;
-    let b = vars.get(&format!("{prefix}.b")).copied();
-    Ok(tape.linear(x, w, b)?)
+impl DenseVars {
+    /// `y = x·W (+ b)` for `x` `[…, fan_in]`, one tape node.
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, ModelError> {
+        Ok(tape.linear(x, self.w, self.b)?)
+    }
 }
 
-/// Multi-head attention with Keras `MultiHeadAttention` parameterisation: per-head query, key
-/// and value projections of width `key_dim` with biases, scores `(Q/√key_dim)·Kᵀ`, softmax
-/// over the allowed keys, and an output projection back to `d_model` with bias.
-#[derive(Clone, Copy, Debug)]
-pub struct Mha {
-    /// Number of heads H.
-    pub heads: usize,
-    /// Width per head.
-    pub key_dim: usize,
-    /// Model width D.
-    pub d_model: usize,
+/// Two dense layers with a ReLU between: `outer(relu(inner(x)))`, declared as `{name}1` and
+/// `{name}2` (the feed-forward block of a layer, and the continuous-input MLPs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MlpVars<H = Var> {
+    /// First layer (`{name}1`).
+    pub inner: DenseVars<H>,
+    /// Second layer (`{name}2`).
+    pub outer: DenseVars<H>,
 }
 
-impl Mha {
-    /// Adds `{prefix}.{q,k,v}.{w,b}` and `{prefix}.o.{w,b}` with Keras's fans: the (D, H, K)
-    /// projection kernels have fan_in = H·D and fan_out = K·D; the (H, K, D) output kernel has
-    /// fan_in = K·H and fan_out = D·H.
-    pub fn init<T: Real>(&self, p: &mut Params<T>, init: &mut Init, prefix: &str) {
-        let (h, k, d) = (self.heads, self.key_dim, self.d_model);
-        for name in ["q", "k", "v"] {
-            p.insert(
+impl<H: Copy> MlpVars<H> {
+    /// Declares `{name}1` `[fan_in, hidden]` and `{name}2` `[hidden, fan_out]`, both with biases.
+    pub fn declare<S: ParamSink<Handle = H>>(
+        s: &mut S,
+        name: &str,
+        fan_in: usize,
+        hidden: usize,
+        fan_out: usize,
+    ) -> Result<Self, ModelError> {
+        Ok(Self {
+            inner: DenseVars::declare(s, &format!("{name}1"), fan_in, hidden, true)?,
+            outer: DenseVars::declare(s, &format!("{name}2"), hidden, fan_out, true)?,
+        })
+    }
+}
+
+impl MlpVars {
+    /// `outer(relu(inner(x)))`.
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, ModelError> {
+        let h = self.inner.apply(tape, x)?;
+        let h = tape.relu(h)?;
+        self.outer.apply(tape, h)
+    }
+}
+
+/// Layer norm over the last axis: `{prefix}.gain` (ones) and `{prefix}.bias` (zeros), `[d]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerNormVars<H = Var> {
+    /// Gain γ.
+    pub gain: H,
+    /// Shift β.
+    pub bias: H,
+}
+
+impl<H: Copy> LayerNormVars<H> {
+    /// Declares `{prefix}.gain` and `{prefix}.bias` of width `d`.
+    pub fn declare<S: ParamSink<Handle = H>>(
+        s: &mut S,
+        prefix: &str,
+        d: usize,
+    ) -> Result<Self, ModelError> {
+        Ok(Self {
+            gain: s.param(&format!("{prefix}.gain"), &[d], InitKind::Ones)?,
+            bias: s.param(&format!("{prefix}.bias"), &[d], InitKind::Zeros)?,
+        })
+    }
+}
+
+impl LayerNormVars {
+    /// `γ·(x − μ)/√(σ² + ε) + β` over the last axis.
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var, eps: f64) -> Result<Var, ModelError> {
+        Ok(tape.layer_norm(x, self.gain, self.bias, T::from_f64(eps))?)
+    }
+}
+
+/// Multi-head attention with the Keras `MultiHeadAttention` parameterisation: per-head
+/// query, key and value projections of width `key_dim` with biases, scores
+/// `(Q/√key_dim)·Kᵀ`, softmax over the visible keys, and an output projection back to the
+/// model width with bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionVars<H = Var> {
+    /// Query projection `[d, H·K]`.
+    pub q: DenseVars<H>,
+    /// Key projection `[d, H·K]`.
+    pub k: DenseVars<H>,
+    /// Value projection `[d, H·K]`.
+    pub v: DenseVars<H>,
+    /// Output projection `[H·K, d]`.
+    pub o: DenseVars<H>,
+}
+
+impl<H: Copy> AttentionVars<H> {
+    /// Declares `{prefix}.{q,k,v,o}.{w,b}` with Keras's fans: the (D, H, K) projection kernels
+    /// have fan_in = H·D and fan_out = K·D; the (H, K, D) output kernel has fan_in = K·H and
+    /// fan_out = D·H.
+    pub fn declare<S: ParamSink<Handle = H>>(
+        s: &mut S,
+        prefix: &str,
+        heads: usize,
+        key_dim: usize,
+        d: usize,
+    ) -> Result<Self, ModelError> {
+        let hk = heads * key_dim;
+        let mut proj = |name: &str| -> Result<DenseVars<H>, ModelError> {
+            let w = s.param(
                 &format!("{prefix}.{name}.w"),
-                init.glorot(&[d, h * k], h * d, k * d),
-            );
-            p.insert(&format!("{prefix}.{name}.b"), zeros(&[h * k]));
-        }
-        p.insert(
+                &[d, hk],
+                InitKind::Glorot {
+                    fan_in: heads * d,
+                    fan_out: key_dim * d,
+                },
+            )?;
+            let b = s.param(&format!("{prefix}.{name}.b"), &[hk], InitKind::Zeros)?;
+            Ok(DenseVars { w, b: Some(b) })
+        };
+        let (q, k, v) = (proj("q")?, proj("k")?, proj("v")?);
+        let w = s.param(
             &format!("{prefix}.o.w"),
-            init.glorot(&[h * k, d], k * h, d * h),
-        );
-        p.insert(&format!("{prefix}.o.b"), zeros(&[d]));
+            &[hk, d],
+            InitKind::Glorot {
+                fan_in: key_dim * heads,
+                fan_out: d * heads,
+            },
+        )?;
+        let b = s.param(&format!("{prefix}.o.b"), &[d], InitKind::Zeros)?;
+        Ok(Self {
+            q,
+            k,
+            v,
+            o: DenseVars { w, b: Some(b) },
+        })
     }
 }
 
-/// Self-attention of `x` `[B, N, D]` → `[B, N, D]` through the fused kernel.
-pub fn mha<T: Real>(
-    tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
-    cfg: &Mha,
-    prefix: &str,
-    x: Var,
-    mask: &AttentionMask,
-) -> Result<Var, ModelError> {
-    mha_cross(tape, vars, cfg, prefix, x, x, mask)
-}
-
-/// Attention of queries from `xq` `[B, Nq, D]` over keys and values from `xkv` `[B, Nk, D]`
-/// → `[B, Nq, D]`, with the same parameters as [`mha`] (self-attention is `xq = xkv`).
-pub fn mha_cross<T: Real>(
-    tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
-    cfg: &Mha,
-    prefix: &str,
-    xq: Var,
-    xkv: Var,
-    mask: &AttentionMask,
-) -> Result<Var, ModelError> {
-    let mut proj = [xq; 3];
-    for (slot, (name, x)) in proj.iter_mut().zip([("q", xq), ("k", xkv), ("v", xkv)]) {
-        *slot = dense(tape, vars, &format!("{prefix}.{name}"), x)?;
+impl AttentionVars {
+    /// Attention of projected `q` `[B, Nq, H·K]` over projected `k`, `v` `[B, Nk, H·K]` on the
+    /// fused kernel, then the output projection → `[B, Nq, d]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        heads: usize,
+        key_dim: usize,
+        q: Var,
+        k: Var,
+        v: Var,
+        mask: &AttentionMask,
+    ) -> Result<Var, ModelError> {
+        let scale = 1.0 / (key_dim as f64).sqrt();
+        let (o, _lse) = tape.attention_heads(q, k, v, heads, mask, scale)?;
+        self.o.apply(tape, o)
     }
-    let scale = 1.0 / (cfg.key_dim as f64).sqrt();
-    let (o, _lse) = tape.attention_heads(proj[0], proj[1], proj[2], cfg.heads, mask, scale)?;
-    dense(tape, vars, &format!("{prefix}.o"), o)
+
+    /// Attention of queries projected from `xq` `[B, Nq, d]` over keys and values projected
+    /// from `xkv` `[B, Nk, d]` (self-attention when `xq = xkv`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        heads: usize,
+        key_dim: usize,
+        xq: Var,
+        xkv: Var,
+        mask: &AttentionMask,
+    ) -> Result<Var, ModelError> {
+        let q = self.q.apply(tape, xq)?;
+        let k = self.k.apply(tape, xkv)?;
+        let v = self.v.apply(tape, xkv)?;
+        self.attend(tape, heads, key_dim, q, k, v, mask)
+    }
 }

@@ -1,6 +1,19 @@
-//! Named parameter storage and Keras-compatible initialisers.
+//! Named parameter storage, Keras-compatible initialisers, and the declaration walk that
+//! gives every model its parameters in one place.
+//!
+//! A model declares its parameters once, in order, to a [`ParamSink`] (`EfaConfig::declare`,
+//! `FmConfig::declare`): name, shape and initialiser of each tensor. The same walk
+//! * draws the initial values ([`Initialiser`], behind `ModelConfig::init`),
+//! * registers a parameter set on a tape and returns typed handles ([`Registrar`], behind
+//!   `ModelConfig::register`): structs of [`Var`]s such as `EfaVars`, resolved once, so the
+//!   forward pass never looks a parameter up by name,
+//! * lists names and shapes without values ([`Layout`]).
+//!
+//! Names stay as they are (`block0.attn.q.w`, …) for model files, checkpoints and reports.
 
+use crate::ModelError;
 use efa_num::Real;
+use efa_tape::{Tape, Var};
 use ndarray::{ArrayD, IxDyn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -38,6 +51,11 @@ impl<T: Real> Params<T> {
             .iter_mut()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v)
+    }
+
+    /// The name and value of parameter `k` (creation order).
+    pub fn at(&self, k: usize) -> Option<(&str, &ArrayD<T>)> {
+        self.entries.get(k).map(|(n, v)| (n.as_str(), v))
     }
 
     /// All parameters in creation order.
@@ -112,6 +130,174 @@ impl Init {
     /// Glorot-uniform for a 2-D `[in, out]` kernel.
     pub fn dense<T: Real>(&mut self, fan_in: usize, fan_out: usize) -> ArrayD<T> {
         self.glorot(&[fan_in, fan_out], fan_in, fan_out)
+    }
+}
+
+/// How a declared parameter's initial value is drawn (the Keras defaults of PAPER.md §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitKind {
+    /// `Embedding`: Uniform(−0.05, 0.05).
+    Embedding,
+    /// Glorot-uniform with explicit fans: Uniform(±√(6 / (fan_in + fan_out))).
+    Glorot {
+        /// Fan in.
+        fan_in: usize,
+        /// Fan out.
+        fan_out: usize,
+    },
+    /// All zeros (biases, layer-norm shifts); draws nothing.
+    Zeros,
+    /// All ones (layer-norm gains); draws nothing.
+    Ones,
+}
+
+/// Receives a model's parameter declarations in order and hands out a handle per parameter.
+pub trait ParamSink {
+    /// What a declaration returns: `()` for initialisation and listing, a tape [`Var`] for
+    /// registration.
+    type Handle: Copy + std::fmt::Debug;
+
+    /// Declares parameter `name` of `shape`, initialised as `init`.
+    fn param(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        init: InitKind,
+    ) -> Result<Self::Handle, ModelError>;
+}
+
+/// Draws every declared parameter from a seeded [`Init`], in declaration order.
+pub struct Initialiser<T: Real> {
+    init: Init,
+    /// The parameters drawn so far.
+    pub params: Params<T>,
+}
+
+impl<T: Real> Initialiser<T> {
+    /// An initialiser seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            init: Init::new(seed),
+            params: Params::new(),
+        }
+    }
+}
+
+impl<T: Real> ParamSink for Initialiser<T> {
+    type Handle = ();
+
+    fn param(&mut self, name: &str, shape: &[usize], init: InitKind) -> Result<(), ModelError> {
+        let value = match init {
+            InitKind::Embedding => self.init.uniform(shape, 0.05),
+            InitKind::Glorot { fan_in, fan_out } => self.init.glorot(shape, fan_in, fan_out),
+            InitKind::Zeros => zeros(shape),
+            InitKind::Ones => ArrayD::from_elem(IxDyn(shape), T::ONE),
+        };
+        self.params.insert(name, value);
+        Ok(())
+    }
+}
+
+/// Names and shapes of the declared parameters, without values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// `(name, shape)` in declaration order.
+    pub entries: Vec<(String, Vec<usize>)>,
+}
+
+impl ParamSink for Layout {
+    type Handle = ();
+
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), ModelError> {
+        self.entries.push((name.to_string(), shape.to_vec()));
+        Ok(())
+    }
+}
+
+/// Registers a parameter set on a tape, checking each declared parameter against the set
+/// (same position, name and shape), and returns its [`Var`].
+pub struct Registrar<'a, T: Real> {
+    tape: &'a mut Tape<T>,
+    params: &'a Params<T>,
+    /// The registered variables in declaration order (one per parameter of the set).
+    pub vars: Vec<Var>,
+}
+
+impl<'a, T: Real> Registrar<'a, T> {
+    /// A registrar of `params` onto `tape`.
+    pub fn new(tape: &'a mut Tape<T>, params: &'a Params<T>) -> Self {
+        Self {
+            tape,
+            params,
+            vars: Vec::with_capacity(params.len()),
+        }
+    }
+
+    /// Checks that every parameter of the set was declared (none left over).
+    pub fn finish(self) -> Result<Vec<Var>, ModelError> {
+        let k = self.vars.len();
+        if k != self.params.len() {
+            let extra: Vec<&str> = self.params.iter().skip(k).map(|(n, _)| n).collect();
+            return Err(ModelError::MissingParam(format!(
+                "the parameter set has {} tensor(s) the model does not declare: {}",
+                extra.len(),
+                extra.join(", ")
+            )));
+        }
+        Ok(self.vars)
+    }
+}
+
+impl<T: Real> ParamSink for Registrar<'_, T> {
+    type Handle = Var;
+
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, ModelError> {
+        let k = self.vars.len();
+        let Some((have, value)) = self.params.at(k) else {
+            return Err(ModelError::MissingParam(format!(
+                "`{name}` {shape:?} (parameter {k}; the parameter set has only {k})"
+            )));
+        };
+        if have != name || value.shape() != shape {
+            return Err(ModelError::MissingParam(format!(
+                "the model declares `{name}` {shape:?} as parameter {k}, the parameter set has \
+                 `{have}` {:?} there",
+                value.shape()
+            )));
+        }
+        let v = self.tape.param(name, value.clone())?;
+        self.vars.push(v);
+        Ok(v)
+    }
+}
+
+/// Hands out already registered variables in declaration order (for builders that register
+/// the parameters themselves, such as the finite-difference audits).
+pub struct FromVars<'a> {
+    vars: &'a [Var],
+    next: usize,
+}
+
+impl<'a> FromVars<'a> {
+    /// The variables of every parameter, in declaration order.
+    pub fn new(vars: &'a [Var]) -> Self {
+        Self { vars, next: 0 }
+    }
+}
+
+impl ParamSink for FromVars<'_> {
+    type Handle = Var;
+
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, ModelError> {
+        let v = self.vars.get(self.next).copied().ok_or_else(|| {
+            ModelError::MissingParam(format!(
+                "`{name}` {shape:?} (parameter {}; only {} variables given)",
+                self.next,
+                self.vars.len()
+            ))
+        })?;
+        self.next += 1;
+        Ok(v)
     }
 }
 

@@ -1,10 +1,11 @@
 //! Checkpoints: a run killed after epoch k and resumed is bit-identical to an uninterrupted
-//! run; `fit_with` without options is `fit`; truncated files and mismatched resumes are errors;
+//! run; training options (hooks, checkpoints) do not change results; truncated files and mismatched resumes are errors;
 //! anomaly mode names the op, node, parameter and batch.
 
 use efa_model::checkpoint::{load_model, save_model, Checkpoint, CheckpointPolicy};
-use efa_model::train::{fit, fit_with, FitOptions, FitResult, Loss};
+use efa_model::train::{fit, FitOptions, FitResult};
 use efa_model::userdata::{build_samples, read_csv, UserConfig};
+use efa_model::{Evaluator, Objective};
 use efa_model::{ModelError, Params, Samples};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,15 +51,13 @@ fn run(
     opts: FitOptions<'_>,
 ) -> (Params<f32>, Result<FitResult, ModelError>) {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
-    let loss = Loss::Nll(cfg.family.family());
-    let r = fit_with(
-        &cfg.model,
-        &loss,
+    let objective = Objective::Nll(cfg.family.family());
+    let r = fit(
+        &Evaluator::new(&cfg.model, &objective),
         &mut p,
         train,
         val,
         &cfg.train,
-        &mut |_| {},
         opts,
     );
     (p, r)
@@ -105,7 +104,7 @@ fn killed_run_resumes_bit_identically() {
         };
         let opts = FitOptions {
             checkpoint: policy(&path, every),
-            after_epoch: Some(&mut hook),
+            on_epoch: Some(&mut hook),
             ..Default::default()
         };
         let (_, r) = run(&cfg, &train, &val, opts);
@@ -160,34 +159,34 @@ fn killed_run_resumes_bit_identically() {
 }
 
 #[test]
-fn fit_with_default_options_is_fit_for_paper_objectives() {
+fn an_epoch_hook_sees_every_epoch_and_changes_nothing_for_paper_objectives() {
     let (cfg, train, val) = setup();
-    let obj = efa_model::Objective::PoissonOnePlus;
+    let obj = Objective::PoissonOnePlus;
+    let eval = Evaluator::new(&cfg.model, &obj);
     let mut a = cfg.model.init::<f32>(4);
     let ra = fit(
-        &cfg.model,
-        &obj,
+        &eval,
         &mut a,
         &train,
         &val,
         &cfg.train,
-        &mut |_| {},
-    )
-    .unwrap();
-    let mut b = cfg.model.init::<f32>(4);
-    let rb = fit_with(
-        &cfg.model,
-        &Loss::Objective(&obj),
-        &mut b,
-        &train,
-        &val,
-        &cfg.train,
-        &mut |_| {},
         FitOptions::default(),
     )
     .unwrap();
+    let mut b = cfg.model.init::<f32>(4);
+    let mut seen = Vec::new();
+    let mut hook = |log: &efa_model::train::EpochLog| {
+        seen.push(log.epoch);
+        Ok(())
+    };
+    let opts = FitOptions {
+        on_epoch: Some(&mut hook),
+        ..Default::default()
+    };
+    let rb = fit(&eval, &mut b, &train, &val, &cfg.train, opts).unwrap();
     assert_eq!(bits(&a), bits(&b));
     assert_eq!(losses(&ra), losses(&rb));
+    assert_eq!(seen, (1..=rb.epochs).collect::<Vec<_>>());
 }
 
 #[test]
@@ -211,14 +210,13 @@ fn mismatched_or_truncated_checkpoints_are_errors() {
     let mut other = cfg.clone();
     other.train.seed = 8;
     let mut p = cfg.model.init::<f32>(0);
-    let e = fit_with(
-        &cfg.model,
-        &Loss::Nll(cfg.family.family()),
+    let objective = Objective::Nll(cfg.family.family());
+    let e = fit(
+        &Evaluator::new(&cfg.model, &objective),
         &mut p,
         &train,
         &val,
         &other.train,
-        &mut |_| {},
         FitOptions {
             resume: Some(ck),
             ..Default::default()
@@ -270,20 +268,15 @@ fn anomaly_mode_names_op_node_param_and_batch() {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
     // exp(η) overflows f32 inside the Poisson nll for a huge output bias.
     p.get_mut("out.b").unwrap().fill(200.0);
-    let loss = Loss::Nll(cfg.family.family());
-    let opts = FitOptions {
-        detect_anomaly: true,
-        ..Default::default()
-    };
-    let e = fit_with(
-        &cfg.model,
-        &loss,
+    let objective = Objective::Nll(cfg.family.family());
+    let eval = Evaluator::new(&cfg.model, &objective).with_detect_anomaly(true);
+    let e = fit(
+        &eval,
         &mut p.clone(),
         &train,
         &val,
         &cfg.train,
-        &mut |_| {},
-        opts,
+        FitOptions::default(),
     )
     .unwrap_err()
     .to_string();
@@ -306,14 +299,12 @@ fn anomaly_mode_names_op_node_param_and_batch() {
         "{e}"
     );
     // Without the mode the same run fails later, on the loss value only.
-    let e = fit_with(
-        &cfg.model,
-        &loss,
+    let e = fit(
+        &Evaluator::new(&cfg.model, &objective),
         &mut p,
         &train,
         &val,
         &cfg.train,
-        &mut |_| {},
         FitOptions::default(),
     )
     .unwrap_err()

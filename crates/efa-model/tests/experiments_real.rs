@@ -7,8 +7,9 @@ use efa_model::audit::{audit_model, default_options};
 use efa_model::experiments::movielens::{item_efa_config, item_fm_config, item_input};
 use efa_model::experiments::{instacart, temperature};
 use efa_model::params::Params;
+use efa_model::train::FitOptions;
 use efa_model::train::{fit, predict, TrainConfig};
-use efa_model::{ModelConfig, Objective};
+use efa_model::{Evaluator, ModelConfig, Objective};
 use ndarray::{ArrayD, IxDyn};
 
 const BASKETS: [&[usize]; 4] = [&[1, 2, 3], &[4, 5], &[2, 5, 1, 3], &[3]];
@@ -71,14 +72,10 @@ fn item_models_pass_the_finite_difference_audit() {
         for efa in [true, false] {
             let batch = item_input(&baskets(), 5, 4, uni, efa).unwrap();
             let model = small_item_model(uni, efa);
-            let report = audit_model(
-                &model,
-                &Objective::CrossEntropy,
-                &batch,
-                3,
-                &default_options(),
-            )
-            .unwrap();
+            let eval = Evaluator::new(&model, &Objective::CrossEntropy);
+            let report = audit_model(&eval, &model.init::<f64>(3), &batch, &default_options())
+                .unwrap()
+                .params;
             assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
             assert_eq!(report.params.len(), model.init::<f64>(3).len());
             assert!(report.params.iter().all(|p| p.checked > 0));
@@ -90,7 +87,10 @@ fn item_models_pass_the_finite_difference_audit() {
 fn temperature_efa_with_lags_passes_the_finite_difference_audit() {
     let model = small_temperature_model(1, 1);
     let all = temperature::efa_samples(&days()[..2], 3).unwrap();
-    let report = audit_model(&model, &Objective::Mse, &all, 5, &default_options()).unwrap();
+    let eval = Evaluator::new(&model, &Objective::Mse);
+    let report = audit_model(&eval, &model.init::<f64>(5), &all, &default_options())
+        .unwrap()
+        .params;
     assert!(report.passed(), "{report}");
     // Every parameter was audited, mask_emb row 0 included (its gradient is exactly 0).
     assert_eq!(report.params.len(), model.init::<f64>(5).len());
@@ -136,7 +136,8 @@ fn short_fit(
         eval_batch: 64,
         batching: Default::default(),
     };
-    let r = fit(model, objective, &mut params, data, data, &cfg, &mut |_| {}).unwrap();
+    let eval = Evaluator::new(model, objective);
+    let r = fit(&eval, &mut params, data, data, &cfg, FitOptions::default()).unwrap();
     assert_eq!(r.epochs, epochs);
     r.history.iter().map(|h| h.train_loss).collect()
 }

@@ -4,9 +4,10 @@
 
 use efa_model::batch::{Samples, Targets};
 use efa_model::experiments::synthetic;
-use efa_model::train::{evaluate, fit, predict, TrainConfig};
+use efa_model::train::{evaluate, fit, predict, FitOptions, TrainConfig};
 use efa_model::{
-    register, Direction, EfaConfig, FmConfig, ModelConfig, Objective, Params, Positions, ValueTable,
+    Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Positions,
+    ValueTable,
 };
 use efa_tape::Tape;
 use ndarray::{Array2, ArrayD};
@@ -154,11 +155,28 @@ fn tiny_rating_batch() -> Samples {
     }
 }
 
+/// η by every forward plan that applies to the model and batch (each is checked against the
+/// loop reference by the callers), and by the automatic choice; all must agree.
 fn tape_eta(model: &ModelConfig, p: &Params<f64>, batch: &Samples) -> ArrayD<f64> {
-    let mut tape = Tape::new();
-    let vars = register(&mut tape, p).unwrap();
-    let eta = model.forward(&mut tape, &vars, batch).unwrap();
-    tape.value(eta).clone()
+    let eta_of = |plan: ForwardPlan| {
+        let mut tape = Tape::new();
+        let reg = model.register(&mut tape, p).unwrap();
+        let eta = model.forward(&mut tape, &reg.vars, batch, plan).unwrap();
+        tape.value(eta).clone()
+    };
+    let auto = eta_of(model.plan_for(batch, None).unwrap());
+    for plan in ForwardPlan::ALL {
+        if model.plan_for(batch, Some(plan)).is_ok() {
+            let eta = eta_of(plan);
+            for (a, b) in eta.iter().zip(auto.iter()) {
+                assert!(
+                    (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                    "plan {plan}: {a} vs {b}"
+                );
+            }
+        }
+    }
+    auto
 }
 
 #[test]
@@ -369,13 +387,12 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
         let mut p = spec.model.init::<f32>(9);
         let before = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
         let fit = fit(
-            &spec.model,
-            &spec.objective,
+            &spec.evaluator(),
             &mut p,
             &spec.train,
             &spec.val,
             &cfg,
-            &mut |_| {},
+            FitOptions::default(),
         )
         .unwrap();
         let after = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
@@ -474,13 +491,12 @@ fn trained_bits(
     pool.install(|| {
         let mut p = spec.model.init::<f32>(4);
         fit(
-            &spec.model,
-            &spec.objective,
+            &spec.evaluator(),
             &mut p,
             &spec.train,
             &spec.val,
             cfg,
-            &mut |_| {},
+            FitOptions::default(),
         )
         .unwrap();
         p.iter()

@@ -10,7 +10,8 @@ use efa_model::batch::{Samples, Targets};
 use efa_model::experiments::movielens::{item_efa_config, item_input};
 use efa_model::train::{epoch_batches, loss_and_grads, Batching, TrainConfig};
 use efa_model::{
-    Direction, EfaConfig, ModelConfig, Norm, Objective, Params, Positions, ValueTable,
+    Direction, EfaConfig, Evaluator, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions,
+    ValueTable,
 };
 use ndarray::{Array2, ArrayD};
 use rand::rngs::StdRng;
@@ -100,27 +101,19 @@ fn item_model_stream_equals_per_sample_for_whole_and_partial_sequences() {
     assert_close(&p, &forced, &w);
 }
 
-/// Loss and gradients of one tape through `EfaConfig::forward_stream` itself.
+/// Loss and gradients of one tape through the query-stream plan itself.
 fn stream_only(
     model: &ModelConfig,
     objective: &Objective,
     p: &Params<f64>,
     batch: &Samples,
 ) -> LossGrads {
-    let ModelConfig::Efa(cfg) = model else {
-        panic!("an EFA model")
-    };
-    let mut tape = efa_tape::Tape::new();
-    let vars = efa_model::register(&mut tape, p).unwrap();
-    let eta = cfg.forward_stream(&mut tape, &vars, batch).unwrap();
-    let loss = objective.loss(&mut tape, eta, &batch.targets).unwrap();
-    let value = tape.value(loss).iter().next().copied().unwrap();
-    let grads = tape.backward(loss).unwrap();
-    let g = p
-        .iter()
-        .map(|(name, _)| grads.param(name).unwrap().clone())
-        .collect();
-    (value, g)
+    let g = Evaluator::new(model, objective)
+        .with_plan(Some(ForwardPlan::QueryStream))
+        .micro(p, batch)
+        .unwrap();
+    assert_eq!(g.plan, ForwardPlan::QueryStream);
+    (g.loss, g.grads)
 }
 
 /// A causal rating-style model with every block option, on hand-built sequences whose
@@ -199,18 +192,19 @@ fn stream_equals_per_sample_with_values_norms_and_feed_forward() {
 #[test]
 fn stream_gradients_pass_the_finite_difference_audit() {
     let (model, batch) = rich(Norm::Post, 2);
-    let report = audit_model(
-        &model,
-        &Objective::Mse,
+    let eval = Evaluator::new(&model, &Objective::Mse);
+    let audit = audit_model(
+        &eval,
+        &model.init::<f64>(5),
         &batch,
-        5,
         &CheckOptions {
             mode: Mode::Full,
             ..CheckOptions::default()
         },
     )
     .unwrap();
-    assert!(report.passed(), "{report}");
+    assert_eq!(audit.plan, ForwardPlan::QueryStream);
+    assert!(audit.params.passed(), "{}", audit.params);
 }
 
 #[test]

@@ -4,14 +4,19 @@
 //! maps of 10-item test baskets.
 
 use super::movielens::{item_spec, ItemData};
-use super::RunSpec;
-use crate::efa::{Direction, EfaConfig};
+use super::{
+    plan_of, Analysis, DataOptions, Directions, Experiment, Figure, Models, RunSettings, RunSpec,
+    TrainedRun,
+};
 use crate::params::Params;
-use crate::train::TrainConfig;
+use crate::recipe::TrainConfig;
 use crate::{ModelConfig, ModelError};
 use efa_data::instacart::{load_instacart, Item};
 use ndarray::{s, Array2, ArrayView2};
+use serde_json::json;
 use std::path::Path;
+
+pub use super::attention_maps::basket_attention;
 
 /// Items with at least 50,000 occurrences (§5.1).
 pub const N_ITEMS: usize = 63;
@@ -162,152 +167,158 @@ pub fn top_k(sim: &Array2<f64>, item: usize, k: usize) -> Vec<(usize, f64)> {
     idx.into_iter().take(k).map(|j| (j + 1, row[j])).collect()
 }
 
-fn softmax_row(scores: &mut [f64]) {
-    let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        scores.iter_mut().for_each(|s| *s = 0.0);
-        return;
-    }
-    let mut sum = 0.0;
-    for s in scores.iter_mut() {
-        *s = (*s - m).exp();
-        sum += *s;
-    }
-    scores.iter_mut().for_each(|s| *s /= sum);
+/// Options of the Instacart experiment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+pub struct Options {
+    /// Directions to run.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Directions::Both))]
+    pub direction: Directions,
+    /// Models to run.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    pub model: Models,
+    /// Data directory and protocol.
+    #[cfg_attr(feature = "cli", command(flatten))]
+    #[serde(flatten)]
+    pub data: DataOptions,
 }
 
-/// Per-layer attention probabilities `[layer][query][key]`, averaged over heads, of one item
-/// EFA sample (`tokens` post-padded, `length` non-pad tokens), from a plain f64 forward pass
-/// over the trained parameters (the same computation as the tape model, outside the tape).
-pub fn attention_probs(
-    cfg: &EfaConfig,
-    params: &Params<f32>,
-    tokens: &[usize],
-    length: usize,
-) -> Result<Vec<Array2<f64>>, ModelError> {
-    if cfg.values.is_some()
-        || cfg.continuous.is_some()
-        || cfg.ffn.is_some()
-        || cfg.norm != crate::efa::Norm::None
-    {
-        return Err(ModelError::Config(
-            "attention maps are implemented for the item EFA only".into(),
-        ));
+/// The Instacart experiment with its baskets and item names.
+pub struct Instacart {
+    options: Options,
+    exp: InstacartExperiment,
+}
+
+impl Instacart {
+    /// Loads the Instacart files.
+    pub fn new(options: &Options) -> Result<Self, ModelError> {
+        Ok(Self {
+            options: options.clone(),
+            exp: load(&options.data.dir()?)?,
+        })
     }
-    let n = tokens.len();
-    let d = cfg.d_model();
-    let emb = param2(params, "item_emb")?;
-    if let Some(&t) = tokens.iter().find(|&&t| t >= emb.nrows()) {
-        return Err(ModelError::Batch(format!(
-            "attention maps: token {t} outside the {}-row item table",
-            emb.nrows()
-        )));
+
+    fn item_name(&self, id: usize) -> String {
+        id.checked_sub(1)
+            .and_then(|i| self.exp.items.get(i))
+            .map_or_else(|| format!("item {id}"), |i| i.name.clone())
     }
-    let mut x = Array2::from_shape_fn((n, d), |(j, c)| {
-        if tokens[j] == 0 && cfg.zero_padding {
-            0.0
-        } else {
-            f64::from(emb[[tokens[j], c]])
-        }
-    });
-    if let Some(pos) = &cfg.positions {
-        let pe = param2(params, "pos_emb")?;
-        if n > pe.nrows() {
-            return Err(ModelError::Batch(format!(
-                "attention maps: {n} tokens but {} positions",
-                pe.nrows()
-            )));
-        }
-        for j in 0..n {
-            if !(pos.only_valid && tokens[j] == 0) {
-                for c in 0..d {
-                    x[[j, c]] += f64::from(pe[[j, c]]);
-                }
+}
+
+fn short(name: &str) -> String {
+    let n: String = name.chars().take(22).collect();
+    if name.chars().count() > 22 {
+        format!("{n}…")
+    } else {
+        n
+    }
+}
+
+impl Experiment for Instacart {
+    fn name(&self) -> String {
+        "instacart".into()
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let d = &self.exp.data;
+        vec![
+            self.options.data.protocol.describe(false).to_string(),
+            format!(
+                "Instacart: {} / {} / {} baskets, {} / {} / {} samples, max_len {}",
+                d.train.len(),
+                d.val.len(),
+                d.test.len(),
+                ItemData::samples(&d.train),
+                ItemData::samples(&d.val),
+                ItemData::samples(&d.test),
+                d.max_len
+            ),
+        ]
+    }
+
+    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        let epochs = s.epochs.unwrap_or(1000);
+        let mut out = Vec::new();
+        for &uni in self.options.direction.unidirectional() {
+            for &efa in self.options.model.is_efa() {
+                let mut spec = spec(&self.exp, uni, efa, train_config(epochs, s.seed), s.seed)?;
+                spec.train_config.batching = super::batching_for(s.batching, &spec);
+                spec.plan = plan_of(&spec.model, s);
+                out.push(spec);
             }
         }
+        Ok(out)
     }
-    let (h, k) = (cfg.heads, cfg.key_dim);
-    let scale = 1.0 / (k as f64).sqrt();
-    let visible = |i: usize, j: usize| match cfg.direction {
-        Direction::Padding => j < length,
-        Direction::Causal => j <= i,
-        Direction::CausalPadding => j <= i && j < length,
-    };
-    let mut maps = Vec::with_capacity(cfg.layers);
-    for l in 0..cfg.layers {
-        let pre = format!("block{l}.attn");
-        let proj = |name: &str, x: &Array2<f64>| -> Result<Array2<f64>, ModelError> {
-            let w = param2(params, &format!("{pre}.{name}.w"))?.mapv(f64::from);
-            let b = params
-                .get(&format!("{pre}.{name}.b"))
-                .ok_or_else(|| ModelError::MissingParam(format!("{pre}.{name}.b")))?;
-            let mut y = x.dot(&w);
-            for mut row in y.rows_mut() {
-                row.iter_mut()
-                    .zip(b.iter())
-                    .for_each(|(v, &bb)| *v += f64::from(bb));
-            }
-            Ok(y)
-        };
-        let (q, kk, v) = (proj("q", &x)?, proj("k", &x)?, proj("v", &x)?);
-        let mut avg = Array2::<f64>::zeros((n, n));
-        let mut o = Array2::<f64>::zeros((n, h * k));
-        for head in 0..h {
-            let cols = head * k..(head + 1) * k;
-            for i in 0..n {
-                let mut sc: Vec<f64> = (0..n)
-                    .map(|j| {
-                        if visible(i, j) {
-                            scale
-                                * (0..k)
-                                    .map(|c| q[[i, cols.start + c]] * kk[[j, cols.start + c]])
-                                    .sum::<f64>()
-                        } else {
-                            f64::NEG_INFINITY
-                        }
-                    })
+
+    /// §5.4: the top-3 "bought together" items of the example items, and the attention maps
+    /// of the EFAs on two 10-item test baskets.
+    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, ModelError> {
+        let mut a = Analysis::default();
+        let (mut similar, mut maps) = (Vec::new(), Vec::new());
+        let d = &self.exp.data;
+        for r in runs {
+            let (setting, model) = (&r.result.setting, &r.result.model);
+            let sim = similarity(&r.spec.model, r.params, d.n_items)?;
+            a.lines.push(format!(
+                "{model} {setting}: bought together (top 3 by S = AW + (AW)ᵀ):"
+            ));
+            for &item in &EXAMPLE_ITEMS {
+                let top = top_k(&sim, item, 3);
+                let names: Vec<String> = top
+                    .iter()
+                    .map(|&(j, s)| format!("{} ({s:.2})", self.item_name(j)))
                     .collect();
-                softmax_row(&mut sc);
-                for j in 0..n {
-                    avg[[i, j]] += sc[j] / h as f64;
-                    for c in cols.clone() {
-                        o[[i, c]] += sc[j] * v[[j, c]];
-                    }
+                a.lines.push(format!(
+                    "  {:<28} → {}",
+                    self.item_name(item),
+                    names.join(", ")
+                ));
+                similar.push(json!({"setting": setting, "model": model, "item": item,
+                    "name": self.item_name(item),
+                    "top3": top.iter().map(|&(j, s)| json!({"item": j, "name": self.item_name(j),
+                        "score": s})).collect::<Vec<_>>()}));
+            }
+            let ModelConfig::Efa(cfg) = &r.spec.model else {
+                continue;
+            };
+            let dir = if setting.starts_with("uni") {
+                "uni"
+            } else {
+                "bi"
+            };
+            for &bi in &ATTENTION_BASKETS {
+                let Some(basket) = d.test.get(bi) else {
+                    continue;
+                };
+                let layers = basket_attention(cfg, r.params, basket, d.n_items, d.max_len)?;
+                let labels: Vec<String> =
+                    basket.iter().map(|&t| short(&self.item_name(t))).collect();
+                for (l, m) in layers.iter().enumerate() {
+                    let file = format!("attention_{dir}_basket{bi}_layer{}.svg", l + 1);
+                    let values: Vec<Vec<f64>> = m.rows().into_iter().map(|r| r.to_vec()).collect();
+                    let order_id = self.exp.test_order_ids.get(bi).copied().unwrap_or(0);
+                    let title = format!(
+                        "{setting} EFA, test order {order_id}, layer {} (mean over heads; colour \
+                         clipped at 0.25)",
+                        l + 1
+                    );
+                    maps.push(
+                        json!({"setting": setting, "basket": bi, "order_id": order_id,
+                        "layer": l + 1, "file": file, "attention": values}),
+                    );
+                    a.figures.push(Figure::HeatMap {
+                        file,
+                        title,
+                        labels: labels.clone(),
+                        values,
+                        clip: 0.25,
+                    });
                 }
             }
         }
-        let out = proj("o", &o)?;
-        x = x + out;
-        maps.push(avg);
+        a.json.insert("example_items".into(), json!(EXAMPLE_ITEMS));
+        a.json.insert("bought_together".into(), json!(similar));
+        a.json.insert("attention".into(), json!(maps));
+        Ok(a)
     }
-    Ok(maps)
-}
-
-/// The paper's attention figure for one basket: for each position `i`, the sample with `i`
-/// masked, and row `i` = the head-averaged attention of the masked query over the basket's
-/// positions. Returns one `len × len` matrix per layer.
-pub fn basket_attention(
-    cfg: &EfaConfig,
-    params: &Params<f32>,
-    basket: &[usize],
-    n_items: usize,
-    max_len: usize,
-) -> Result<Vec<Array2<f64>>, ModelError> {
-    let len = basket.len();
-    if len == 0 || len > max_len {
-        return Err(ModelError::Batch(format!(
-            "attention maps: basket length {len} outside 1..={max_len}"
-        )));
-    }
-    let mut maps = vec![Array2::<f64>::zeros((len, len)); cfg.layers];
-    for i in 0..len {
-        let mut tokens = vec![0; max_len];
-        tokens[..len].copy_from_slice(basket);
-        tokens[i] = n_items + 1;
-        let probs = attention_probs(cfg, params, &tokens, len)?;
-        for (m, p) in maps.iter_mut().zip(&probs) {
-            m.row_mut(i).assign(&p.slice(s![i, ..len]));
-        }
-    }
-    Ok(maps)
 }

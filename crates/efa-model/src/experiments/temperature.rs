@@ -3,7 +3,9 @@
 //! §6.2–§6.3, and the k-nearest-city factor model of §6.4 (a best guess: its code was never
 //! published).
 
-use super::RunSpec;
+use super::{
+    plan_of, Analysis, DataOptions, Experiment, Figure, Models, RunSettings, RunSpec, TrainedRun,
+};
 use crate::batch::{Samples, Targets};
 use crate::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
 use crate::fm::FmConfig;
@@ -12,6 +14,8 @@ use crate::train::TrainConfig;
 use crate::{ModelConfig, ModelError};
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
 use ndarray::Array2;
+use serde::Serialize;
+use serde_json::json;
 use std::path::Path;
 
 /// The paper's EFA test MSE for L = 1, 2, 4 without lags, and L = 4 with lag 1 and lag 2.
@@ -163,11 +167,7 @@ pub fn efa_spec(
 ) -> Result<RunSpec, ModelError> {
     let c = data.table.cities.len();
     Ok(RunSpec {
-        setting: if lag == 0 {
-            format!("L={layers}")
-        } else {
-            format!("L={layers}, lag {lag}")
-        },
+        setting: efa_spec_setting(layers, lag),
         model: ModelConfig::Efa(efa_config(&data.table.cities, layers, lag)),
         objective: Objective::Mse,
         paper: paper_efa(layers, lag).unwrap_or(f64::NAN),
@@ -176,6 +176,7 @@ pub fn efa_spec(
         test: efa_samples(&data.test, c)?,
         train_config,
         init_seed,
+        plan: None,
     })
 }
 
@@ -272,5 +273,293 @@ pub fn fm_spec(
         test: fm_samples(&data.test, &nbrs, k)?,
         train_config,
         init_seed,
+        plan: None,
     })
+}
+
+/// Options of the temperature experiment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+pub struct Options {
+    /// EFA blocks (default: 1, 2 and 4 without lags, 4 with lags).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub layers: Option<usize>,
+    /// Previous days in the context (0, 1 or 2).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    pub lag: usize,
+    /// Models to run.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    pub model: Models,
+    /// Neighbour counts of the FM (comma-separated).
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',',
+        default_values_t = vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40]))]
+    pub k: Vec<usize>,
+    /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 200))]
+    pub fm_epochs: usize,
+    /// Train each EFA once per seed (comma-separated, replacing --seed for the EFA) and report
+    /// the spread of test MSE beside the paper's figure, which is a single run.
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ','))]
+    pub seeds: Vec<u64>,
+    /// Data directory and protocol.
+    #[cfg_attr(feature = "cli", command(flatten))]
+    #[serde(flatten)]
+    pub data: DataOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            layers: None,
+            lag: 0,
+            model: Models::Both,
+            k: vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40],
+            fm_epochs: 200,
+            seeds: Vec::new(),
+            data: DataOptions::default(),
+        }
+    }
+}
+
+/// The temperature experiment with its data (and, for lag models, the lag-0 data of the FM).
+pub struct Temperature {
+    options: Options,
+    data: TemperatureData,
+    fm_data: Option<TemperatureData>,
+}
+
+impl Temperature {
+    /// Checks the options and loads the data.
+    pub fn new(options: &Options) -> Result<Self, ModelError> {
+        if !options.seeds.is_empty() && options.model == Models::Fm {
+            return Err(ModelError::Config(
+                "--seeds sets the EFA's seeds, but --model fm runs no EFA (use --seed for the FM)"
+                    .into(),
+            ));
+        }
+        if options.layers == Some(0) {
+            return Err(ModelError::Config("--layers must be at least 1".into()));
+        }
+        let dir = options.data.dir()?;
+        let data = load(&dir, options.lag)?;
+        let fm_data = if options.lag > 0 && options.model != Models::Efa {
+            Some(load(&dir, 0)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            options: options.clone(),
+            data,
+            fm_data,
+        })
+    }
+
+    fn layer_list(&self) -> Vec<usize> {
+        match (self.options.layers, self.options.lag) {
+            (Some(l), _) => vec![l],
+            (None, 0) => vec![1, 2, 4],
+            (None, _) => vec![4],
+        }
+    }
+}
+
+/// Test MSE of one EFA setting over several seeds, against the paper's single run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeedSpread {
+    /// Setting, e.g. `"L=1"`.
+    pub setting: String,
+    /// Seeds, in run order.
+    pub seeds: Vec<u64>,
+    /// Test MSE per seed.
+    pub values: Vec<f64>,
+    /// Smallest value.
+    pub min: f64,
+    /// Median (mean of the middle two for an even count).
+    pub median: f64,
+    /// Largest value.
+    pub max: f64,
+    /// The paper's figure.
+    pub paper: f64,
+    /// Runs at most 1% above the paper's value.
+    pub within_1pct: usize,
+}
+
+impl SeedSpread {
+    /// The spread of `values` (not empty), one per seed of `seeds`.
+    pub fn new(setting: String, seeds: &[u64], values: Vec<f64>, paper: f64) -> Self {
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+        };
+        SeedSpread {
+            setting,
+            seeds: seeds.to_vec(),
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+            paper,
+            within_1pct: values.iter().filter(|&&v| v <= 1.01 * paper).count(),
+            values,
+        }
+    }
+}
+
+impl Experiment for Temperature {
+    fn name(&self) -> String {
+        format!("temperature-lag{}", self.options.lag)
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let d = &self.data;
+        let mut lines = vec![
+            self.options.data.protocol.describe(false).to_string(),
+            format!(
+                "temperature: {} cities, {} / {} / {} samples, lag {}",
+                d.table.cities.len(),
+                d.n_samples(&d.train),
+                d.n_samples(&d.val),
+                d.n_samples(&d.test),
+                self.options.lag
+            ),
+        ];
+        if self.options.model != Models::Efa {
+            lines.push(
+                "FM baseline: the paper's code is not published; k nearest cities by Haversine \
+                 distance is a best guess (PAPER.md §6.4, unverified)"
+                    .into(),
+            );
+        }
+        lines
+    }
+
+    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        let lag = self.options.lag;
+        let mut out = Vec::new();
+        if self.options.model != Models::Fm {
+            let one = [s.seed];
+            let seeds: &[u64] = if self.options.seeds.is_empty() {
+                &one
+            } else {
+                &self.options.seeds
+            };
+            for l in self.layer_list() {
+                for &seed in seeds {
+                    let cfg = efa_train_config(lag, s.epochs, seed);
+                    let mut spec = efa_spec(&self.data, l, lag, cfg, seed)?;
+                    if seeds.len() > 1 {
+                        spec.setting = format!("{} seed {seed}", spec.setting);
+                    }
+                    spec.train_config.batching = super::batching_for(s.batching, &spec);
+                    spec.plan = plan_of(&spec.model, s);
+                    out.push(spec);
+                }
+            }
+        }
+        if self.options.model != Models::Efa {
+            let data = self.fm_data.as_ref().unwrap_or(&self.data);
+            for &k in &self.options.k {
+                let cfg = fm_train_config(self.options.fm_epochs, s.seed);
+                let mut spec = fm_spec(data, k, cfg, s.seed)?;
+                spec.train_config.batching = super::batching_for(s.batching, &spec);
+                out.push(spec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The FM test MSE against k beside the paper's (Figure 6), and with several seeds the
+    /// spread of each EFA setting's test MSE beside the paper's single run.
+    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, ModelError> {
+        let mut a = Analysis::default();
+        let mut spreads = Vec::new();
+        if self.options.seeds.len() > 1 {
+            for l in self.layer_list() {
+                let setting = efa_spec_setting(l, self.options.lag);
+                let prefix = format!("{setting} seed ");
+                let values: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r.result.model == "efa" && r.result.setting.starts_with(&prefix))
+                    .map(|r| r.result.value)
+                    .collect();
+                if values.is_empty() {
+                    continue;
+                }
+                let paper = paper_efa(l, self.options.lag).unwrap_or(f64::NAN);
+                spreads.push(SeedSpread::new(setting, &self.options.seeds, values, paper));
+            }
+        }
+        if !spreads.is_empty() {
+            a.lines
+                .push("EFA test MSE over seeds (the paper's figure is a single run):".into());
+            a.lines.push(format!(
+                "{:<16} | {:>4} | {:>10} | {:>10} | {:>10} | {:>8} | runs ≤ paper + 1%",
+                "setting", "runs", "min", "median", "max", "paper"
+            ));
+            for s in &spreads {
+                a.lines.push(format!(
+                    "{:<16} | {:>4} | {:>10.6} | {:>10.6} | {:>10.6} | {:>8.3} | {}",
+                    s.setting,
+                    s.values.len(),
+                    s.min,
+                    s.median,
+                    s.max,
+                    s.paper,
+                    s.within_1pct
+                ));
+            }
+        }
+        let fm_points: Vec<(f64, f64)> = runs
+            .iter()
+            .filter(|r| r.result.model == "fm")
+            .filter_map(|r| {
+                let k = r.result.setting.strip_prefix("k=")?.parse::<f64>().ok()?;
+                Some((k, r.result.value))
+            })
+            .collect();
+        a.json.insert("fm_unverified".into(), json!(true));
+        a.json.insert("fm_test_mse_by_k".into(), json!(fm_points));
+        a.json.insert("efa_seed_spread".into(), json!(spreads));
+        if let (Some(first), Some(last)) = (fm_points.first(), fm_points.last()) {
+            let (k0, k1) = (first.0, last.0);
+            let mut series = vec![
+                ("FM k-nearest (ours)".to_string(), fm_points.clone()),
+                (
+                    "FM (paper)".to_string(),
+                    PAPER_FM.iter().map(|&(k, v)| (k as f64, v)).collect(),
+                ),
+            ];
+            if let Some(e) = runs.iter().find(|r| r.result.model == "efa") {
+                let v = e.result.value;
+                series.push((
+                    format!("EFA {} (ours)", e.result.setting),
+                    vec![(k0, v), (k1, v)],
+                ));
+            }
+            series.push((
+                "EFA L=1 (paper)".to_string(),
+                vec![(k0, 17.135), (k1, 17.135)],
+            ));
+            a.figures.push(Figure::Lines {
+                file: "fm_vs_k.svg".into(),
+                title: "temperature: test MSE against k".into(),
+                x_label: "k (nearest cities)".into(),
+                y_label: "test MSE (°F²)".into(),
+                series,
+            });
+        }
+        Ok(a)
+    }
+}
+
+/// The setting name of the EFA with `layers` blocks and `lag` previous days.
+fn efa_spec_setting(layers: usize, lag: usize) -> String {
+    if lag == 0 {
+        format!("L={layers}")
+    } else {
+        format!("L={layers}, lag {lag}")
+    }
 }

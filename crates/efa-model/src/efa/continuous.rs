@@ -3,14 +3,61 @@
 
 use super::ContinuousInputs;
 use crate::batch::Samples;
-use crate::layers::{dense, param, Dense};
-use efa_tape::ops::gather::{Part, NONE};
-use crate::params::{Init, Params};
+use crate::layers::MlpVars;
+use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
 use efa_num::Real;
+use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 use ndarray::Array2;
 use std::collections::HashMap;
+
+/// The parameters of the continuous input stage: `value_mlp{1,2}`, `mask_emb` (2 rows; row 1
+/// is the \[MASK\] row), `site_mlp{1,2}`, `lag_emb` (with lags) and `fuse{1,2}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContinuousVars<H = Var> {
+    /// Value branch: scalar → `hidden` → `dim`.
+    pub value_mlp: MlpVars<H>,
+    /// \[MASK\] rows `[2, dim]` replacing the value branch at the target.
+    pub mask_emb: H,
+    /// Site branch: site features → `hidden` → `dim`.
+    pub site_mlp: MlpVars<H>,
+    /// Lag-indicator rows `[lag_rows, dim]`.
+    pub lag_emb: Option<H>,
+    /// Fusion: `[value ‖ site (‖ lag)]` → `fuse` → model width.
+    pub fuse: MlpVars<H>,
+}
+
+impl<H: Copy> ContinuousVars<H> {
+    /// Declares the stage in the Keras model's order: value MLP, mask table, site MLP, lag
+    /// table, fusion MLP; `width` is the model width.
+    pub(super) fn declare<S: ParamSink<Handle = H>>(
+        s: &mut S,
+        c: &ContinuousInputs,
+        width: usize,
+    ) -> Result<Self, ModelError> {
+        let value_mlp = MlpVars::declare(s, "value_mlp", 1, c.hidden, c.dim)?;
+        let mask_emb = s.param("mask_emb", &[2, c.dim], InitKind::Embedding)?;
+        let features = c.sites.first().map_or(1, Vec::len);
+        let site_mlp = MlpVars::declare(s, "site_mlp", features, c.hidden, c.dim)?;
+        let mut concat = 2 * c.dim;
+        let lag_emb = match c.lag_rows {
+            Some(rows) => {
+                concat += c.dim;
+                Some(s.param("lag_emb", &[rows, c.dim], InitKind::Embedding)?)
+            }
+            None => None,
+        };
+        let fuse = MlpVars::declare(s, "fuse", concat, c.fuse, width)?;
+        Ok(Self {
+            value_mlp,
+            mask_emb,
+            site_mlp,
+            lag_emb,
+            fuse,
+        })
+    }
+}
 
 /// Checks the continuous-input configuration.
 pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), ModelError> {
@@ -55,52 +102,19 @@ pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), Mod
     Ok(())
 }
 
-/// Adds the input-stage parameters in the Keras model's order: value MLP, mask table, site
-/// MLP, lag table, fusion MLP.
-pub(super) fn init<T: Real>(
-    c: &ContinuousInputs,
-    width: usize,
-    p: &mut Params<T>,
-    init: &mut Init,
-) {
-    let dense = |p: &mut Params<T>, init: &mut Init, name: &str, fan_in: usize, fan_out: usize| {
-        Dense {
-            fan_in,
-            fan_out,
-            bias: true,
-        }
-        .init(p, init, name)
-    };
-    dense(p, init, "value_mlp1", 1, c.hidden);
-    dense(p, init, "value_mlp2", c.hidden, c.dim);
-    p.insert("mask_emb", init.embedding(2, c.dim));
-    let features = c.sites.first().map_or(1, Vec::len);
-    dense(p, init, "site_mlp1", features, c.hidden);
-    dense(p, init, "site_mlp2", c.hidden, c.dim);
-    let mut concat = 2 * c.dim;
-    if let Some(rows) = c.lag_rows {
-        p.insert("lag_emb", init.embedding(rows, c.dim));
-        concat += c.dim;
-    }
-    dense(p, init, "fuse1", concat, c.fuse);
-    dense(p, init, "fuse2", c.fuse, width);
+/// How the continuous input stage runs over a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sharing {
+    /// Once per position: the definition (the general plan).
+    PerPosition,
+    /// Once per distinct input: a position's fused representation depends only on its value
+    /// (or on being the target), its site and its lag indicator, so the branch and fusion
+    /// MLPs run once per distinct combination (the value MLP once per distinct value, the
+    /// site MLP once per site) and are gathered at each position. Exact.
+    Distinct,
 }
 
-fn mlp<T: Real>(
-    tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
-    a: &str,
-    b: &str,
-    x: Var,
-) -> Result<Var, ModelError> {
-    let h = dense(tape, vars, a, x)?;
-    let h = tape.relu(h)?;
-    dense(tape, vars, b, h)
-}
-
-/// The distinct inputs of a batch: a position's fused representation depends only on its
-/// value (or on being the target), its site and its lag indicator, so the branch and fusion
-/// MLPs run once per distinct combination and are gathered at each position.
+/// The inputs the stage runs on, one row each, and which positions read which row.
 pub(super) struct DistinctInputs {
     /// The value of each distinct input; `None` for a target (the mask row).
     value: Vec<Option<f64>>,
@@ -110,11 +124,12 @@ pub(super) struct DistinctInputs {
     lag: Vec<usize>,
 }
 
-/// The distinct inputs of `batch` and each position's row among them (`[B, N]`), after
-/// checking the fields the continuous inputs read.
+/// The inputs of `batch` (one per position, or one per distinct input) and each position's
+/// row among them (`[B, N]`), after checking the fields the continuous inputs read.
 pub(super) fn distinct_inputs(
     c: &ContinuousInputs,
     batch: &Samples,
+    sharing: Sharing,
 ) -> Result<(DistinctInputs, Array2<usize>), ModelError> {
     let (b, n) = batch.tokens.dim();
     let y = batch.weights.as_ref().ok_or_else(|| {
@@ -178,39 +193,52 @@ pub(super) fn distinct_inputs(
         let value = (!target).then_some(y[[i, j]]);
         let site = batch.tokens[[i, j]];
         let lag = lags.map_or(0, |l| l[[i, j]]);
-        let key = (value.map_or(u64::MAX, f64::to_bits), site, lag);
-        *slot.entry(key).or_insert_with(|| {
+        let mut push = || {
             distinct.value.push(value);
             distinct.site.push(site);
             distinct.lag.push(lag);
             distinct.value.len() - 1
-        })
+        };
+        match sharing {
+            Sharing::PerPosition => push(),
+            Sharing::Distinct => {
+                let key = (value.map_or(u64::MAX, f64::to_bits), site, lag);
+                *slot.entry(key).or_insert_with(push)
+            }
+        }
     });
     Ok((distinct, ids))
 }
 
-/// The fused representation `[U, width]` of the distinct inputs: per input, the value MLP (or
-/// the mask row for a target) ‖ the site MLP ‖ the lag row, then the fusion MLP.
+/// The fused representation `[U, width]` of the inputs: per input, the value MLP (or the
+/// mask row for a target) ‖ the site MLP ‖ the lag row, then the fusion MLP. With
+/// [`Sharing::Distinct`] the value MLP runs once per distinct value and the site MLP once per
+/// site (gathered); with [`Sharing::PerPosition`] both run once per input row.
 pub(super) fn table<T: Real>(
     c: &ContinuousInputs,
+    vars: &ContinuousVars,
     tape: &mut Tape<T>,
-    vars: &HashMap<String, Var>,
-    distinct: &DistinctInputs,
+    inputs: &DistinctInputs,
+    sharing: Sharing,
 ) -> Result<Var, ModelError> {
-    let u = distinct.value.len();
-    // Value branch once per distinct scalar; the mask table's row 1 is appended after them
-    // (row 0 of the mask table is never used, as in the paper).
+    let u = inputs.value.len();
+    // Value branch once per scalar (distinct scalars when shared); the mask table's row 1 is
+    // gathered at targets instead (row 0 of the mask table is never used, as in the paper).
     let mut scalars: Vec<f64> = Vec::new();
     let mut slot: HashMap<u64, usize> = HashMap::new();
-    let value_rows: Vec<Option<usize>> = distinct
+    let value_rows: Vec<Option<usize>> = inputs
         .value
         .iter()
         .map(|v| {
-            v.map(|v| {
-                *slot.entry(v.to_bits()).or_insert_with(|| {
+            v.map(|v| match sharing {
+                Sharing::PerPosition => {
                     scalars.push(v);
                     scalars.len() - 1
-                })
+                }
+                Sharing::Distinct => *slot.entry(v.to_bits()).or_insert_with(|| {
+                    scalars.push(v);
+                    scalars.len() - 1
+                }),
             })
         })
         .collect();
@@ -220,16 +248,29 @@ pub(super) fn table<T: Real>(
         })
         .into_dyn(),
     );
-    let values = mlp(tape, vars, "value_mlp1", "value_mlp2", yv)?;
-    let mask_emb = param(vars, "mask_emb")?;
-    // Site branch once per site.
+    let values = vars.value_mlp.apply(tape, yv)?;
+    // Site branch once per site (gathered), or once per input row.
     let f = c.sites[0].len();
-    let sites = Array2::from_shape_fn((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k]));
-    let sites = tape.constant(sites.into_dyn());
-    let sites = mlp(tape, vars, "site_mlp1", "site_mlp2", sites)?;
+    let (site_rows, site_ids) = match sharing {
+        Sharing::Distinct => (
+            Array2::from_shape_fn((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k])),
+            inputs.site.clone(),
+        ),
+        Sharing::PerPosition => (
+            Array2::from_shape_fn((u.max(1), f), |(r, k)| {
+                inputs
+                    .site
+                    .get(r)
+                    .map_or(T::ZERO, |&s| T::from_f64(c.sites[s][k]))
+            }),
+            (0..u).collect(),
+        ),
+    };
+    let sites = tape.constant(site_rows.into_dyn());
+    let sites = vars.site_mlp.apply(tape, sites)?;
     // [value or mask ‖ site (‖ lag)] in one gather node.
     let col = |ids: Vec<usize>| Array2::from_shape_vec((u, 1), ids).expect("u ids");
-    let mut tables = vec![values, mask_emb, sites];
+    let mut tables = vec![values, vars.mask_emb, sites];
     let mut parts = vec![
         Part {
             ids: col(value_rows.iter().map(|r| r.unwrap_or(NONE)).collect()),
@@ -243,20 +284,20 @@ pub(super) fn table<T: Real>(
             col: 0,
         },
         Part {
-            ids: col(distinct.site.clone()),
+            ids: col(site_ids),
             col: c.dim,
         },
     ];
     let mut concat = 2 * c.dim;
-    if c.lag_rows.is_some() {
-        tables.push(param(vars, "lag_emb")?);
+    if let Some(lag_emb) = vars.lag_emb {
+        tables.push(lag_emb);
         parts.push(Part {
-            ids: col(distinct.lag.clone()),
+            ids: col(inputs.lag.clone()),
             col: concat,
         });
         concat += c.dim;
     }
     let x = tape.gather_sum(&tables, parts, None, concat, 1)?[0];
     let x = tape.reshape(x, &[u, concat])?;
-    mlp(tape, vars, "fuse1", "fuse2", x)
+    vars.fuse.apply(tape, x)
 }

@@ -1,0 +1,70 @@
+//! [`ForwardPlan::General`](super::ForwardPlan::General): the EFA forward as defined, with
+//! nothing shared between positions, and the per-layer attention trace it can record.
+
+use super::continuous::Sharing;
+use super::{EfaConfig, EfaVars};
+use crate::batch::Samples;
+use crate::ModelError;
+use efa_num::Real;
+use efa_tape::ops::attention::AttentionMask;
+use efa_tape::{Tape, Var};
+
+/// What the general plan records of each block for inspection: the projected queries and
+/// keys `[B, N, H·K]` (the attention scores are `scale·q·kᵀ` per head) and the mask.
+#[derive(Clone, Debug)]
+pub struct LayerTrace {
+    /// Projected queries.
+    pub q: Var,
+    /// Projected keys.
+    pub k: Var,
+    /// The keys each query sees.
+    pub mask: AttentionMask,
+}
+
+impl EfaConfig {
+    /// The general plan: embed every position, run every block on every position with
+    /// dense projections (`LN1` first under pre-norm), gather the target rows, run the head.
+    /// With `trace`, each block's projected queries and keys are recorded.
+    pub(super) fn forward_general<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &EfaVars,
+        batch: &Samples,
+        mut trace: Option<&mut Vec<LayerTrace>>,
+    ) -> Result<Var, ModelError> {
+        let inputs = self.inputs(tape, vars, batch, None, Sharing::PerPosition)?;
+        let mut x = self.embed(tape, vars, &inputs)?;
+        let mask = self.mask(batch);
+        for block in &vars.blocks {
+            let h = self.pre_norm(tape, block, x)?;
+            let attn = &block.attn;
+            let q = attn.q.apply(tape, h)?;
+            let k = attn.k.apply(tape, h)?;
+            let v = attn.v.apply(tape, h)?;
+            if let Some(t) = trace.as_deref_mut() {
+                t.push(LayerTrace {
+                    q,
+                    k,
+                    mask: mask.clone(),
+                });
+            }
+            let a = attn.attend(tape, self.heads, self.key_dim, q, k, v, &mask)?;
+            x = self.finish_block(tape, block, x, a)?;
+        }
+        let h = tape.gather_positions(x, &batch.pred_idx)?;
+        self.head(tape, &vars.head, h)
+    }
+
+    /// η by the general plan together with every block's [`LayerTrace`] (for attention maps:
+    /// the probabilities are `softmax(scale·q·kᵀ)` over the visible keys, per head).
+    pub fn forward_traced<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &EfaVars,
+        batch: &Samples,
+    ) -> Result<(Var, Vec<LayerTrace>), ModelError> {
+        let mut trace = Vec::with_capacity(self.layers);
+        let eta = self.forward_general(tape, vars, batch, Some(&mut trace))?;
+        Ok((eta, trace))
+    }
+}

@@ -1,0 +1,160 @@
+//! Forward plans: the named ways of computing one EFA forward pass, the one function that
+//! chooses among them, and the entry point that runs the chosen plan.
+//!
+//! Every plan computes the same function η(θ; batch) up to round-off; they differ in how much
+//! work they share. [`ForwardPlan::General`] is the definition; the others are exact
+//! shortcuts, each tested against it on the same batch (losses and all gradients, f64).
+
+use super::{Direction, EfaConfig, EfaVars, Norm};
+use crate::batch::Samples;
+use crate::ModelError;
+use efa_num::Real;
+use efa_tape::{Tape, Var};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt;
+
+/// How an EFA forward pass is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum ForwardPlan {
+    /// The definition, with nothing shared: every position of the batch is embedded (for
+    /// continuous inputs, every position runs the branch and fusion MLPs), every block runs
+    /// on every position with dense projections, and the target rows are gathered at the end.
+    General,
+    /// Work proportional to what the targets see: the batch is trimmed to the positions any
+    /// target can reach; the first block's query/key/value projections are gathered from
+    /// projected tables (`item_emb·W`, `value_emb·W`, `pos_emb·W`; the projection of a sum of
+    /// rows is the sum of projected rows), unless pre-norm sits in between; continuous inputs
+    /// run once per distinct (value or target, site, lag) input; and the last block runs its
+    /// queries at the target rows only (everything after it is per position).
+    Tabled,
+    /// The paper's two-block models (no layer norm, no feed-forward, no continuous inputs):
+    /// [`ForwardPlan::Tabled`] with the first block's output projection folded into the second
+    /// block's keys and values, so that the first block's output is needed at the target rows
+    /// only (see `fold.rs`).
+    TwoBlockFold,
+    /// Causal models over batches with sequence ids (`Samples::group`): each sequence runs
+    /// once as an unmasked causal "content" stream and each target as a one-row "query"
+    /// stream over the content keys before it plus its own key (see `stream.rs`).
+    QueryStream,
+}
+
+impl ForwardPlan {
+    /// Every plan, in the order above.
+    pub const ALL: [ForwardPlan; 4] = [
+        ForwardPlan::General,
+        ForwardPlan::Tabled,
+        ForwardPlan::TwoBlockFold,
+        ForwardPlan::QueryStream,
+    ];
+
+    /// The plan's name on the command line and in reports (`general`, `tabled`,
+    /// `two-block-fold`, `query-stream`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ForwardPlan::General => "general",
+            ForwardPlan::Tabled => "tabled",
+            ForwardPlan::TwoBlockFold => "two-block-fold",
+            ForwardPlan::QueryStream => "query-stream",
+        }
+    }
+}
+
+impl fmt::Display for ForwardPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl EfaConfig {
+    /// The plan [`EfaConfig::forward`] should use for `batch` when none is forced; the only
+    /// place a plan is chosen:
+    /// 1. [`ForwardPlan::QueryStream`] for a causal model without continuous inputs when the
+    ///    batch has sequence ids and its sequences hold at least two of its targets on
+    ///    average (for mostly single-target sequences the per-sample pass is cheaper);
+    /// 2. else [`ForwardPlan::TwoBlockFold`] when it applies (two blocks, no layer norm, no
+    ///    feed-forward block, no continuous inputs);
+    /// 3. else [`ForwardPlan::Tabled`].
+    ///
+    /// [`ForwardPlan::General`] is never chosen: it is the reference the others are checked
+    /// against.
+    pub fn choose_plan(&self, batch: &Samples) -> ForwardPlan {
+        if self.check_plan(ForwardPlan::QueryStream, batch).is_ok() {
+            if let Some(group) = &batch.group {
+                let sequences: HashSet<usize> = group.iter().copied().collect();
+                if 2 * sequences.len() <= batch.len() {
+                    return ForwardPlan::QueryStream;
+                }
+            }
+        }
+        if self.check_plan(ForwardPlan::TwoBlockFold, batch).is_ok() {
+            return ForwardPlan::TwoBlockFold;
+        }
+        ForwardPlan::Tabled
+    }
+
+    /// Whether `plan` can compute this model on `batch`; the error says why not.
+    pub fn check_plan(&self, plan: ForwardPlan, batch: &Samples) -> Result<(), ModelError> {
+        let no = |why: String| {
+            Err(ModelError::Config(format!(
+                "forward plan `{plan}` does not apply: {why}"
+            )))
+        };
+        match plan {
+            ForwardPlan::General | ForwardPlan::Tabled => Ok(()),
+            ForwardPlan::TwoBlockFold => {
+                if self.layers != 2 {
+                    return no(format!(
+                        "it needs layers = 2, the model has {}",
+                        self.layers
+                    ));
+                }
+                if self.norm != Norm::None {
+                    return no("it needs norm = none".into());
+                }
+                if self.ffn.is_some() {
+                    return no("it needs a model without a feed-forward block (ffn)".into());
+                }
+                if self.continuous.is_some() {
+                    return no("it needs a model without continuous inputs".into());
+                }
+                Ok(())
+            }
+            ForwardPlan::QueryStream => {
+                if self.direction != Direction::Causal {
+                    return no(format!(
+                        "it needs direction = causal, the model has {:?}",
+                        self.direction
+                    ));
+                }
+                if self.continuous.is_some() {
+                    return no("it needs a model without continuous inputs".into());
+                }
+                if batch.group.is_none() {
+                    return no("it needs sequence ids (Samples::group) on the batch".into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// η `[B, out_dim]` for a minibatch on `tape` with the parameters `vars`, computed by
+    /// `plan` (see [`EfaConfig::choose_plan`]; an error if the plan does not apply).
+    pub fn forward<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &EfaVars,
+        batch: &Samples,
+        plan: ForwardPlan,
+    ) -> Result<Var, ModelError> {
+        self.check_plan(plan, batch)?;
+        match plan {
+            ForwardPlan::General => Ok(self.forward_general(tape, vars, batch, None)?),
+            ForwardPlan::Tabled => self.forward_tabled(tape, vars, batch),
+            ForwardPlan::TwoBlockFold => self.forward_two_blocks(tape, vars, batch),
+            ForwardPlan::QueryStream => self.forward_stream(tape, vars, batch),
+        }
+    }
+}
