@@ -3,7 +3,7 @@
 
 use crate::common::{c, domain, no_sampler, support, HALF_LN_2PI};
 use crate::ExpfamError;
-use efa_num::scalar::{digamma, digamma_minus_ln, log1pmx, stirling_remainder, trigamma};
+use efa_num::scalar::{digamma, digamma_minus_ln, lgamma1p, log1pmx, stirling_remainder, trigamma};
 use efa_num::Real;
 use rand::Rng;
 use rand_distr::{Distribution, Gamma};
@@ -33,7 +33,9 @@ pub fn check_eta<T: Real>(eta: &[T], row: usize) -> Result<(), ExpfamError> {
     Ok(())
 }
 
-/// A(η) = lnΓ(α) − α ln β; for α ≥ 16 as α(ln(α/β) − 1) − ½ ln α + ½ ln 2π + S(α).
+/// A(η) = lnΓ(α) − α ln β; for α ≥ 16 as α(ln(α/β) − 1) − ½ ln α + ½ ln 2π + S(α), below as
+/// lgamma1p(η₁) − (η₁ ln β + ln β), so that a shape near 1 (η₁ ≈ 0, lnΓ(α) ≈ −γη₁) keeps its
+/// relative accuracy ([`lgamma1p`] never forms 1 + η₁).
 pub fn log_partition<T: Real>(eta: &[T]) -> T {
     let a = eta[0] + T::ONE;
     let beta = -eta[1];
@@ -42,7 +44,8 @@ pub fn log_partition<T: Real>(eta: &[T]) -> T {
             + c::<T>(HALF_LN_2PI)
             + stirling_remainder(a)
     } else {
-        a.lgamma() - a * beta.ln()
+        let lb = beta.ln();
+        lgamma1p(eta[0]) - (eta[0] * lb + lb)
     }
 }
 
