@@ -1,7 +1,8 @@
 //! Shapes near 1: the Gamma shape α = 1 + η₁, the Beta shapes a = 1 + η₁, b = 1 + η₂ and the
 //! negative-binomial r near 1, where A (≈ −γη₁ for the Gamma family with β = 1, ≈ −(η₁ + η₂)
 //! for the Beta family) and log h (≈ (r − 1)·H_y) are small and forming 1 + η before lgamma
-//! loses their relative accuracy. Checked in f64 and (on inputs exact in binary32) in f32.
+//! loses their relative accuracy; and the Gamma shape at the root of ψ (α ≈ 1.4616), where
+//! dA₀ = ψ(α) − ln β is small for β = 1. Checked in f64 and (on inputs exact in binary32) in f32.
 //!
 //! Reference values: mpmath 1.3 at mp.dps = 80 on the exact binary64 inputs, rounded once to
 //! binary64 (`repr(float(v))`):
@@ -79,7 +80,7 @@ fn check_two_param<T: Real>(fam: Family, cases: &[Case], max_eps: f64) {
 
 #[test]
 fn gamma_shape_near_one_f64() {
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         (
             1e-10,
             -1.0,
@@ -170,13 +171,44 @@ fn gamma_shape_near_one_f64() {
                 0.9999999995772156,
             ],
         ),
+        // Shape at the root of ψ (α ≈ 1.4616): dA₀ = ψ(α) − ln 1 is tiny.
+        (
+            0.46163214496836236,
+            -1.0,
+            1.5,
+            [
+                -0.12148629053584961,
+                1.5020545501373212e-17,
+                1.4616321449683625,
+                0.9676722454476212,
+                1.0,
+                1.0,
+                1.4616321449683625,
+                1.1913379818983496,
+            ],
+        ),
+        (
+            0.4616321449673624,
+            -1.0,
+            0.25,
+            [
+                -0.12148629053584961,
+                -9.676358183279795e-13,
+                1.4616321449673624,
+                0.9676722454485067,
+                1.0,
+                1.0,
+                1.4616321449673624,
+                0.7684717489440848,
+            ],
+        ),
     ];
     check_two_param::<f64>(Family::Gamma, &cases, 4.0);
 }
 
 #[test]
 fn gamma_shape_near_one_f32() {
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
             9.313225746154785e-10,
             -1.0,
@@ -235,6 +267,21 @@ fn gamma_shape_near_one_f32() {
                 1.0,
                 1.0000001788139343,
                 0.9999998967858224,
+            ],
+        ),
+        (
+            0.4616321325302124,
+            -1.0,
+            1.5,
+            [
+                -0.12148629053584953,
+                -1.203605254910667e-08,
+                1.4616321325302124,
+                0.9676722564619307,
+                1.0,
+                1.0,
+                1.4616321325302124,
+                1.1913379869415854,
             ],
         ),
     ];

@@ -7,6 +7,9 @@
 use crate::Real;
 
 mod lngamma;
+mod psi_root;
+
+pub use psi_root::digamma1p;
 
 pub use lngamma::{
     lbeta, lbeta1p, lgamma, lgamma1p, lgamma_diff, ln_binomial, stirling_remainder, EULER_GAMMA,
@@ -219,6 +222,8 @@ pub fn xlog1py<T: Real>(x: T, y: T) -> T {
 
 /// Digamma ψ(x) = d/dx lnΓ(x). Recurrence ψ(x) = ψ(x + 1) − 1/x up to x ≥ 16, then
 /// ψ(x) ≈ ln x − 1/(2x) − Σ B₂ₖ/(2k x²ᵏ); reflection ψ(x) = ψ(1 − x) − π/tan(πx) for x < 0.
+/// Within ¼ of the positive root x₀ = 1.4616… the Taylor series at x₀ instead, so ψ keeps its
+/// relative accuracy where it is small (see [`digamma1p`] for ψ(1 + x)).
 /// NaN at the poles x = 0, −1, −2, ….
 pub fn digamma<T: Real>(x: T) -> T {
     if x.is_nan() || x == T::NEG_INFINITY {
@@ -226,6 +231,9 @@ pub fn digamma<T: Real>(x: T) -> T {
     }
     if x == T::INFINITY {
         return x;
+    }
+    if let Some(v) = psi_root::digamma_near_root(x) {
+        return v;
     }
     if x <= T::ZERO {
         if x == x.floor() {
