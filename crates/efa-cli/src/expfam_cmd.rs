@@ -4,12 +4,15 @@
 //! schema of `shared/reference/expfam_reference.json`) in f64, and in f32 for the cases marked
 //! `f32_exact_inputs`, compares A, dA, d2A, t, log h, nll and dnll (probs, d2nll and the
 //! cut-point gradient for the ordinal model) with the README's tolerance rule, prints a
-//! per-family table and fails (exit status 1) when any case fails.
+//! per-family table and fails (exit status 1) when any case fails. A file that cannot be used
+//! — unreadable, not JSON, no cases, or a malformed case (unknown family, wrong length of η, y
+//! or a reference field, y outside the support, missing field, …) — is an input error (exit
+//! status 2) naming the file, the case id and its index, before anything is evaluated.
 
 use crate::CliError;
 use clap::{Args, Subcommand};
-use efa_expfam::refcheck::{check_case, FieldCheck, RefCase};
-use efa_expfam::Real;
+use efa_expfam::refcheck::{check_case, validate_case, FieldCheck, RefCase};
+use efa_expfam::{Num, Real};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,13 +52,14 @@ pub fn run(args: ExpfamArgs) -> Result<(), CliError> {
 
 struct Parser<'a> {
     file: &'a Path,
+    /// `case <id> (index <i>)`, or `case at index <i>` when the id is missing.
     case: String,
 }
 
 impl Parser<'_> {
     fn err(&self, field: &str, what: impl std::fmt::Display) -> CliError {
         CliError::new(format!(
-            "{}: case {}: field {field:?}: {what}",
+            "{}: {}: field {field:?}: {what}",
             self.file.display(),
             self.case
         ))
@@ -129,7 +133,10 @@ fn parse_case(file: &Path, index: usize, c: &Value) -> Result<RefCase, CliError>
     let id = c.get("id").and_then(Value::as_str).map(str::to_string);
     let p = Parser {
         file,
-        case: id.clone().unwrap_or_else(|| format!("#{index}")),
+        case: match &id {
+            Some(id) => format!("case {id} (index {index})"),
+            None => format!("case at index {index}"),
+        },
     };
     let id = id.ok_or_else(|| p.err("id", "missing or not a string"))?;
     let family = p
@@ -186,11 +193,26 @@ fn load(file: &Path) -> Result<Vec<RefCase>, CliError> {
         .get("cases")
         .and_then(Value::as_array)
         .ok_or_else(|| CliError::new(format!("{}: no \"cases\" list", file.display())))?;
-    cases
-        .iter()
-        .enumerate()
-        .map(|(i, c)| parse_case(file, i, c))
-        .collect()
+    if cases.is_empty() {
+        return Err(CliError::new(format!(
+            "{}: the \"cases\" list is empty: nothing to check",
+            file.display()
+        )));
+    }
+    let mut seen = BTreeMap::new();
+    let mut out = Vec::with_capacity(cases.len());
+    for (i, c) in cases.iter().enumerate() {
+        let case = parse_case(file, i, c)?;
+        let at = format!("{}: case {} (index {i})", file.display(), case.id);
+        if let Some(first) = seen.insert(case.id.clone(), i) {
+            return Err(CliError::new(format!(
+                "{at}: duplicate id (also at index {first})"
+            )));
+        }
+        validate_case(&case).map_err(|m| CliError::new(format!("{at}: {m}")))?;
+        out.push(case);
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -336,8 +358,8 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
                 r.cases,
                 r.passed,
                 r.worst_ratio,
-                r.worst_ulps,
-                r.worst_scaled,
+                Num(r.worst_ulps),
+                Num(r.worst_scaled),
                 r.worst_at
             );
         }
@@ -350,8 +372,13 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
             match &f.message {
                 Some(m) => println!("FAIL {} [{}]: {m}", f.id, f.precision),
                 None => println!(
-                    "FAIL {} [{}] {}: got {:e}, reference {:e} ({:.3e} x tolerance)",
-                    f.id, f.precision, f.field, f.got, f.want, f.ratio
+                    "FAIL {} [{}] {}: got {}, reference {} ({:.3e} x tolerance)",
+                    f.id,
+                    f.precision,
+                    f.field,
+                    Num(f.got),
+                    Num(f.want),
+                    f.ratio
                 ),
             }
         }

@@ -119,3 +119,112 @@ fn malformed_file_names_file_case_and_field() {
     assert!(err.contains("/nonexistent/ref.json"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A hand-written valid case: Poisson with η = 0, y = 1, so A = e⁰ = 1, ∇A = ∇²A = 1,
+/// t = 1, log h = −ln 1! = 0, nll = A − yη − log h = 1, ∂nll/∂η = e⁰ − 1 = 0.
+const GOOD: &str = r#"{"id": "poisson-ok", "family": "poisson", "params": {}, "eta": ["0.0"], "y": "1.0", "t": ["1.0"], "log_h": "0.0", "A": "1.0", "dA": ["1.0"], "d2A": [["1.0"]], "nll": "1.0", "dnll": ["0.0"], "nll_scale": "1.0", "dnll_scale": ["1.0"], "f32_exact_inputs": true}"#;
+
+/// Writes `body` to `dir/name` and runs the check on it.
+fn check_file(dir: &Path, name: &str, body: &str) -> (i32, String, String) {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    efa(&["expfam", "check", "--reference", path.to_str().unwrap()])
+}
+
+#[test]
+fn hand_written_case_passes_and_an_empty_file_fails() {
+    let dir = temp_dir("empty");
+    let (code, out, err) = check_file(&dir, "good.json", &format!(r#"{{"cases": [{GOOD}]}}"#));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("(1 cases)") && out.contains("poisson"),
+        "{out}"
+    );
+    for body in [r#"{"cases": []}"#, r#"{"set": "x", "cases": [] }"#] {
+        let (code, out, err) = check_file(&dir, "empty.json", body);
+        assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+        assert!(
+            err.contains("empty.json") && err.contains("empty: nothing to check"),
+            "{err}"
+        );
+        assert!(
+            !out.contains("family"),
+            "no report for an empty file: {out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn malformed_cases_are_input_errors_naming_case_and_index() {
+    let dir = temp_dir("badcase");
+    // Each malformed case sits at index 1, after a valid one; the expected words of the error.
+    let renamed = || GOOD.replacen("poisson-ok", "bad-1", 1);
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            renamed().replacen("\"family\": \"poisson\"", "\"family\": \"poison\"", 1),
+            vec!["unknown family", "\"poison\""],
+        ),
+        (
+            renamed().replacen("\"family\": \"poisson\"", "\"family\": \"gamma\"", 1),
+            vec!["eta has 1 value(s), gamma needs 2"],
+        ),
+        (
+            r#"{"id": "bad-1", "family": "multinomial", "params": {"n": "3.0"}, "eta": ["0.0", "0.0", "0.0"], "y": ["1.0", "2.0"], "nll": "1.0", "dnll": ["0.0", "0.0", "0.0"], "nll_scale": "1.0", "dnll_scale": ["1.0", "1.0", "1.0"]}"#.to_string(),
+            vec!["y has 2 value(s), multinomial needs 3"],
+        ),
+        (
+            renamed().replacen("\"y\": \"1.0\"", "\"y\": [[\"1.0\"]]", 1),
+            vec!["field \"y\"", "expected a number string"],
+        ),
+        (
+            renamed().replacen("\"nll\": \"1.0\", ", "", 1),
+            vec!["field \"nll\"", "missing"],
+        ),
+        (
+            renamed().replacen("\"y\": \"1.0\"", "\"y\": \"-1e-300\"", 1),
+            vec!["y[0] = -1e-300", "support"],
+        ),
+        (
+            renamed().replacen("\"params\": {}", "\"params\": {\"n\": \"4.0\"}", 1),
+            vec!["params.n is not a parameter of poisson"],
+        ),
+        (
+            GOOD.to_string(),
+            vec!["duplicate id", "also at index 0"],
+        ),
+    ];
+    for (case, words) in &cases {
+        let body = format!(r#"{{"cases": [{GOOD}, {case}]}}"#);
+        let (code, out, err) = check_file(&dir, "bad.json", &body);
+        assert_eq!(code, 2, "{case}\nstdout:\n{out}\nstderr:\n{err}");
+        let id = if words[0] == "duplicate id" {
+            "poisson-ok"
+        } else {
+            "bad-1"
+        };
+        assert!(
+            err.contains("bad.json") && err.contains(&format!("case {id} (index 1)")),
+            "{err}"
+        );
+        for w in words {
+            assert!(err.contains(w), "{err:?} lacks {w:?}");
+        }
+        assert!(
+            !out.contains("FAIL"),
+            "an input error is not a numerics failure: {out}"
+        );
+    }
+    // A case without an id is named by its index.
+    let body = format!(
+        r#"{{"cases": [{GOOD}, {}]}}"#,
+        GOOD.replacen("\"id\": \"poisson-ok\", ", "", 1)
+    );
+    let (code, _, err) = check_file(&dir, "noid.json", &body);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("case at index 1") && err.contains("\"id\""),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -54,7 +54,7 @@ pub fn natural_from_mean<T: Real>(p: T, row: usize) -> Result<T, ExpfamError> {
     if !(p > T::ZERO && p < T::ONE) {
         return Err(ExpfamError::Domain {
             family: NAME,
-            row,
+            row: Some(row),
             component: 0,
             value: p.to_f64(),
             expected: "mean p in (0, 1)",

@@ -66,7 +66,7 @@ pub fn nll_grad<T: Real>(n: T, y: T, eta: T) -> (T, T) {
 pub fn natural_from_mean<T: Real>(n: T, m: T, row: usize) -> Result<T, ExpfamError> {
     crate::bernoulli::natural_from_mean(m / n, row).map_err(|_| ExpfamError::Domain {
         family: NAME,
-        row,
+        row: Some(row),
         component: 0,
         value: m.to_f64(),
         expected: "mean in (0, n)",

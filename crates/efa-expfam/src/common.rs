@@ -28,7 +28,7 @@ pub(crate) fn support<T: Real>(
 ) -> ExpfamError {
     ExpfamError::Support {
         family,
-        row,
+        row: Some(row),
         component,
         value: value.to_f64(),
         expected,
@@ -45,7 +45,7 @@ pub(crate) fn domain<T: Real>(
 ) -> ExpfamError {
     ExpfamError::Domain {
         family,
-        row,
+        row: Some(row),
         component,
         value: value.to_f64(),
         expected,
@@ -56,7 +56,7 @@ pub(crate) fn domain<T: Real>(
 pub(crate) fn no_sampler(family: &'static str, row: usize, value: f64) -> ExpfamError {
     ExpfamError::Domain {
         family,
-        row,
+        row: Some(row),
         component: 0,
         value,
         expected: "natural parameters whose distribution can be sampled (finite scale)",

@@ -12,7 +12,11 @@ use rand::Rng;
 ///
 /// Per observation, η is a slice of length [`Family::eta_dim`] and y a slice of length
 /// [`Family::obs_dim`] (category indices are stored as reals). Every method validates its
-/// inputs and returns an [`ExpfamError`] naming the family, the value and `row`.
+/// inputs and returns an [`ExpfamError`] naming the family, the value and `row` (the index of
+/// the observation in the caller's batch, used only in errors). For a single η or y,
+/// [`Family::eval`] gives the same methods without `row`, returning owned values; for whole
+/// batches see [`crate::nll_batch`], [`crate::log_partition_batch`], [`crate::mean_batch`] and
+/// [`crate::hessian_batch`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Family {
     /// N(μ, s2) with s2 known: η = μ/s2, A = s2 η²/2.
@@ -205,10 +209,20 @@ impl Family {
         }
     }
 
-    /// Log-partition A(η).
+    /// Log-partition A(η) (η checked; `row` only names the row in errors — for one-off calls
+    /// see [`Family::eval`], for batches [`crate::log_partition_batch`]).
     pub fn log_partition<T: Real>(&self, eta: &[T], row: usize) -> Result<T, ExpfamError> {
         self.check_eta(eta, row)?;
-        Ok(match *self {
+        if let Family::OrdinalLogit { .. } = self {
+            return Err(self.unsupported("A(eta)"));
+        }
+        Ok(self.log_partition_checked(eta))
+    }
+
+    /// [`Family::log_partition`] once η is validated (NaN for the ordinal model, which callers
+    /// exclude).
+    pub(crate) fn log_partition_checked<T: Real>(&self, eta: &[T]) -> T {
+        match *self {
             Family::GaussianKnownVar { s2 } => gaussian_known::log_partition(c(s2), eta[0]),
             Family::Gaussian => gaussian::log_partition(eta),
             Family::Bernoulli => bernoulli::log_partition(eta[0]),
@@ -220,14 +234,23 @@ impl Family {
             Family::Exponential => exponential::log_partition(eta[0]),
             Family::Beta => beta::log_partition(eta),
             Family::NegativeBinomial { r } => negbin::log_partition(c(r), eta[0]),
-            Family::OrdinalLogit { .. } => return Err(self.unsupported("A(eta)")),
-        })
+            Family::OrdinalLogit { .. } => T::NAN,
+        }
     }
 
     /// Mean parameter ∇A(η) = E t(y), written into `out` (length `eta_dim`).
     pub fn mean<T: Real>(&self, eta: &[T], out: &mut [T], row: usize) -> Result<(), ExpfamError> {
         self.check_eta(eta, row)?;
         self.check_lens(None, Some(&*out))?;
+        if let Family::OrdinalLogit { .. } = self {
+            return Err(self.unsupported("grad A(eta)"));
+        }
+        self.mean_checked(eta, out);
+        Ok(())
+    }
+
+    /// [`Family::mean`] once η and `out` are validated (ordinal excluded by the callers).
+    pub(crate) fn mean_checked<T: Real>(&self, eta: &[T], out: &mut [T]) {
         match *self {
             Family::GaussianKnownVar { s2 } => out[0] = gaussian_known::mean(c(s2), eta[0]),
             Family::Gaussian => gaussian::mean(eta, out),
@@ -240,9 +263,8 @@ impl Family {
             Family::Exponential => out[0] = exponential::mean(eta[0]),
             Family::Beta => beta::mean(eta, out),
             Family::NegativeBinomial { r } => out[0] = negbin::mean(c(r), eta[0]),
-            Family::OrdinalLogit { .. } => return Err(self.unsupported("grad A(eta)")),
+            Family::OrdinalLogit { .. } => out.fill(T::NAN),
         }
-        Ok(())
     }
 
     /// Hessian ∇²A(η) (covariance of t(y)), row-major `eta_dim × eta_dim` into `out`.
@@ -257,6 +279,15 @@ impl Family {
         if out.len() != d * d {
             return Err(shape(self.name(), "hessian output", d * d, out.len()));
         }
+        if let Family::OrdinalLogit { .. } = self {
+            return Err(self.unsupported("hessian of A(eta)"));
+        }
+        self.hessian_checked(eta, out);
+        Ok(())
+    }
+
+    /// [`Family::hessian`] once η and `out` are validated (ordinal excluded by the callers).
+    pub(crate) fn hessian_checked<T: Real>(&self, eta: &[T], out: &mut [T]) {
         match *self {
             Family::GaussianKnownVar { s2 } => out[0] = gaussian_known::hessian(c(s2), eta[0]),
             Family::Gaussian => gaussian::hessian(eta, out),
@@ -269,9 +300,8 @@ impl Family {
             Family::Exponential => out[0] = exponential::hessian(eta[0]),
             Family::Beta => beta::hessian(eta, out),
             Family::NegativeBinomial { r } => out[0] = negbin::hessian(c(r), eta[0]),
-            Family::OrdinalLogit { .. } => return Err(self.unsupported("hessian of A(eta)")),
+            Family::OrdinalLogit { .. } => out.fill(T::NAN),
         }
-        Ok(())
     }
 
     /// Sufficient statistic t(y) into `out` (length `eta_dim`).

@@ -3,7 +3,9 @@
 
 use crate::common::{c, domain, no_sampler, support, HALF_LN_2PI};
 use crate::ExpfamError;
-use efa_num::scalar::{digamma, digamma_minus_ln, log1pmx, stirling_remainder, trigamma};
+use efa_num::scalar::{
+    digamma1p, digamma_minus_ln, lgamma1p, log1pmx, stirling_remainder, trigamma,
+};
 use efa_num::Real;
 use rand::Rng;
 use rand_distr::{Distribution, Gamma};
@@ -33,7 +35,9 @@ pub fn check_eta<T: Real>(eta: &[T], row: usize) -> Result<(), ExpfamError> {
     Ok(())
 }
 
-/// A(η) = lnΓ(α) − α ln β; for α ≥ 16 as α(ln(α/β) − 1) − ½ ln α + ½ ln 2π + S(α).
+/// A(η) = lnΓ(α) − α ln β; for α ≥ 16 as α(ln(α/β) − 1) − ½ ln α + ½ ln 2π + S(α), below as
+/// lgamma1p(η₁) − (η₁ ln β + ln β), so that a shape near 1 (η₁ ≈ 0, lnΓ(α) ≈ −γη₁) keeps its
+/// relative accuracy ([`lgamma1p`] never forms 1 + η₁).
 pub fn log_partition<T: Real>(eta: &[T]) -> T {
     let a = eta[0] + T::ONE;
     let beta = -eta[1];
@@ -42,16 +46,19 @@ pub fn log_partition<T: Real>(eta: &[T]) -> T {
             + c::<T>(HALF_LN_2PI)
             + stirling_remainder(a)
     } else {
-        a.lgamma() - a * beta.ln()
+        let lb = beta.ln();
+        lgamma1p(eta[0]) - (eta[0] * lb + lb)
     }
 }
 
-/// E ln y = ψ(α) − ln β (as (ψ(α) − ln α) + ln(α/β) for α ≥ 16).
-fn mean_log<T: Real>(a: T, beta: T) -> T {
+/// E ln y = ψ(α) − ln β: as (ψ(α) − ln α) + ln(α/β) for α ≥ 16, else as
+/// [`digamma1p`](η₁) − ln β (ψ(1 + η₁) without forming 1 + η₁, so ψ keeps its relative
+/// accuracy near its root α ≈ 1.4616).
+fn mean_log<T: Real>(eta1: T, a: T, beta: T) -> T {
     if a >= c(LARGE) {
         digamma_minus_ln(a) + (a / beta).ln()
     } else {
-        digamma(a) - beta.ln()
+        digamma1p(eta1) - beta.ln()
     }
 }
 
@@ -59,7 +66,7 @@ fn mean_log<T: Real>(a: T, beta: T) -> T {
 pub fn mean<T: Real>(eta: &[T], out: &mut [T]) {
     let a = eta[0] + T::ONE;
     let beta = -eta[1];
-    out[0] = mean_log(a, beta);
+    out[0] = mean_log(eta[0], a, beta);
     out[1] = a / beta;
 }
 
@@ -93,7 +100,7 @@ pub fn nll_grad<T: Real>(y: T, eta: &[T], grad: &mut [T]) -> T {
         return stirling_remainder(a) + c::<T>(HALF_LN_2PI) - T::HALF * a.ln() + y.ln()
             - a * log1pmx(w);
     }
-    grad[0] = mean_log(a, beta) - y.ln();
+    grad[0] = mean_log(eta[0], a, beta) - y.ln();
     log_partition(eta) - eta[0] * y.ln() + beta * y
 }
 

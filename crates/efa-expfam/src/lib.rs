@@ -10,9 +10,12 @@
 //! * [`Family`]: the closed set of families with per-observation methods (slices, generic over
 //!   [`Real`] = f32 / f64), including support checks that return [`ExpfamError`] naming the
 //!   family, the value and the row.
+//!   [`Family::eval`] gives the same methods for one-off calls (no row index, owned results).
 //! * [`nll_batch`] and [`ordinal_nll_batch`]: batched nll + gradient over rows with a mask,
 //!   parallel over rows for large batches (the model crate wraps them as tape ops).
 //! * [`link`]: links from an unconstrained model output to each family's natural parameters.
+//! * [`log_partition_batch`], [`mean_batch`], [`hessian_batch`]: A, ∇A and ∇²A over the rows
+//!   of an η matrix, parallel for large batches.
 //! * One module per family with the formulas.
 
 #![warn(missing_docs)]
@@ -24,12 +27,14 @@ pub mod binomial;
 pub mod categorical;
 mod common;
 pub mod error;
+pub mod eval;
 pub mod exponential;
 pub mod family;
 pub mod gamma;
 pub mod gaussian;
 pub mod gaussian_known;
 pub mod link;
+pub mod moments;
 pub mod multinomial;
 pub mod negbin;
 pub mod ordinal;
@@ -38,5 +43,7 @@ pub mod refcheck;
 
 pub use batch::{nll_batch, ordinal_nll_batch, PAR_MIN_ROWS};
 pub use efa_num::Real;
-pub use error::ExpfamError;
+pub use error::{ExpfamError, Num};
+pub use eval::Eval;
 pub use family::Family;
+pub use moments::{hessian_batch, log_partition_batch, mean_batch};

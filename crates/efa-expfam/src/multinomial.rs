@@ -24,7 +24,7 @@ pub fn check_obs<T: Real>(n: T, y: &[T], row: usize) -> Result<(), ExpfamError> 
     if total != n {
         return Err(ExpfamError::Support {
             family: NAME,
-            row,
+            row: Some(row),
             component: y.len(),
             value: total.to_f64(),
             expected: "counts summing to n (value shown is the sum)",

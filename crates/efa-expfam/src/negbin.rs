@@ -3,7 +3,7 @@
 
 use crate::common::{domain, is_count, no_sampler, support};
 use crate::ExpfamError;
-use efa_num::scalar::{lbeta, log1mexp};
+use efa_num::scalar::{lbeta, lgamma1p, lgamma_diff, log1mexp};
 use efa_num::Real;
 use rand::Rng;
 use rand_distr::{Distribution, Gamma, Poisson};
@@ -51,11 +51,30 @@ pub fn hessian<T: Real>(r: T, eta: T) -> T {
     r * q * (T::ONE + q)
 }
 
-/// log h(y) = −lβ(r, y + 1) − ln(y + r), with the stable lβ; exactly 0 for y = 0 and for
-/// r = 1 (h = C(y + r − 1, y) = 1).
+/// log h(y) = lnΓ(y + r) − lnΓ(r) − lnΓ(y + 1); exactly 0 for y = 0 and for r = 1
+/// (h = C(y + r − 1, y) = 1). For ½ ≤ r ≤ 2, with ρ = r − 1 (exact there), log h ≈ ρ·H_y is
+/// small and is computed without forming lgamma of 1 + ρ or y + 1 + ρ:
+/// * y < 16: Σ_{j=1..y} ln_1p(ρ/j) (h = Π_{j=1..y} (j + ρ)/j, terms of one sign);
+/// * y ≥ 16: [`lgamma_diff`](y + 1, ρ) − [`lgamma1p`](ρ) ≈ ρ(ψ(y + 1) + γ), two terms of the
+///   sign of ρ.
+///
+/// Otherwise −lβ(r, y + 1) − ln(y + r) with the stable lβ.
 pub fn log_base<T: Real>(r: T, y: T) -> T {
     if y == T::ZERO || r == T::ONE {
         T::ZERO
+    } else if r >= T::HALF && r <= T::TWO {
+        let rho = r - T::ONE;
+        if y < T::from_f64(16.0) {
+            let mut acc = T::ZERO;
+            let mut j = T::ONE;
+            while j <= y {
+                acc += (rho / j).ln_1p();
+                j += T::ONE;
+            }
+            acc
+        } else {
+            lgamma_diff(y + T::ONE, rho) - lgamma1p(rho)
+        }
     } else {
         -lbeta(r, y + T::ONE) - (y + r).ln()
     }
