@@ -84,21 +84,19 @@ impl fmt::Display for DataError {
         match self {
             DataError::Io { file, source } => write!(f, "{}: {source}", file.display()),
             DataError::Parse { at, reason } => {
+                // `file:line: field `f` = "v": reason`; a whole-file problem (line 0, no
+                // field) reads `file: reason`.
                 write!(f, "{}", at.file.display())?;
                 if at.line > 0 {
                     write!(f, ":{}", at.line)?;
                 }
-                f.write_str(": ")?;
-                if !at.field.is_empty() {
-                    write!(f, "field `{}`", at.field)?;
+                if at.line > 0 || !at.field.is_empty() {
+                    write!(f, ": field `{}`", at.field)?;
                     if !at.value.is_empty() {
                         write!(f, " = {:?}", at.value)?;
                     }
-                    f.write_str(": ")?;
-                } else if !at.value.is_empty() {
-                    write!(f, "{:?}: ", at.value)?;
                 }
-                f.write_str(reason)
+                write!(f, ": {reason}")
             }
             DataError::Invalid(m) => f.write_str(m),
         }
