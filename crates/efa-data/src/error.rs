@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 pub struct Location {
     /// The file read.
     pub file: PathBuf,
-    /// 1-based line number (the header is line 1 for CSV files).
+    /// 1-based line number (the header is line 1 for CSV files); 0 when the problem is not on
+    /// one line (e.g. a row the file lacks).
     pub line: usize,
-    /// Column name (or description) of the offending field; empty for whole-line problems.
+    /// Column name (or description) of the offending field; empty for whole-line or whole-file
+    /// problems.
     pub field: String,
     /// The raw text found, if any.
     pub value: String,
@@ -62,6 +64,12 @@ impl DataError {
         }
     }
 
+    /// A [`DataError::Parse`] about `file` as a whole (no line, no field), e.g. a row it lacks
+    /// or a property of all its rows.
+    pub fn in_file(file: &Path, reason: impl Into<String>) -> Self {
+        DataError::parse(file, 0, "", "", reason)
+    }
+
     /// An [`DataError::Io`] for `file`.
     pub fn io(file: &Path, source: std::io::Error) -> Self {
         DataError::Io {
@@ -76,9 +84,17 @@ impl fmt::Display for DataError {
         match self {
             DataError::Io { file, source } => write!(f, "{}: {source}", file.display()),
             DataError::Parse { at, reason } => {
-                write!(f, "{}:{}: field `{}`", at.file.display(), at.line, at.field)?;
-                if !at.value.is_empty() {
-                    write!(f, " = {:?}", at.value)?;
+                // `file:line: field `f` = "v": reason`; a whole-file problem (line 0, no
+                // field) reads `file: reason`.
+                write!(f, "{}", at.file.display())?;
+                if at.line > 0 {
+                    write!(f, ":{}", at.line)?;
+                }
+                if at.line > 0 || !at.field.is_empty() {
+                    write!(f, ": field `{}`", at.field)?;
+                    if !at.value.is_empty() {
+                        write!(f, " = {:?}", at.value)?;
+                    }
                 }
                 write!(f, ": {reason}")
             }
@@ -94,11 +110,6 @@ impl std::error::Error for DataError {
             _ => None,
         }
     }
-}
-
-/// Reads a whole file to a string, mapping the error to [`DataError::Io`].
-pub(crate) fn read_to_string(file: &Path) -> Result<String, DataError> {
-    std::fs::read_to_string(file).map_err(|e| DataError::io(file, e))
 }
 
 /// Parses one field, or fails naming file, line, field and value.
@@ -120,4 +131,36 @@ where
             format!("cannot parse as {}: {e}", std::any::type_name::<X>()),
         )
     })
+}
+
+/// Parses a real-valued field for training: the text must be a number whose value is finite in
+/// the training dtype, i.e. `x` parses as f64, `x` is not NaN or ±∞, and `x as f32` is finite
+/// (|x| below f32's overflow threshold, ≈ 3.4028235e38 + half an f32 ulp). A value such as
+/// `1e39` is finite in f64 but becomes +∞ once the model converts it to f32, so it is rejected
+/// here, naming `file:line`, the field and the text. (Values tiny enough to round to 0 or to an
+/// f32 subnormal are kept: they are finite in both dtypes.)
+pub fn parse_real(file: &Path, line: usize, field: &str, raw: &str) -> Result<f64, DataError> {
+    let v: f64 = parse_field(file, line, field, raw)?;
+    if !v.is_finite() {
+        return Err(DataError::parse(
+            file,
+            line,
+            field,
+            raw,
+            "not a finite number (NaN and infinities are not data)",
+        ));
+    }
+    if !(v as f32).is_finite() {
+        return Err(DataError::parse(
+            file,
+            line,
+            field,
+            raw,
+            format!(
+                "{v:e} is finite in f64 but overflows f32 (largest {:e}), the dtype training uses",
+                f32::MAX
+            ),
+        ));
+    }
+    Ok(v)
 }

@@ -1,6 +1,6 @@
 //! MovieLens-100K `u.data` and the preprocessing / buggy splits of PAPER §3–§4.
 
-use crate::error::{parse_field, read_to_string};
+use crate::error::parse_field;
 use crate::rng::{pandas_sample_one, train_test_split, NumpyRng};
 use crate::samples::{RatingData, Sequence};
 use crate::DataError;
@@ -33,35 +33,123 @@ pub struct MlRaw {
     pub n_items: usize,
 }
 
-/// Reads a tab-separated `u.data` (user, item, rating, timestamp). Fails naming file, line and
-/// field on a wrong field count or an unparsable value.
+/// The `u.data` columns, in file order (the names used in errors).
+pub const U_DATA_COLUMNS: [&str; 4] = ["user_id", "item_id", "rating", "timestamp"];
+
+/// Values at least this large in `timestamp` are Unix times (10⁸ s is 1973-03-03, long before
+/// any MovieLens rating); the swapped-column rule of [`load_u_data`] compares ids against it.
+pub const TIMESTAMP_FLOOR: u64 = 100_000_000;
+
+/// Reads a tab-separated `u.data` (user_id, item_id, rating, timestamp; one rating per line).
+///
+/// Every line must hold exactly 4 tab-separated fields, and:
+/// * `user_id`, `item_id`: integers ≥ 1 (0 is not an id; no upper bound is assumed);
+/// * `rating`: an integer in 1..=5 (MovieLens-100K ratings are whole stars);
+/// * `timestamp`: a non-negative integer (Unix seconds);
+/// * a (user, item) pair appears once (MovieLens keeps one rating per user and movie).
+///
+/// Swapped columns are caught by range where they can be: a timestamp or an id moved into
+/// `rating` breaks 1..=5; an id of at least [`TIMESTAMP_FLOOR`] (nine digits) on a line whose
+/// `timestamp` is below it is a timestamp and an id (or a rating) trading places. A swap of
+/// `user_id` and `item_id`, or of a rating and an id ≤ 5, leaves every field in range and
+/// cannot be told from data.
+///
+/// Every failure names file, 1-based line and field. Blank lines are skipped and counted in
+/// [`MlRaw::blank_lines`]; a file without any rating is an error.
 pub fn load_u_data(path: &Path) -> Result<MlRaw, DataError> {
-    let text = read_to_string(path)?;
-    let names = ["user_id", "item_id", "rating", "timestamp"];
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let names = U_DATA_COLUMNS;
     let mut rows = Vec::new();
     let mut blank_lines = 0;
-    for (i, line) in text.lines().enumerate() {
+    let mut seen: HashMap<(u32, u32), usize> = HashMap::new();
+    let n_lines = bytes.split(|&b| b == b'\n').count();
+    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let ln = i + 1;
+        if raw.is_empty() && ln == n_lines {
+            break; // after the final newline
+        }
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let line = std::str::from_utf8(raw)
+            .map_err(|e| DataError::parse(path, ln, "", "", format!("not valid UTF-8 ({e})")))?;
         if line.trim().is_empty() {
             blank_lines += 1;
             continue;
         }
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() != 4 {
+            let (field, what) = match names.get(f.len()) {
+                Some(missing) => (*missing, format!("`{missing}` is missing")),
+                None => (names[3], "unexpected text after `timestamp`".to_string()),
+            };
             return Err(DataError::parse(
                 path,
                 ln,
-                names.get(f.len()).unwrap_or(&"line"),
+                field,
                 line,
-                format!("expected 4 tab-separated fields, found {}", f.len()),
+                format!(
+                    "expected 4 tab-separated fields ({}), found {}: {what}",
+                    names.join(", "),
+                    f.len()
+                ),
+            ));
+        }
+        let user = parse_id(path, ln, names[0], f[0])?;
+        let item = parse_id(path, ln, names[1], f[1])?;
+        let rating: i64 = parse_field(path, ln, names[2], f[2])?;
+        if !(1..=5).contains(&rating) {
+            let hint = if rating >= TIMESTAMP_FLOOR as i64 {
+                ": it looks like a Unix timestamp (are the columns swapped?)"
+            } else if rating > 5 {
+                ": an id in the rating column? (are the columns swapped?)"
+            } else {
+                ""
+            };
+            return Err(DataError::parse(
+                path,
+                ln,
+                names[2],
+                f[2],
+                format!("rating must be an integer in 1..=5{hint}"),
+            ));
+        }
+        let timestamp: u64 = parse_field(path, ln, names[3], f[3])?;
+        if timestamp < TIMESTAMP_FLOOR {
+            for (k, id) in [(0, user), (1, item)] {
+                if u64::from(id) >= TIMESTAMP_FLOOR {
+                    return Err(DataError::parse(
+                        path,
+                        ln,
+                        names[k],
+                        f[k],
+                        format!(
+                            "{id} looks like a Unix timestamp (≥ {TIMESTAMP_FLOOR}) while \
+                             `timestamp` = {timestamp} does not: are the columns swapped?"
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(first) = seen.insert((user, item), ln) {
+            return Err(DataError::parse(
+                path,
+                ln,
+                names[1],
+                f[1],
+                format!("user {user} already rated item {item} at line {first}"),
             ));
         }
         rows.push(MlRow {
-            user: parse_field(path, ln, names[0], f[0])?,
-            item: parse_field(path, ln, names[1], f[1])?,
-            rating: parse_field(path, ln, names[2], f[2])?,
-            timestamp: parse_field(path, ln, names[3], f[3])?,
+            user,
+            item,
+            rating: rating as i32, // 1..=5, checked above
+            timestamp,
         });
+    }
+    if rows.is_empty() {
+        return Err(DataError::in_file(
+            path,
+            format!("no ratings ({blank_lines} blank lines and nothing else)"),
+        ));
     }
     let n_users = rows.iter().map(|r| r.user).collect::<HashSet<_>>().len();
     let n_items = rows.iter().map(|r| r.item).collect::<HashSet<_>>().len();
@@ -71,6 +159,21 @@ pub fn load_u_data(path: &Path) -> Result<MlRaw, DataError> {
         n_users,
         n_items,
     })
+}
+
+/// A user or item id: an integer ≥ 1.
+fn parse_id(path: &Path, line: usize, field: &str, raw: &str) -> Result<u32, DataError> {
+    let id: u32 = parse_field(path, line, field, raw)?;
+    if id == 0 {
+        return Err(DataError::parse(
+            path,
+            line,
+            field,
+            raw,
+            "ids start at 1 (0 is not an id)",
+        ));
+    }
+    Ok(id)
 }
 
 /// Which MovieLens experiment's preprocessing to apply.
@@ -96,11 +199,13 @@ pub const EXP2_TOP50: [u32; 50] = [
     151, 183, 168, 423, 98, 302, 22, 318, 56, 117,
 ];
 
-/// Counts of everything preprocessing removed, by reason.
+/// Counts of everything preprocessing removed, by reason (each a step of PAPER §3.1 / §4.1).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MlReport {
     /// Rows read.
     pub rows_in: usize,
+    /// Blank lines of the file (skipped; no data).
+    pub blank_lines: usize,
     /// Exp-2 only: rows with rating − 2 ≤ 0.
     pub rows_low_rating: usize,
     /// Rows of movies outside the top 50.
@@ -115,6 +220,28 @@ pub struct MlReport {
     pub rows_dedup: usize,
     /// Dedup group sizes (size → number of groups with more than one row).
     pub dedup_groups: BTreeMap<usize, usize>,
+}
+
+impl MlReport {
+    /// One line for logs: rows read, then every removal with its count, e.g.
+    /// `100000 rows read (0 blank lines); removed: 82159 outside the top 50, …`.
+    pub fn summary(&self) -> String {
+        let groups: usize = self.dedup_groups.values().sum();
+        format!(
+            "{} rows read ({} blank lines); removed: {} with rating - 2 <= 0, {} outside the \
+             top 50, {} rows of {} users with count / unique timestamps >= 2, {} users with one \
+             rating, {} duplicate (user, timestamp) rows in {} groups",
+            self.rows_in,
+            self.blank_lines,
+            self.rows_low_rating,
+            self.rows_not_top50,
+            self.rows_timestamp_dup,
+            self.users_timestamp_dup,
+            self.users_single_rating,
+            self.rows_dedup,
+            groups
+        )
+    }
 }
 
 /// A preprocessed MovieLens frame: one time-ordered sequence per user.
@@ -154,6 +281,7 @@ impl MlPrepared {
 pub fn preprocess(raw: &MlRaw, exp: MlExperiment) -> Result<MlPrepared, DataError> {
     let mut rep = MlReport {
         rows_in: raw.rows.len(),
+        blank_lines: raw.blank_lines,
         ..Default::default()
     };
     let mut rows: Vec<MlRow> = raw.rows.clone();

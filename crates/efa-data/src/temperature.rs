@@ -1,10 +1,11 @@
 //! U.S. city temperatures (PAPER §6.1): `us_cities_fall.csv` + `cities.csv` → the 44-city
 //! October table, year splits, and lagged previous days.
 
-use crate::error::parse_field;
+use crate::csvfile::read_records;
+use crate::error::{parse_field, parse_real};
 use crate::DataError;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The value the archive uses for a missing day.
 pub const MISSING: f64 = -99.0;
@@ -24,61 +25,23 @@ pub struct City {
     pub longitude: f64,
 }
 
-fn open(path: &Path, want: &[&str]) -> Result<Vec<(usize, Vec<String>)>, DataError> {
-    let f = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
-    let mut r = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .from_reader(f);
-    let h = r
-        .headers()
-        .map_err(|e| DataError::parse(path, 1, "header", "", e.to_string()))?
-        .clone();
-    if h.iter().map(str::trim).collect::<Vec<_>>() != want {
-        return Err(DataError::parse(
-            path,
-            1,
-            "header",
-            &h.iter().collect::<Vec<_>>().join(","),
-            format!("expected {}", want.join(",")),
-        ));
-    }
-    let mut out = Vec::new();
-    for rec in r.records() {
-        let rec = rec.map_err(|e| {
-            DataError::parse(
-                path,
-                e.position().map_or(0, |p| p.line() as usize),
-                "line",
-                "",
-                e.to_string(),
-            )
-        })?;
-        let line = rec.position().map_or(0, |p| p.line() as usize);
-        if rec.len() != want.len() {
-            let field = want.get(rec.len()).copied().unwrap_or("line");
-            return Err(DataError::parse(
-                path,
-                line,
-                field,
-                &rec.iter().collect::<Vec<_>>().join(","),
-                format!("expected {} fields, found {}", want.len(), rec.len()),
-            ));
-        }
-        out.push((line, rec.iter().map(|s| s.trim().to_string()).collect()));
-    }
-    Ok(out)
-}
-
-/// Reads `cities.csv`; a repeated (state, city) or a coordinate outside [−90, 90] × [−180, 180]
-/// is an error naming its line.
+/// Reads `cities.csv` (`state,city,latitude,longitude`). State and city must be non-empty, a
+/// (state, city) pair listed once, and each coordinate a number finite in f32 (see
+/// [`parse_real`]) inside [−90, 90] × [−180, 180]; the file must list at least one city. Every
+/// error names the file, line and field.
 pub fn load_cities(path: &Path) -> Result<Vec<City>, DataError> {
     let names = ["state", "city", "latitude", "longitude"];
     let mut cities: Vec<City> = Vec::new();
-    for (line, f) in open(path, &names)? {
-        let latitude: f64 = parse_field(path, line, names[2], &f[2])?;
-        let longitude: f64 = parse_field(path, line, names[3], &f[3])?;
-        if latitude.is_nan() || latitude.abs() > 90.0 {
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    for (line, f) in read_records(path, &names)? {
+        for k in 0..2 {
+            if f[k].is_empty() {
+                return Err(DataError::parse(path, line, names[k], "", "empty name"));
+            }
+        }
+        let latitude = parse_real(path, line, names[2], &f[2])?;
+        let longitude = parse_real(path, line, names[3], &f[3])?;
+        if latitude.abs() > 90.0 {
             return Err(DataError::parse(
                 path,
                 line,
@@ -87,7 +50,7 @@ pub fn load_cities(path: &Path) -> Result<Vec<City>, DataError> {
                 "latitude outside [-90, 90]",
             ));
         }
-        if longitude.is_nan() || longitude.abs() > 180.0 {
+        if longitude.abs() > 180.0 {
             return Err(DataError::parse(
                 path,
                 line,
@@ -96,13 +59,13 @@ pub fn load_cities(path: &Path) -> Result<Vec<City>, DataError> {
                 "longitude outside [-180, 180]",
             ));
         }
-        if cities.iter().any(|c| c.state == f[0] && c.city == f[1]) {
+        if let Some(first) = seen.insert((f[0].clone(), f[1].clone()), line) {
             return Err(DataError::parse(
                 path,
                 line,
                 names[1],
                 &f[1],
-                format!("city {}, {} listed twice", f[1], f[0]),
+                format!("city {}, {} already listed at line {first}", f[1], f[0]),
             ));
         }
         cities.push(City {
@@ -121,44 +84,64 @@ pub type Date = (i32, u32, u32);
 /// Daily temperatures of the known cities, as read.
 #[derive(Clone, Debug)]
 pub struct TemperatureTable {
+    /// The temperature file read (`us_cities_fall.csv`).
+    pub file: PathBuf,
+    /// The city file read (`cities.csv`).
+    pub cities_file: PathBuf,
     /// Cities in `cities.csv` order, minus [`EXCLUDED_STATES`].
     pub cities: Vec<City>,
     /// `(city index, (year, month, day)) → °F`, or `None` for −99.
     pub temps: HashMap<(usize, Date), Option<f64>>,
+    /// `(city index, day) →` the line of `file` it was read from (the first, for duplicates).
+    pub lines: HashMap<(usize, Date), usize>,
     /// Data rows read.
     pub rows: usize,
     /// Rows holding −99 (kept as `None`).
     pub missing: usize,
-    /// Rows of cities not in `cities.csv` or in an excluded state (not used; counted).
-    pub rows_other_city: usize,
+    /// Rows of a city in one of [`EXCLUDED_STATES`] (the paper removes those states; counted).
+    pub rows_excluded_state: usize,
     /// Exact duplicate rows (same city, day and value), kept once.
     pub rows_duplicate: usize,
     /// Cities of `cities.csv` removed because their state is excluded.
     pub excluded_cities: Vec<City>,
 }
 
+/// The lowest temperature there is: absolute zero, −459.67 °F.
+pub const ABSOLUTE_ZERO_F: f64 = -459.67;
+
 /// Reads `us_cities_fall.csv` (`state,city,year,month,day,avg_temp_f`) against the cities of
-/// `cities.csv`. The same city and day twice with different values is an error.
+/// `cities.csv` ([`load_cities`]).
+///
+/// Checks, each an error naming the file, line and field: month 1..=12; a calendar day of that
+/// month; `avg_temp_f` a number finite in f32 ([`parse_real`]) and not below absolute zero
+/// (−99 is the archive's missing-day marker, kept as `None`); a city that is not in
+/// `cities.csv` (naming both files) unless its state is one of [`EXCLUDED_STATES`], whose rows
+/// are counted in [`TemperatureTable::rows_excluded_state`] (PAPER §6.1 removes those states);
+/// the same city and day twice with different values (exact repeats are counted in
+/// [`TemperatureTable::rows_duplicate`]); a file without data rows.
 pub fn load_temperature_table(temps: &Path, cities: &Path) -> Result<TemperatureTable, DataError> {
-    let (excluded, cities): (Vec<City>, Vec<City>) = load_cities(cities)?
+    let (excluded, city_list): (Vec<City>, Vec<City>) = load_cities(cities)?
         .into_iter()
         .partition(|c| EXCLUDED_STATES.contains(&c.state.as_str()));
-    let index: HashMap<(String, String), usize> = cities
+    let index: HashMap<(String, String), usize> = city_list
         .iter()
         .enumerate()
         .map(|(i, c)| ((c.state.clone(), c.city.clone()), i))
         .collect();
     let names = ["state", "city", "year", "month", "day", "avg_temp_f"];
     let mut t = TemperatureTable {
-        cities,
+        file: temps.to_path_buf(),
+        cities_file: cities.to_path_buf(),
+        cities: city_list,
         temps: HashMap::new(),
+        lines: HashMap::new(),
         rows: 0,
         missing: 0,
-        rows_other_city: 0,
+        rows_excluded_state: 0,
         rows_duplicate: 0,
         excluded_cities: excluded,
     };
-    for (line, f) in open(temps, &names)? {
+    for (line, f) in read_records(temps, &names)? {
         t.rows += 1;
         let year: i32 = parse_field(temps, line, names[2], &f[2])?;
         let month: u32 = parse_field(temps, line, names[3], &f[3])?;
@@ -181,40 +164,71 @@ pub fn load_temperature_table(temps: &Path, cities: &Path) -> Result<Temperature
                 format!("no such day in {year}-{month:02}"),
             ));
         }
-        let v: f64 = parse_field(temps, line, names[5], &f[5])?;
-        if !v.is_finite() {
+        let v = parse_real(temps, line, names[5], &f[5])?;
+        if v < ABSOLUTE_ZERO_F {
             return Err(DataError::parse(
                 temps,
                 line,
                 names[5],
                 &f[5],
-                "not a finite temperature",
+                "below absolute zero (-459.67 °F)",
             ));
         }
         let value = if v == MISSING { None } else { Some(v) };
         t.missing += value.is_none() as usize;
         let Some(&ci) = index.get(&(f[0].clone(), f[1].clone())) else {
-            t.rows_other_city += 1;
-            continue;
+            if EXCLUDED_STATES.contains(&f[0].as_str()) {
+                t.rows_excluded_state += 1;
+                continue;
+            }
+            return Err(DataError::parse(
+                temps,
+                line,
+                names[1],
+                &f[1],
+                format!("{}, {} is not a city of {}", f[1], f[0], cities.display()),
+            ));
         };
+        let first = *t.lines.entry((ci, (year, month, day))).or_insert(line);
         match t.temps.insert((ci, (year, month, day)), value) {
             None => {}
             Some(old) if old == value => t.rows_duplicate += 1,
             Some(old) => {
+                let old = old.map_or("-99 (missing)".to_string(), |o| o.to_string());
                 return Err(DataError::parse(
                     temps,
                     line,
                     names[5],
                     &f[5],
                     format!(
-                        "{}, {} on {year}-{month:02}-{day:02} already read as {old:?}",
+                        "{}, {} on {year}-{month:02}-{day:02} already read as {old} at line \
+                         {first}",
                         f[1], f[0]
                     ),
-                ))
+                ));
             }
         }
     }
     Ok(t)
+}
+
+impl TemperatureTable {
+    /// One line for logs: rows read and what happened to the rows not used as values, e.g.
+    /// `100100 rows read: 111 missing (-99, kept as gaps), 0 rows of excluded states, …`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} rows read: {} missing (-99, kept as gaps), {} rows of the excluded states ({}), \
+             {} exact duplicate rows kept once; {} cities ({} of {} excluded)",
+            self.rows,
+            self.missing,
+            self.rows_excluded_state,
+            EXCLUDED_STATES.join(", "),
+            self.rows_duplicate,
+            self.cities.len(),
+            self.excluded_cities.len(),
+            self.cities_file.display()
+        )
+    }
 }
 
 /// Days in a month (Gregorian).
@@ -296,21 +310,35 @@ impl TemperatureTable {
             .enumerate()
             .map(|(ci, c)| match self.temps.get(&(ci, date)) {
                 Some(Some(v)) => Ok(*v),
-                Some(None) => Err(DataError::invalid(format!(
-                    "{}, {}: {y}-{m:02}-{d:02} is missing (-99)",
-                    c.city, c.state
-                ))),
-                None => Err(DataError::invalid(format!(
-                    "{}, {}: no row for {y}-{m:02}-{d:02}",
-                    c.city, c.state
-                ))),
+                Some(None) => Err(DataError::parse(
+                    &self.file,
+                    self.lines.get(&(ci, date)).copied().unwrap_or(0),
+                    "avg_temp_f",
+                    "-99",
+                    format!(
+                        "{}, {} on {y}-{m:02}-{d:02} is missing (-99), and the October table \
+                         needs that day",
+                        c.city, c.state
+                    ),
+                )),
+                None => Err(DataError::in_file(
+                    &self.file,
+                    format!(
+                        "no row for {}, {} (a city of {}) on {y}-{m:02}-{d:02}, which the \
+                         October table needs",
+                        c.city,
+                        c.state,
+                        self.cities_file.display()
+                    ),
+                )),
             })
             .collect()
     }
 
     /// Every October day of `years` (days 1..=31, years ascending) with `lag` previous days.
-    /// A missing (−99) or absent value for any city on a needed day is an error naming the
-    /// city and date: the paper's table has none, and nothing is imputed.
+    /// A missing (−99) value for any city on a needed day is an error naming the file, line,
+    /// city and date; an absent row names the file, city and date: the paper's table has none,
+    /// and nothing is imputed.
     pub fn october(
         &self,
         years: std::ops::RangeInclusive<i32>,

@@ -32,6 +32,14 @@ fn exp1_preprocessing_and_split() {
     assert_eq!(raw.rows.len() - r.rows_not_top50, 17_841);
     assert_eq!(r.users_timestamp_dup, 39);
     assert_eq!(r.rows_dedup, 3_678);
+    // The log line carries the same counts (§3.1: 39 users, 3,678 dedup rows; no blank line).
+    let line = r.summary();
+    assert!(
+        line.starts_with("100000 rows read (0 blank lines)")
+            && line.contains(" 39 users with count / unique timestamps")
+            && line.contains("3678 duplicate (user, timestamp) rows"),
+        "{line}"
+    );
     let want: Vec<(usize, usize)> = vec![
         (2, 2254),
         (3, 442),

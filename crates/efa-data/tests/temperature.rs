@@ -3,6 +3,9 @@
 use efa_data::temperature::*;
 use std::path::PathBuf;
 
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
+
 #[test]
 fn october_table_and_splits() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/temperature");
@@ -19,8 +22,13 @@ fn october_table_and_splits() {
         .all(|c| !EXCLUDED_STATES.contains(&c.state.as_str())));
     // SOURCE.md: 100,100 rows, 111 values of -99, all cities known, no duplicates.
     assert_eq!(
-        (t.rows, t.missing, t.rows_other_city, t.rows_duplicate),
+        (t.rows, t.missing, t.rows_excluded_state, t.rows_duplicate),
         (100_100, 111, 0, 0)
+    );
+    assert!(
+        t.summary().starts_with("100100 rows read: 111 missing"),
+        "{}",
+        t.summary()
     );
     assert_eq!(
         (
@@ -61,18 +69,33 @@ fn october_table_and_splits() {
 fn fixtures_and_errors() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/temperature");
     let cities = dir.join("cities.csv");
-    let t = load_temperature_table(&dir.join("temps.csv"), &cities).unwrap();
-    // Fixture: 2 cities (+ Arizona, excluded), rows for Oct 1-2 2010 and Sep 30; one -99 row,
-    // one row of an unknown city, one exact duplicate.
+    // The shared fixture's last line is a city of no excluded state that cities.csv lacks:
+    // an error naming both files (it used to be counted and dropped).
+    let e = load_temperature_table(&dir.join("temps.csv"), &cities)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("temps.csv:10: field `city` = \"Akron Canton\"") && e.contains("cities.csv"),
+        "{e}"
+    );
+    // The same rows without it: 2 cities (+ Arizona, excluded), rows for Oct 1-2 2010 and
+    // Sep 30; one -99 row, one row of the excluded state, one exact duplicate.
+    let scratch = scratch::scratch("efa-data-temperature-fixture");
+    let text = std::fs::read_to_string(dir.join("temps.csv")).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("Akron")).collect();
+    let temps = scratch.join("temps.csv");
+    std::fs::write(&temps, kept.join("\n") + "\n").unwrap();
+    let t = load_temperature_table(&temps, &cities).unwrap();
     assert_eq!(t.cities.len(), 2);
     assert_eq!(t.excluded_cities.len(), 1);
     assert_eq!(
-        (t.rows, t.missing, t.rows_other_city, t.rows_duplicate),
-        (9, 1, 2, 1)
+        (t.rows, t.missing, t.rows_excluded_state, t.rows_duplicate),
+        (8, 1, 1, 1)
     );
+    // Oct 2 of Birmingham is -99 (line 4): the table names the file and that line.
     let e = t.october(2010..=2010, 1).unwrap_err().to_string();
     assert!(
-        e.contains("no row for 2010-10-03") || e.contains("missing (-99)"),
+        e.contains("temps.csv:4: field `avg_temp_f` = \"-99\"") && e.contains("missing (-99)"),
         "{e}"
     );
     let err = |f: &str| {

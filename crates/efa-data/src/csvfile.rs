@@ -1,0 +1,80 @@
+//! The one CSV reader of the loaders (Instacart, temperature): a fixed header, then records of
+//! exactly that many fields, each error naming file, line and field.
+
+use crate::DataError;
+use std::path::Path;
+
+/// One data record: its 1-based line (the header is line 1) and its fields, trimmed.
+pub(crate) type Record = (usize, Vec<String>);
+
+/// Reads `path` as comma-separated values with RFC 4180 quoting. The header must be exactly
+/// `want` (fields trimmed); every record must have `want.len()` fields; and there must be at
+/// least one record. Errors: [`DataError::Io`] if the file cannot be opened, otherwise
+/// [`DataError::Parse`] naming the line and the field (the header, the first missing column,
+/// the column holding invalid UTF-8, or the whole file when it has no record).
+pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, DataError> {
+    let f = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(f);
+    let h = r
+        .headers()
+        .map_err(|e| csv_error(path, 1, want, e))?
+        .clone();
+    if h.iter().map(str::trim).collect::<Vec<_>>() != want {
+        return Err(DataError::parse(
+            path,
+            1,
+            "header",
+            &h.iter().collect::<Vec<_>>().join(","),
+            format!("expected the header {}", want.join(",")),
+        ));
+    }
+    let mut out: Vec<Record> = Vec::new();
+    for rec in r.records() {
+        let after = out.last().map_or(2, |x| x.0 + 1);
+        let rec = rec.map_err(|e| csv_error(path, after, want, e))?;
+        let line = rec.position().map_or(after, |p| p.line() as usize);
+        if rec.len() != want.len() {
+            let (field, what) = match want.get(rec.len()) {
+                Some(missing) => (*missing, format!("`{missing}` is missing")),
+                None => (
+                    want[want.len() - 1],
+                    format!("unexpected text after `{}`", want[want.len() - 1]),
+                ),
+            };
+            return Err(DataError::parse(
+                path,
+                line,
+                field,
+                &rec.iter().collect::<Vec<_>>().join(","),
+                format!(
+                    "expected {} fields ({}), found {}: {what}",
+                    want.len(),
+                    want.join(","),
+                    rec.len()
+                ),
+            ));
+        }
+        out.push((line, rec.iter().map(|s| s.trim().to_string()).collect()));
+    }
+    if out.is_empty() {
+        return Err(DataError::in_file(
+            path,
+            format!("no data rows after the header {}", want.join(",")),
+        ));
+    }
+    Ok(out)
+}
+
+/// A csv-crate error as a [`DataError::Parse`]: its own line if it has one (else `fallback`),
+/// and the column name when the error points into a field (invalid UTF-8).
+fn csv_error(path: &Path, fallback: usize, names: &[&str], e: csv::Error) -> DataError {
+    let line = e.position().map_or(fallback, |p| p.line() as usize);
+    let field = match e.kind() {
+        csv::ErrorKind::Utf8 { err, .. } => names.get(err.field()).copied().unwrap_or(""),
+        _ => "",
+    };
+    DataError::parse(path, line, field, "", e.to_string())
+}
