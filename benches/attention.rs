@@ -4,7 +4,7 @@
 //! matrixmultiply sgemm 2048³ ceiling measured in the same run.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use efa_attn::{backward, forward, forward_flops, naive, Mask, Par};
+use efa_attn::{naive, Attention, Mask};
 use ndarray::Array4;
 use std::hint::black_box;
 use std::time::Duration;
@@ -43,49 +43,29 @@ fn attention(c: &mut Criterion) {
             filled([b, h, n, d], 3),
             filled([b, h, n, d], 4),
         );
-        let mask = if causal { Mask::causal() } else { Mask::None };
-        let scale = 1.0 / (d as f32).sqrt();
-        let flops = forward_flops(b, h, n, n, d, causal);
+        let mask = if causal { Mask::causal() } else { Mask::none() };
+        // Defaults: scale 1/√D, Par::Rayon, the detected SIMD variant.
+        let args = Attention::new(q.view(), k.view(), v.view()).mask(mask);
+        let flops = args.forward_flops().unwrap() as f64;
         let id = format!(
             "b{b}_h{h}_n{n}_d{d}_{}",
             if causal { "causal" } else { "none" }
         );
         g.throughput(Throughput::Elements(flops as u64));
         g.bench_function(BenchmarkId::new("forward", &id), |bench| {
-            bench.iter(|| {
-                black_box(forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap())
-            })
+            bench.iter(|| black_box(args.forward().unwrap()))
         });
         g.throughput(Throughput::Elements((3.5 * flops) as u64));
         g.bench_function(BenchmarkId::new("forward_backward", &id), |bench| {
             bench.iter(|| {
-                let (o, l) =
-                    forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-                black_box(
-                    backward(
-                        q.view(),
-                        k.view(),
-                        v.view(),
-                        o.view(),
-                        l.view(),
-                        dout.view(),
-                        None,
-                        &mask,
-                        scale,
-                        Par::Rayon,
-                    )
-                    .unwrap(),
-                )
+                let out = args.forward().unwrap();
+                black_box(args.backward(out.view(), dout.view(), None).unwrap())
             })
         });
         if n <= 64 {
             g.throughput(Throughput::Elements(flops as u64));
             g.bench_function(BenchmarkId::new("naive_forward_f64", &id), |bench| {
-                bench.iter(|| {
-                    black_box(
-                        naive::forward(q.view(), k.view(), v.view(), &mask, scale as f64).unwrap(),
-                    )
-                })
+                bench.iter(|| black_box(naive::forward(&args).unwrap()))
             });
         }
     }

@@ -11,14 +11,13 @@ use crate::problem::{
     a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles,
     zeros, Mat, Problem,
 };
-use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
-use efa_num::simd::{self, Isa};
+use crate::{
+    Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
+};
+use efa_num::simd;
 use efa_num::Real;
 use ndarray::{Array4, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
-
-/// Gradients `(dq, dk, dv)` with the shapes of `(q, k, v)`.
-pub type Grads<T> = (Array4<T>, Array4<T>, Array4<T>);
 
 struct Scratch<T> {
     qb: Vec<T>,
@@ -82,136 +81,108 @@ impl<T> QSide<T> {
     }
 }
 
-/// Attention backward: given the forward's `o`, `lse` and the cotangents `d_o` (and optionally
-/// `d_lse`), returns `(dq, dk, dv)`:
-/// `dSᵢⱼ = Pᵢⱼ·(⟨dOᵢ, vⱼ⟩ − ⟨dOᵢ, oᵢ⟩ + dlseᵢ)`, `dqᵢ = scale·Σⱼ dSᵢⱼ kⱼ`,
-/// `dkⱼ = scale·Σᵢ dSᵢⱼ qᵢ`, `dvⱼ = Σᵢ Pᵢⱼ dOᵢ`, with `P = exp(scale·QKᵀ − lse)` on visible
-/// pairs and 0 elsewhere (rows with `lse = −∞` get zero gradients).
-///
-/// # Errors
-/// Shape mismatches (naming the tensor), an unfit mask, or a non-finite `scale`.
-#[allow(clippy::too_many_arguments)]
-pub fn backward<T: Real>(
-    q: ArrayView4<'_, T>,
-    k: ArrayView4<'_, T>,
-    v: ArrayView4<'_, T>,
-    o: ArrayView4<'_, T>,
-    lse: ArrayView3<'_, T>,
-    d_o: ArrayView4<'_, T>,
-    d_lse: Option<ArrayView3<'_, T>>,
-    mask: &Mask<'_>,
-    scale: T,
-    par: Par,
-) -> Result<Grads<T>, AttnError> {
-    backward_with(
-        q,
-        k,
-        v,
-        o,
-        lse,
-        d_o,
-        d_lse,
-        mask,
-        scale,
-        par,
-        simd::active(),
-    )
-}
-
-/// [`backward`] with an explicit SIMD variant (the scalar path if the CPU lacks it).
-///
-/// # Errors
-/// As [`backward`].
-#[allow(clippy::too_many_arguments)]
-pub fn backward_with<T: Real>(
-    q: ArrayView4<'_, T>,
-    k: ArrayView4<'_, T>,
-    v: ArrayView4<'_, T>,
-    o: ArrayView4<'_, T>,
-    lse: ArrayView3<'_, T>,
-    d_o: ArrayView4<'_, T>,
-    d_lse: Option<ArrayView3<'_, T>>,
-    mask: &Mask<'_>,
-    scale: T,
-    par: Par,
-    isa: Isa,
-) -> Result<Grads<T>, AttnError> {
-    let p = Problem::new(q.view(), k.view(), v.view(), mask, scale, isa)?;
-    let (bsz, hn, nq, nk, d, dv) = (p.batch, p.heads, p.nq, p.nk, p.d, p.dv);
-    expect_shape("o", o.shape(), &[bsz, hn, nq, dv])?;
-    expect_shape("d_o", d_o.shape(), &[bsz, hn, nq, dv])?;
-    expect_shape("lse", lse.shape(), &[bsz, hn, nq])?;
-    if let Some(g) = &d_lse {
-        expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
-    }
-    // Every element is written exactly once by the tasks below (no zero-fill pass).
-    let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
-    let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
-    let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
-    let bh_count = bsz * hn;
-    let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
-    let dl_v = d_lse.as_ref().map(|x| x.view());
-    let ctx = Ctx {
-        p: &p,
-        lse: &lse_v,
-        o: &o_v,
-        d_o: &d_o_v,
-        d_lse: dl_v.as_ref(),
-    };
-    let dq_s = dq.as_slice_mut().expect("contiguous");
-    let dk_s = dk.as_slice_mut().expect("contiguous");
-    let dv_s = dvv.as_slice_mut().expect("contiguous");
-    if bh_count >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN {
-        let parts = split_lens(dq_s, (0..bh_count).map(|_| nq * d))
+impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
+    /// Attention backward (the kernel): given the forward's results `out` (`o`, `lse`) and
+    /// the cotangents `d_o` `[B, H, Nq, Dv]` and optionally `d_lse` `[B, H, Nq]` (`None` =
+    /// zero), returns the gradients
+    /// `dSᵢⱼ = Pᵢⱼ·(⟨dOᵢ, vⱼ⟩ − ⟨dOᵢ, oᵢ⟩ + dlseᵢ)`, `dqᵢ = scale·Σⱼ dSᵢⱼ kⱼ`,
+    /// `dkⱼ = scale·Σᵢ dSᵢⱼ qᵢ`, `dvⱼ = Σᵢ Pᵢⱼ dOᵢ`, with `P = exp(scale·QKᵀ − lse)` on visible
+    /// pairs and 0 elsewhere (rows with `lse = −∞` get zero gradients). `self` must hold the
+    /// inputs, mask and scale of the forward call that produced `out`.
+    ///
+    /// # Errors
+    /// Shape mismatches (naming the tensor: `q`, `k`, `v`, `o`, `lse`, `d_o`, `d_lse`), an
+    /// unfit mask, or a scale that is not finite in `T`.
+    pub fn backward(
+        &self,
+        out: AttnOutView<'_, T>,
+        d_o: ArrayView4<'_, T>,
+        d_lse: Option<ArrayView3<'_, T>>,
+    ) -> Result<AttnGrads<T>, AttnError> {
+        let p = Problem::new(self)?;
+        let (o, lse) = (out.o, out.lse);
+        let (bsz, hn, nq, nk, d, dv) = (p.batch, p.heads, p.nq, p.nk, p.d, p.dv);
+        expect_shape("o", o.shape(), &[bsz, hn, nq, dv])?;
+        expect_shape("d_o", d_o.shape(), &[bsz, hn, nq, dv])?;
+        expect_shape("lse", lse.shape(), &[bsz, hn, nq])?;
+        if let Some(g) = &d_lse {
+            expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
+        }
+        // Every element is written exactly once by the tasks below (no zero-fill pass).
+        let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
+        let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
+        let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
+        let bh_count = bsz * hn;
+        let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
+        let dl_v = d_lse.as_ref().map(|x| x.view());
+        let ctx = Ctx {
+            p: &p,
+            lse: &lse_v,
+            o: &o_v,
+            d_o: &d_o_v,
+            d_lse: dl_v.as_ref(),
+        };
+        let dq_s = dq.as_slice_mut().expect("contiguous");
+        let dk_s = dk.as_slice_mut().expect("contiguous");
+        let dv_s = dvv.as_slice_mut().expect("contiguous");
+        if bh_count >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN {
+            let parts = split_lens(dq_s, (0..bh_count).map(|_| nq * d))
+                .into_iter()
+                .zip(split_lens(dk_s, (0..bh_count).map(|_| nk * d)))
+                .zip(split_lens(dv_s, (0..bh_count).map(|_| nk * dv)))
+                .enumerate()
+                .map(|(bh, ((a, b), c))| (bh, a, b, c))
+                .collect();
+            run_tasks(
+                p.par,
+                parts,
+                || Scratch::new(&p, nq.max(1)),
+                |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c),
+            );
+        } else {
+            let kparts: Vec<_> = split_lens(
+                dk_s,
+                (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)),
+            )
             .into_iter()
-            .zip(split_lens(dk_s, (0..bh_count).map(|_| nk * d)))
-            .zip(split_lens(dv_s, (0..bh_count).map(|_| nk * dv)))
+            .zip(split_lens(
+                dv_s,
+                (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv)),
+            ))
             .enumerate()
-            .map(|(bh, ((a, b), c))| (bh, a, b, c))
             .collect();
-        run_tasks(
-            par,
-            parts,
-            || Scratch::new(&p, nq.max(1)),
-            |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c),
-        );
-    } else {
-        let kparts: Vec<_> = split_lens(
-            dk_s,
-            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)),
-        )
-        .into_iter()
-        .zip(split_lens(
-            dv_s,
-            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv)),
-        ))
-        .enumerate()
-        .collect();
-        let per = tiles(nk, BLOCK_K).count().max(1);
-        run_tasks(
-            par,
-            kparts,
-            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
-            |sc, (t, (a, b))| key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b),
-        );
-        let qparts: Vec<_> = split_lens(
-            dq_s,
-            (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d)),
-        )
-        .into_iter()
-        .enumerate()
-        .collect();
-        let per = tiles(nq, BLOCK_Q).count().max(1);
-        run_tasks(
-            par,
-            qparts,
-            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
-            |sc, (t, a)| query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a),
-        );
+            let per = tiles(nk, BLOCK_K).count().max(1);
+            run_tasks(
+                p.par,
+                kparts,
+                || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+                |sc, (t, (a, b))| key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b),
+            );
+            let qparts: Vec<_> = split_lens(
+                dq_s,
+                (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d)),
+            )
+            .into_iter()
+            .enumerate()
+            .collect();
+            let per = tiles(nq, BLOCK_Q).count().max(1);
+            run_tasks(
+                p.par,
+                qparts,
+                || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+                |sc, (t, a)| query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a),
+            );
+        }
+        // SAFETY: fused tasks write all rows of their head (dK, dV rows past the visible keys as
+        // zeros); in two passes every key tile and every query tile is a task writing all its rows.
+        Ok(unsafe {
+            AttnGrads {
+                dq: dq.assume_init(),
+                dk: dk.assume_init(),
+                dv: dvv.assume_init(),
+            }
+        })
     }
-    // SAFETY: fused tasks write all rows of their head (dK, dV rows past the visible keys as
-    // zeros); in two passes every key tile and every query tile is a task writing all its rows.
-    Ok(unsafe { (dq.assume_init(), dk.assume_init(), dvv.assume_init()) })
 }
 
 struct Ctx<'c, 'a, T> {

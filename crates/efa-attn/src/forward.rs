@@ -4,8 +4,7 @@ use crate::micro::{gemm, online_softmax_t, padded, PAD};
 use crate::problem::{
     a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem,
 };
-use crate::{AttnError, Mask, Par, BLOCK_K, BLOCK_Q};
-use efa_num::simd::{self, Isa};
+use crate::{Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayView4};
 use std::mem::MaybeUninit;
@@ -61,69 +60,69 @@ fn row_major(mq: usize, dv: usize) -> bool {
 /// keys its last (widest) row sees.
 const ROW_GROUP: usize = 8;
 
-/// Attention forward: returns `o` `[B, H, Nq, Dv]` and `lse` `[B, H, Nq]` with
-/// `lseᵢ = ln Σ_{j visible} exp(scale·⟨qᵢ, kⱼ⟩)` and `oᵢ = Σⱼ exp(scale·⟨qᵢ, kⱼ⟩ − lseᵢ)·vⱼ`
-/// (`oᵢ = 0`, `lseᵢ = −∞` for rows with no visible key).
-///
-/// `q` is `[B, H, Nq, D]`, `k` is `[B, H, Nk, D]`, `v` is `[B, H, Nk, Dv]`; views may have any
-/// strides. Uses the SIMD variant chosen by `efa_num::simd::active()`.
-///
-/// # Errors
-/// Shape mismatches (naming the tensor and its shape), a mask that does not fit, or a
-/// non-finite `scale`.
-pub fn forward<T: Real>(
-    q: ArrayView4<'_, T>,
-    k: ArrayView4<'_, T>,
-    v: ArrayView4<'_, T>,
-    mask: &Mask<'_>,
-    scale: T,
-    par: Par,
-) -> Result<(Array4<T>, Array3<T>), AttnError> {
-    forward_with(q, k, v, mask, scale, par, simd::active())
-}
+impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
+    /// Attention forward (the kernel): `o` `[B, H, Nq, Dv]` and `lse` `[B, H, Nq]` with
+    /// `lseᵢ = ln Σ_{j∈V(i)} exp(scale·⟨qᵢ, kⱼ⟩)` and
+    /// `oᵢ = Σ_{j∈V(i)} exp(scale·⟨qᵢ, kⱼ⟩ − lseᵢ)·vⱼ` over the keys `V(i)` the mask shows
+    /// query `i` (`oᵢ = 0`, `lseᵢ = −∞` for rows with no visible key).
+    ///
+    /// `q` is `[B, H, Nq, D]`, `k` `[B, H, Nk, D]`, `v` `[B, H, Nk, Dv]` (see the
+    /// [layout table](crate#layouts)); views may have any strides and are read in place.
+    ///
+    /// # Errors
+    /// Shape mismatches (naming the tensor and its shape), a mask that does not fit (naming
+    /// the field and index), or a scale that is not finite in `T`.
+    pub fn forward(&self) -> Result<AttnOut<T>, AttnError> {
+        let p = Problem::new(self)?;
+        // Every element is written exactly once by the tasks below (no zero-fill pass).
+        let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
+        let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
+        let bh_count = p.batch * p.heads;
+        let per_head = tiles(p.nq, BLOCK_Q).count();
+        let o_parts = split_lens(
+            o.as_slice_mut().expect("fresh array is contiguous"),
+            (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n * p.dv)),
+        );
+        let l_parts = split_lens(
+            lse.as_slice_mut().expect("fresh array is contiguous"),
+            (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n)),
+        );
+        let tasks: Vec<_> = o_parts
+            .into_iter()
+            .zip(l_parts)
+            .enumerate()
+            .map(|(t, (o, l))| (t / per_head.max(1), (t % per_head.max(1)) * BLOCK_Q, o, l))
+            .collect();
+        run_tasks(
+            p.par,
+            tasks,
+            || Scratch::new(&p),
+            |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l),
+        );
+        // SAFETY: the tasks cover every (b, h, row) once and `tile` writes every element of its
+        // rows of `o` and `lse`.
+        Ok(unsafe {
+            AttnOut {
+                o: o.assume_init(),
+                lse: lse.assume_init(),
+            }
+        })
+    }
 
-/// [`forward`] with an explicit SIMD variant (the scalar path if the CPU lacks it).
-///
-/// # Errors
-/// As [`forward`].
-pub fn forward_with<T: Real>(
-    q: ArrayView4<'_, T>,
-    k: ArrayView4<'_, T>,
-    v: ArrayView4<'_, T>,
-    mask: &Mask<'_>,
-    scale: T,
-    par: Par,
-    isa: Isa,
-) -> Result<(Array4<T>, Array3<T>), AttnError> {
-    let p = Problem::new(q.view(), k.view(), v.view(), mask, scale, isa)?;
-    // Every element is written exactly once by the tasks below (no zero-fill pass).
-    let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
-    let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
-    let bh_count = p.batch * p.heads;
-    let per_head = tiles(p.nq, BLOCK_Q).count();
-    let o_parts = split_lens(
-        o.as_slice_mut().expect("fresh array is contiguous"),
-        (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n * p.dv)),
-    );
-    let l_parts = split_lens(
-        lse.as_slice_mut().expect("fresh array is contiguous"),
-        (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n)),
-    );
-    let tasks: Vec<_> = o_parts
-        .into_iter()
-        .zip(l_parts)
-        .enumerate()
-        .map(|(t, (o, l))| (t / per_head.max(1), (t % per_head.max(1)) * BLOCK_Q, o, l))
-        .collect();
-    run_tasks(
-        par,
-        tasks,
-        || Scratch::new(&p),
-        |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l),
-    );
-    // SAFETY: the tasks cover every (b, h, row) once and `tile` writes every element of its
-    // rows of `o` and `lse`.
-    Ok(unsafe { (o.assume_init(), lse.assume_init()) })
+    /// Useful floating-point operations of one forward pass, `2·(D + Dv)` per visible
+    /// (batch, head, query, key) quadruple (`QKᵀ` and `PV`; exponentials not counted), i.e.
+    /// `4·B·H·Nq·Nk·D` without a mask and `4·B·H·Nq(Nq+1)/2·D` causal when `Nq = Nk`,
+    /// `Dv = D`. Backward is counted as 2.5× this (the FlashAttention papers' convention).
+    ///
+    /// # Errors
+    /// A mask that does not fit ([`Mask::check`](crate::Mask::check)).
+    pub fn forward_flops(&self) -> Result<u64, AttnError> {
+        let s = self.q.shape();
+        let pairs = self
+            .mask
+            .visible_pairs(s[0], s[1], s[2], self.k.shape()[2])?;
+        Ok(pairs.saturating_mul(2 * (s[3] + self.v.shape()[3]) as u64))
+    }
 }
 
 /// One (batch, head, query tile) task: rows `i0 .. i0 + lse.len()`.

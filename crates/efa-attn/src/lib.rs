@@ -1,24 +1,90 @@
 //! Fused masked-softmax attention on the CPU, FlashAttention-2 style (DESIGN §3).
 //!
-//! For each batch row `b` and head `h`, with scores `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩` over the visible keys
-//! `j ∈ V(i)` (see [`Mask`]):
+//! For each batch row `b` and head `h`, with scores `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩` over the keys
+//! `j ∈ V(i)` the [`Mask`] shows query `i`:
 //!
+//! - `o = softmax(scale·QKᵀ + mask)·V`, i.e. `oᵢ = Σ_{j∈V(i)} Pᵢⱼ vⱼ` with
+//!   `Pᵢⱼ = exp(sᵢⱼ − lseᵢ)`;
 //! - `lseᵢ = ln Σ_{j∈V(i)} exp(sᵢⱼ)` — the log-partition of the empirical exponential family
-//!   over the keys, returned as an output;
-//! - `oᵢ = Σ_{j∈V(i)} Pᵢⱼ vⱼ` with `Pᵢⱼ = exp(sᵢⱼ − lseᵢ)`. With `v = k`,
-//!   `oᵢ = (1/scale)·∂lseᵢ/∂qᵢ`: the output is the mean parameter of that family.
+//!   over the keys, returned as an output. With `v = k`, `oᵢ = (1/scale)·∂lseᵢ/∂qᵢ`: the
+//!   output is the mean parameter of that family.
 //!
 //! A row with no visible key gives `oᵢ = 0`, `lseᵢ = −∞` and zero gradients.
 //!
-//! [`forward`] streams key tiles per (batch, head, query tile) with a running max `m`, running
-//! sum `l` and an output accumulator, never storing an `Nq×Nk` matrix; scores are kept
-//! transposed (keys × queries) so the softmax statistics are vectorised across queries. The
-//! matrix products are this crate's own SIMD microkernels ([`micro`]), so no library threading
-//! runs inside the rayon tasks. [`backward`] recomputes
-//! `P = exp(S − LSE)` tile by tile. Work is split into tasks that each own their output rows, so
-//! results are bitwise identical for any number of threads. Tensors are `[batch, heads, len,
-//! dim]`; [`naive`] holds the O(N²) f64 reference used by tests and benches.
+//! One call is an [`Attention`] value (inputs, mask, scale, scheduling, SIMD variant) run by
+//! [`Attention::forward`] → [`AttnOut`] `{ o, lse }` and [`Attention::backward`] →
+//! [`AttnGrads`] `{ dq, dk, dv }`; [`naive`] takes the same arguments (the O(N²) f64
+//! reference used by tests and benches). `use efa_attn::prelude::*` brings them all in.
+//!
+//! ```
+//! use efa_attn::prelude::*;
+//! use ndarray::{Array3, Array4};
+//!
+//! // B = 2 batch rows, H = 1 head, N = 3 positions, D = 2; values = keys.
+//! let q = Array4::from_shape_fn((2, 1, 3, 2), |(b, _, i, c)| 0.3 * (b + i) as f64 - 0.2 * c as f64);
+//! let k = Array4::from_shape_fn((2, 1, 3, 2), |(b, _, j, c)| 0.5 * j as f64 - 0.1 * (b + c) as f64);
+//! // Causal, and batch row 1 has only 2 valid keys (key padding).
+//! let args = Attention::new(q.view(), k.view(), k.view()).mask(Mask::causal().key_lengths([3, 2]));
+//! let out = args.forward()?;
+//!
+//! // By hand: query 2 of batch row 1 sees keys 0 and 1 (key 2 is padding), with the default
+//! // scale 1/√D.
+//! let scale = 1.0 / 2f64.sqrt();
+//! let s = |j: usize| scale * (0..2).map(|c| q[[1, 0, 2, c]] * k[[1, 0, j, c]]).sum::<f64>();
+//! let lse = (s(0).exp() + s(1).exp()).ln();
+//! assert!((out.lse[[1, 0, 2]] - lse).abs() < 1e-12);
+//! let o0 = (s(0) - lse).exp() * k[[1, 0, 0, 0]] + (s(1) - lse).exp() * k[[1, 0, 1, 0]];
+//! assert!((out.o[[1, 0, 2, 0]] - o0).abs() < 1e-12);
+//!
+//! // o = (1/scale)·∂lse/∂q when v = k: the cotangents d_o = 0, d_lse = 1 make dq = ∂Σlse/∂q.
+//! let (d_o, d_lse) = (Array4::zeros(out.o.raw_dim()), Array3::ones(out.lse.raw_dim()));
+//! let g = args.backward(out.view(), d_o.view(), Some(d_lse.view()))?;
+//! for (o, dq) in out.o.iter().zip(&g.dq) {
+//!     assert!((o - dq / scale).abs() < 1e-12);
+//! }
+//! # Ok::<(), AttnError>(())
+//! ```
+//!
+//! # Layouts
+//!
+//! The kernel works on `[B, H, N, D]` tensors; the tape op (`efa_tape`'s `Tape::attention`
+//! and `Tape::attention_heads`) takes the layout per-position projections produce and views
+//! it as `[B, H, N, D]` through strides (no copy of the inputs; it copies the outputs and
+//! gradients back to its layout).
+//!
+//! | tensor | kernel (`Attention<ArrayView4>`) | `Tape::attention` | `Tape::attention_heads(…, H)` |
+//! |--------|--------------------|-------------------|-------------------------------|
+//! | `q`    | `[B, H, Nq, Dk]`   | `[B, Nq, H, Dk]`  | `[B, Nq, H·Dk]` |
+//! | `k`    | `[B, H, Nk, Dk]`   | `[B, Nk, H, Dk]`  | `[B, Nk, H·Dk]` |
+//! | `v`    | `[B, H, Nk, Dv]`   | `[B, Nk, H, Dv]`  | `[B, Nk, H·Dv]` |
+//! | `o`    | `[B, H, Nq, Dv]`   | `[B, Nq, H, Dv]`  | `[B, Nq, H·Dv]` |
+//! | `lse`  | `[B, H, Nq]`       | `[B, H, Nq]`      | `[B, H, Nq]` |
+//! | `mask.key_lengths` | `[B]`  | `[B]`             | `[B]` |
+//! | `mask.dense` | `[B or 1, H or 1, Nq, Nk]` | same | same |
+//!
+//! - Axes: `B` batch rows, `H` heads, `Nq` queries (positions asking), `Nk` keys = values
+//!   (positions answering), `Dk` query/key width per head, `Dv` value width per head.
+//! - Flat heads: head `h` owns columns `[h·Dk, (h+1)·Dk)` of `q`, `k` (and
+//!   `[h·Dv, (h+1)·Dv)` of `v`, `o`): a `[B, N, H·D]` array is the `[B, N, H, D]` one in
+//!   standard layout.
+//! - `Nq ≠ Nk` (cross-attention) is allowed everywhere; the causal rule then compares query
+//!   and key indices directly (`j ≤ i + offset`, with offset `Nk − Nq` aligning the last
+//!   query with the last key). `Nq` or `Nk` may be 0.
+//! - `Dv ≠ Dk` is allowed: `o` has `v`'s width; `dq`, `dk` have `Dk`, `dv` has `Dv`.
+//! - `lse` is `[B, H, Nq]` in every layout (one log-partition per (batch row, head, query)).
+//! - The default scale is `1/√Dk` with `Dk` the per-head width (not `H·Dk`).
+//!
+//! # Implementation
+//!
+//! [`Attention::forward`] streams key tiles per (batch, head, query tile) with a running max
+//! `m`, running sum `l` and an output accumulator, never storing an `Nq×Nk` matrix; scores are
+//! kept transposed (keys × queries) so the softmax statistics are vectorised across queries.
+//! The matrix products are this crate's own SIMD microkernels ([`micro`]), so no library
+//! threading runs inside the rayon tasks. [`Attention::backward`] recomputes
+//! `P = exp(S − LSE)` tile by tile. Work is split into tasks that each own their output rows,
+//! so results are bitwise identical for any number of threads.
 
+mod args;
 mod backward;
 mod forward;
 mod mask;
@@ -26,10 +92,15 @@ pub mod micro;
 pub mod naive;
 mod problem;
 
-pub use backward::{backward, backward_with};
+pub use args::{Attention, AttnGrads, AttnOut, AttnOutView};
 pub use efa_num::simd::Isa;
-pub use forward::{forward, forward_with};
-pub use mask::{Mask, MaskSet};
+pub use efa_num::Real;
+pub use mask::Mask;
+
+/// Everything a caller of the kernel needs: `use efa_attn::prelude::*`.
+pub mod prelude {
+    pub use crate::{Attention, AttnError, AttnGrads, AttnOut, AttnOutView, Isa, Mask, Par, Real};
+}
 
 use std::fmt;
 
@@ -103,22 +174,3 @@ impl fmt::Display for AttnError {
 }
 
 impl std::error::Error for AttnError {}
-
-/// Useful floating-point operations of one forward pass: `4·B·H·Σᵢ|V(i)|·D` counted as
-/// `4·B·H·Nq·Nk·D`, halved (`Nq·(Nq+1)/2` pairs) for causal masks. Backward is counted as 2.5×
-/// this (the convention of FlashAttention papers).
-pub fn forward_flops(
-    batch: usize,
-    heads: usize,
-    nq: usize,
-    nk: usize,
-    dim: usize,
-    causal: bool,
-) -> f64 {
-    let pairs = if causal {
-        (nq as f64) * (nq as f64 + 1.0) / 2.0
-    } else {
-        nq as f64 * nk as f64
-    };
-    4.0 * batch as f64 * heads as f64 * pairs * dim as f64
-}

@@ -1,9 +1,10 @@
 //! The O(N²) reference in f64: materialises the probability matrix per (batch, head).
-//! Used by tests (independent of the tiled kernel) and benches (the naive baseline).
+//! Used by tests (independent of the tiled kernel) and benches (the naive baseline). Takes the
+//! same [`Attention`] arguments and returns the same named results as the kernel, in f64.
 
 use crate::mask::Rules;
 use crate::problem::expect_shape;
-use crate::{AttnError, Mask};
+use crate::{Attention, AttnError, AttnGrads, AttnOut};
 use efa_num::Real;
 use ndarray::{Array2, Array3, Array4, ArrayView3, ArrayView4};
 
@@ -54,31 +55,37 @@ fn probs<T: Real>(
     (p, lse)
 }
 
+/// Checks the shapes and the mask of `args`; returns the rules and the scale as the kernel
+/// uses it (rounded to `T`, then widened to f64).
 fn check<'m, T: Real>(
-    q: &ArrayView4<T>,
-    k: &ArrayView4<T>,
-    v: &ArrayView4<T>,
-    mask: &Mask<'m>,
-) -> Result<Rules<'m>, AttnError> {
+    args: &'m Attention<ArrayView4<'_, T>>,
+) -> Result<(Rules<'m>, f64), AttnError> {
+    let (q, k, v) = (&args.q, &args.k, &args.v);
     let s = q.shape();
     expect_shape("k", k.shape(), &[s[0], s[1], k.shape()[2], s[3]])?;
     expect_shape("v", v.shape(), &[s[0], s[1], k.shape()[2], v.shape()[3]])?;
-    Rules::new(mask, s[0], s[1], s[2], k.shape()[2])
+    let rules = Rules::new(&args.mask, s[0], s[1], s[2], k.shape()[2])?;
+    let scale = T::from_f64(args.scale_for(s[3])).to_f64();
+    if !scale.is_finite() {
+        return Err(AttnError::new(
+            "scale",
+            vec![],
+            format!("must be finite in {}, got {scale}", T::NAME),
+        ));
+    }
+    Ok((rules, scale))
 }
 
-/// Reference forward in f64: `(o, lse)` as [`crate::forward`] defines them, computed by
-/// materialising `P` (O(Nq·Nk) memory per head).
+/// Reference forward in f64: [`AttnOut`] as [`Attention::forward`] defines it (same
+/// arguments; `par` and `isa` are ignored), computed by materialising
+/// `P = exp(scale·QKᵀ − lse)` (O(Nq·Nk) memory per head). The scale is the kernel's: rounded
+/// to `T` first.
 ///
 /// # Errors
-/// Shape mismatches or an unfit mask.
-pub fn forward<T: Real>(
-    q: ArrayView4<T>,
-    k: ArrayView4<T>,
-    v: ArrayView4<T>,
-    mask: &Mask,
-    scale: f64,
-) -> Result<(Array4<f64>, Array3<f64>), AttnError> {
-    let rules = check(&q, &k, &v, mask)?;
+/// Shape mismatches, an unfit mask or a non-finite scale, as [`Attention::forward`].
+pub fn forward<T: Real>(args: &Attention<ArrayView4<'_, T>>) -> Result<AttnOut<f64>, AttnError> {
+    let (rules, scale) = check(args)?;
+    let (q, k, v) = (&args.q, &args.k, &args.v);
     let (bs, hs, nq, nk, dv) = (
         q.shape()[0],
         q.shape()[1],
@@ -90,7 +97,7 @@ pub fn forward<T: Real>(
     let mut lse = Array3::<f64>::zeros((bs, hs, nq));
     for b in 0..bs {
         for h in 0..hs {
-            let (p, l) = probs(&q, &k, &rules, b, h, scale);
+            let (p, l) = probs(q, k, &rules, b, h, scale);
             for i in 0..nq {
                 lse[[b, h, i]] = l[i];
                 for c in 0..dv {
@@ -99,25 +106,23 @@ pub fn forward<T: Real>(
             }
         }
     }
-    Ok((o, lse))
+    Ok(AttnOut { o, lse })
 }
 
-/// Reference backward in f64: `(dq, dk, dv)` as [`crate::backward`] defines them, from the
-/// materialised `P`: `dP = dO·Vᵀ`, `dS = P ∘ (dP − rowsum(dO ∘ O) + dlse)`.
+/// Reference backward in f64: [`AttnGrads`] as [`Attention::backward`] defines them, for the
+/// cotangents `d_o` `[B, H, Nq, Dv]` and `d_lse` `[B, H, Nq]` (`None` = zero), from the
+/// materialised `P` (the forward's outputs are recomputed, not taken):
+/// `dP = dO·Vᵀ`, `dS = P ∘ (dP − rowsum(dO ∘ O) + dlse)`.
 ///
 /// # Errors
-/// Shape mismatches or an unfit mask.
-#[allow(clippy::type_complexity)]
+/// Shape mismatches, an unfit mask or a non-finite scale.
 pub fn backward<T: Real>(
-    q: ArrayView4<T>,
-    k: ArrayView4<T>,
-    v: ArrayView4<T>,
-    d_o: ArrayView4<T>,
-    d_lse: Option<ArrayView3<T>>,
-    mask: &Mask,
-    scale: f64,
-) -> Result<(Array4<f64>, Array4<f64>, Array4<f64>), AttnError> {
-    let rules = check(&q, &k, &v, mask)?;
+    args: &Attention<ArrayView4<'_, T>>,
+    d_o: ArrayView4<'_, T>,
+    d_lse: Option<ArrayView3<'_, T>>,
+) -> Result<AttnGrads<f64>, AttnError> {
+    let (rules, scale) = check(args)?;
+    let (q, k, v) = (&args.q, &args.k, &args.v);
     let (bs, hs, nq, nk, d, dv) = (
         q.shape()[0],
         q.shape()[1],
@@ -127,12 +132,15 @@ pub fn backward<T: Real>(
         v.shape()[3],
     );
     expect_shape("d_o", d_o.shape(), &[bs, hs, nq, dv])?;
+    if let Some(g) = &d_lse {
+        expect_shape("d_lse", g.shape(), &[bs, hs, nq])?;
+    }
     let mut dq = Array4::<f64>::zeros(q.raw_dim());
     let mut dk = Array4::<f64>::zeros(k.raw_dim());
     let mut dvv = Array4::<f64>::zeros(v.raw_dim());
     for b in 0..bs {
         for h in 0..hs {
-            let (p, _) = probs(&q, &k, &rules, b, h, scale);
+            let (p, _) = probs(q, k, &rules, b, h, scale);
             for i in 0..nq {
                 let g = |c: usize| d_o[[b, h, i, c]].to_f64();
                 // o_i from P, then D_i = ⟨dO_i, o_i⟩ − dlse_i.
@@ -161,7 +169,7 @@ pub fn backward<T: Real>(
             }
         }
     }
-    Ok((dq, dk, dvv))
+    Ok(AttnGrads { dq, dk, dv: dvv })
 }
 
 /// The attention probabilities `P[b, h, i, j] = exp(sᵢⱼ − lseᵢ)` with `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`

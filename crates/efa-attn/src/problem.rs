@@ -1,8 +1,8 @@
 //! Shape checks, tile packing and task splitting shared by forward and backward.
 
-use crate::mask::{Mask, Rules};
+use crate::mask::Rules;
 use crate::micro::padded;
-use crate::{AttnError, Par};
+use crate::{Attention, AttnError, Par};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{ArrayView2, ArrayView3, ArrayView4, Axis};
@@ -22,6 +22,7 @@ pub(crate) struct Problem<'a, T> {
     pub scale: T,
     pub rules: Rules<'a>,
     pub isa: Isa,
+    pub par: Par,
 }
 
 /// Errors unless `got` equals `want`.
@@ -41,27 +42,24 @@ pub(crate) fn expect_shape(
 }
 
 impl<'a, T: Real> Problem<'a, T> {
-    pub fn new<'m: 'a>(
-        q: ArrayView4<'a, T>,
-        k: ArrayView4<'a, T>,
-        v: ArrayView4<'a, T>,
-        mask: &Mask<'m>,
-        scale: T,
-        isa: Isa,
-    ) -> Result<Self, AttnError> {
+    /// Checks the shapes of `args` (`q` `[B, H, Nq, D]`, `k` `[B, H, Nk, D]`, `v`
+    /// `[B, H, Nk, Dv]`), its mask and its scale (finite in `T`).
+    pub fn new<'v: 'a>(args: &'a Attention<ArrayView4<'v, T>>) -> Result<Self, AttnError> {
+        let (q, k, v) = (args.q.view(), args.k.view(), args.v.view());
         let [batch, heads, nq, d] = [q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]];
         let nk = k.shape()[2];
         expect_shape("k", k.shape(), &[batch, heads, nk, d])?;
         let dv = v.shape()[3];
         expect_shape("v", v.shape(), &[batch, heads, nk, dv])?;
+        let scale = T::from_f64(args.scale_for(d));
         if !scale.is_finite() {
             return Err(AttnError::new(
                 "scale",
                 vec![],
-                format!("must be finite, got {scale}"),
+                format!("must be finite in {}, got {scale}", T::NAME),
             ));
         }
-        let rules = Rules::new(mask, batch, heads, nq, nk)?;
+        let rules = Rules::new(&args.mask, batch, heads, nq, nk)?;
         Ok(Problem {
             q,
             k,
@@ -74,7 +72,8 @@ impl<'a, T: Real> Problem<'a, T> {
             dv,
             scale,
             rules,
-            isa: isa.or_scalar(),
+            isa: args.isa_or_active().or_scalar(),
+            par: args.par,
         })
     }
 

@@ -5,10 +5,9 @@
 mod common;
 
 use common::*;
-use efa_attn::{
-    backward, backward_with, forward, forward_with, naive, Isa, Mask, Par, BLOCK_Q, FUSED_MIN_HEADS,
-};
+use efa_attn::{naive, Attention, Isa, Mask, Par, BLOCK_Q, FUSED_MIN_HEADS};
 use efa_num::Real;
+use ndarray::ArrayView4;
 use ndarray::{Array3, Array4, ArrayD, Ix4};
 
 #[allow(clippy::too_many_arguments)]
@@ -30,7 +29,7 @@ fn check_case<T: Real>(
     let gl = rand3::<T>([b, h, nq], 1.0, seed + 4);
     let lens = lengths(b, nk);
     let dense = rand_dense(b, nq, nk, seed + 5);
-    let scale = T::from_f64(1.0 / (d as f64).sqrt());
+    let scale = 1.0 / (d as f64).sqrt();
     let (atol, rtol) = if T::BYTES == 4 {
         (1e-4, 1e-3)
     } else {
@@ -42,36 +41,17 @@ fn check_case<T: Real>(
             T::NAME,
             isa.name()
         );
-        let (o, lse) =
-            forward_with(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon, isa).unwrap();
+        let args = Attention::new(q.view(), k.view(), v.view())
+            .mask(mask)
+            .scale(scale)
+            .isa(isa);
+        let out = args.forward().unwrap();
         let dl = if with_dlse { Some(gl.view()) } else { None };
-        let (dq, dk, dvv) = backward_with(
-            q.view(),
-            k.view(),
-            v.view(),
-            o.view(),
-            lse.view(),
-            g.view(),
-            dl,
-            &mask,
-            scale,
-            Par::Rayon,
-            isa,
-        )
-        .unwrap();
-        let (rq, rk, rv) = naive::backward(
-            q.view(),
-            k.view(),
-            v.view(),
-            g.view(),
-            dl,
-            &mask,
-            scale.to_f64(),
-        )
-        .unwrap();
-        assert_close(&dq, &rq, atol, rtol, &format!("{what} dq"));
-        assert_close(&dk, &rk, atol, rtol, &format!("{what} dk"));
-        assert_close(&dvv, &rv, atol, rtol, &format!("{what} dv"));
+        let got = args.backward(out.view(), g.view(), dl).unwrap();
+        let want = naive::backward(&args, g.view(), dl).unwrap();
+        assert_close(&got.dq, &want.dq, atol, rtol, &format!("{what} dq"));
+        assert_close(&got.dk, &want.dk, atol, rtol, &format!("{what} dk"));
+        assert_close(&got.dv, &want.dv, atol, rtol, &format!("{what} dv"));
     }
 }
 
@@ -167,18 +147,11 @@ fn every_simd_variant_forced() {
 }
 
 /// Loss `Σ g∘o + Σ gl∘lse` (over finite lse) in f64 for central differences.
-fn loss(
-    q: &Array4<f64>,
-    k: &Array4<f64>,
-    v: &Array4<f64>,
-    g: &Array4<f64>,
-    gl: &Array3<f64>,
-    mask: &Mask,
-    scale: f64,
-) -> f64 {
-    let (o, lse) = forward(q.view(), k.view(), v.view(), mask, scale, Par::Sequential).unwrap();
-    let a: f64 = o.iter().zip(g.iter()).map(|(x, y)| x * y).sum();
-    let b: f64 = lse
+fn loss(args: &Attention<ArrayView4<f64>>, g: &Array4<f64>, gl: &Array3<f64>) -> f64 {
+    let out = args.clone().par(Par::Sequential).forward().unwrap();
+    let a: f64 = out.o.iter().zip(g.iter()).map(|(x, y)| x * y).sum();
+    let b: f64 = out
+        .lse
         .iter()
         .zip(gl.iter())
         .filter(|(x, _)| x.is_finite())
@@ -195,58 +168,57 @@ fn fd_audit(b: usize, h: usize, nq: usize, nk: usize, d: usize, seed: u64) {
     let gl = rand3::<f64>([b, h, nq], 1.0, seed + 4);
     let lens = lengths(b, nk);
     let dense = rand_dense(b, nq, nk, seed + 5);
-    let scale = 0.7;
     for (name, mask) in masks(nq, nk, &lens, &dense) {
-        let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-        let (dq, dk, dv) = backward(
-            q.view(),
-            k.view(),
-            v.view(),
-            o.view(),
-            lse.view(),
-            g.view(),
-            Some(gl.view()),
-            &mask,
-            scale,
-            Par::Rayon,
-        )
-        .unwrap();
-        let fd_q = central_diff(&q.clone().into_dyn(), |x: &ArrayD<f64>| {
+        let args = Attention::new(q.view(), k.view(), v.view())
+            .mask(mask)
+            .scale(0.7);
+        let out = args.forward().unwrap();
+        let got = args
+            .backward(out.view(), g.view(), Some(gl.view()))
+            .unwrap();
+        let four = |x: &ArrayD<f64>| x.clone().into_dimensionality::<Ix4>().unwrap();
+        let fd_q = central_diff(&q.clone().into_dyn(), |x| {
             loss(
-                &x.clone().into_dimensionality::<Ix4>().unwrap(),
-                &k,
-                &v,
+                &args.with_inputs(four(x).view(), k.view(), v.view()),
                 &g,
                 &gl,
-                &mask,
-                scale,
             )
         });
-        let fd_k = central_diff(&k.clone().into_dyn(), |x: &ArrayD<f64>| {
+        let fd_k = central_diff(&k.clone().into_dyn(), |x| {
             loss(
-                &q,
-                &x.clone().into_dimensionality::<Ix4>().unwrap(),
-                &v,
+                &args.with_inputs(q.view(), four(x).view(), v.view()),
                 &g,
                 &gl,
-                &mask,
-                scale,
             )
         });
-        let fd_v = central_diff(&v.clone().into_dyn(), |x: &ArrayD<f64>| {
+        let fd_v = central_diff(&v.clone().into_dyn(), |x| {
             loss(
-                &q,
-                &k,
-                &x.clone().into_dimensionality::<Ix4>().unwrap(),
+                &args.with_inputs(q.view(), k.view(), four(x).view()),
                 &g,
                 &gl,
-                &mask,
-                scale,
             )
         });
-        assert_close(&dq.into_dyn(), &fd_q, 1e-5, 1e-3, &format!("fd dq {name}"));
-        assert_close(&dk.into_dyn(), &fd_k, 1e-5, 1e-3, &format!("fd dk {name}"));
-        assert_close(&dv.into_dyn(), &fd_v, 1e-5, 1e-3, &format!("fd dv {name}"));
+        assert_close(
+            &got.dq.into_dyn(),
+            &fd_q,
+            1e-5,
+            1e-3,
+            &format!("fd dq {name}"),
+        );
+        assert_close(
+            &got.dk.into_dyn(),
+            &fd_k,
+            1e-5,
+            1e-3,
+            &format!("fd dk {name}"),
+        );
+        assert_close(
+            &got.dv.into_dyn(),
+            &fd_v,
+            1e-5,
+            1e-3,
+            &format!("fd dv {name}"),
+        );
     }
 }
 
@@ -268,40 +240,36 @@ fn exponential_family_identity() {
     let q = rand4::<f64>([b, h, n, d], 1.0, 500);
     let k = rand4::<f64>([b, h, n, d], 1.0, 501);
     let scale = 0.8;
-    for mask in [Mask::None, Mask::causal(), Mask::ExcludeSelf] {
-        let (o, lse) = forward(q.view(), k.view(), k.view(), &mask, scale, Par::Rayon).unwrap();
+    for mask in [Mask::none(), Mask::causal(), Mask::none().exclude_self()] {
+        let args = Attention::new(q.view(), k.view(), k.view())
+            .mask(mask)
+            .scale(scale);
+        let out = args.forward().unwrap();
         let sum_lse = |x: &ArrayD<f64>| {
             let x4 = x.clone().into_dimensionality::<Ix4>().unwrap();
-            let (_, l) =
-                forward(x4.view(), k.view(), k.view(), &mask, scale, Par::Sequential).unwrap();
-            l.iter().filter(|v| v.is_finite()).sum::<f64>()
+            let r = args
+                .with_inputs(x4.view(), k.view(), k.view())
+                .par(Par::Sequential)
+                .forward()
+                .unwrap();
+            r.lse.iter().filter(|v| v.is_finite()).sum::<f64>()
         };
         let grad = central_diff(&q.clone().into_dyn(), sum_lse);
         let o_fd = grad.mapv(|g| g / scale);
         assert_close(
-            &o.clone().into_dyn(),
+            &out.o.clone().into_dyn(),
             &o_fd,
             1e-7,
             1e-6,
             "o vs (1/scale) dlse/dq",
         );
-        let zero = Array4::<f64>::zeros(o.raw_dim());
-        let ones = Array3::<f64>::ones(lse.raw_dim());
-        let (dq, _, _) = backward(
-            q.view(),
-            k.view(),
-            k.view(),
-            o.view(),
-            lse.view(),
-            zero.view(),
-            Some(ones.view()),
-            &mask,
-            scale,
-            Par::Rayon,
-        )
-        .unwrap();
-        let want = o.mapv(|x| x * scale);
-        assert_close(&dq, &want, 1e-12, 1e-10, "dq = scale·o");
+        let zero = Array4::<f64>::zeros(out.o.raw_dim());
+        let ones = Array3::<f64>::ones(out.lse.raw_dim());
+        let got = args
+            .backward(out.view(), zero.view(), Some(ones.view()))
+            .unwrap();
+        let want = out.o.mapv(|x| x * scale);
+        assert_close(&got.dq, &want, 1e-12, 1e-10, "dq = scale·o");
     }
 }
 
@@ -313,35 +281,24 @@ fn fully_masked_rows_have_zero_gradients() {
         let v = rand4::<f64>([bsz, h, 6, 4], 1.0, 602);
         let g = rand4::<f64>([bsz, h, 6, 4], 1.0, 603);
         let gl = rand3::<f64>([bsz, h, 6], 1.0, 604);
-        let lens = [6, 0, 2];
-        let mask = Mask::KeyPadding(&lens);
-        let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, 1.0, Par::Rayon).unwrap();
-        let (dq, dk, dv) = backward(
-            q.view(),
-            k.view(),
-            v.view(),
-            o.view(),
-            lse.view(),
-            g.view(),
-            Some(gl.view()),
-            &mask,
-            1.0,
-            Par::Rayon,
-        )
-        .unwrap();
-        for x in [&dq, &dk, &dv] {
+        let args = Attention::new(q.view(), k.view(), v.view())
+            .mask(Mask::none().key_lengths([6, 0, 2]))
+            .scale(1.0);
+        let out = args.forward().unwrap();
+        let gr = args
+            .backward(out.view(), g.view(), Some(gl.view()))
+            .unwrap();
+        for x in [&gr.dq, &gr.dk, &gr.dv] {
             assert!(x.index_axis(ndarray::Axis(0), 1).iter().all(|&v| v == 0.0));
             assert!(x.iter().all(|v| v.is_finite()));
         }
         // Padded keys get no gradient either.
-        assert!(dk
-            .slice(ndarray::s![2, .., 2.., ..])
-            .iter()
-            .all(|&v| v == 0.0));
-        assert!(dv
-            .slice(ndarray::s![2, .., 2.., ..])
-            .iter()
-            .all(|&v| v == 0.0));
+        for x in [&gr.dk, &gr.dv] {
+            assert!(x
+                .slice(ndarray::s![2, .., 2.., ..])
+                .iter()
+                .all(|&v| v == 0.0));
+        }
     }
 }
 
@@ -352,33 +309,22 @@ fn deterministic_across_thread_counts() {
         let k = rand4::<f32>([bsz, h, n, 16], 1.0, 701);
         let v = rand4::<f32>([bsz, h, n, 16], 1.0, 702);
         let g = rand4::<f32>([bsz, h, n, 16], 1.0, 703);
-        let mask = Mask::causal();
+        let args = Attention::new(q.view(), k.view(), v.view())
+            .mask(Mask::causal())
+            .scale(0.25);
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
             pool.install(|| {
-                let (o, l) =
-                    forward(q.view(), k.view(), v.view(), &mask, 0.25, Par::Rayon).unwrap();
-                backward(
-                    q.view(),
-                    k.view(),
-                    v.view(),
-                    o.view(),
-                    l.view(),
-                    g.view(),
-                    None,
-                    &mask,
-                    0.25,
-                    Par::Rayon,
-                )
-                .unwrap()
+                let out = args.forward().unwrap();
+                args.backward(out.view(), g.view(), None).unwrap()
             })
         };
         let r1 = run(1);
         for r in [run(2), run(3)] {
-            for (a, b) in [(&r1.0, &r.0), (&r1.1, &r.1), (&r1.2, &r.2)] {
+            for (a, b) in [(&r1.dq, &r.dq), (&r1.dk, &r.dk), (&r1.dv, &r.dv)] {
                 assert!(
                     a.iter()
                         .zip(b.iter())
@@ -395,38 +341,27 @@ fn backward_shape_errors_name_the_tensor() {
     let q = Array4::<f64>::zeros((1, 1, 3, 4));
     let k = Array4::<f64>::zeros((1, 1, 5, 4));
     let v = Array4::<f64>::zeros((1, 1, 5, 2));
-    let o = Array4::<f64>::zeros((1, 1, 3, 2));
-    let lse = Array3::<f64>::zeros((1, 1, 3));
+    let out = efa_attn::AttnOut {
+        o: Array4::<f64>::zeros((1, 1, 3, 2)),
+        lse: Array3::<f64>::zeros((1, 1, 3)),
+    };
+    let args = Attention::new(q.view(), k.view(), v.view());
     let bad = Array4::<f64>::zeros((1, 1, 3, 3));
-    let e = backward(
-        q.view(),
-        k.view(),
-        v.view(),
-        o.view(),
-        lse.view(),
-        bad.view(),
-        None,
-        &Mask::None,
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap_err();
+    let e = args.backward(out.view(), bad.view(), None).unwrap_err();
+    assert_eq!((e.tensor, e.shape.clone()), ("d_o", vec![1, 1, 3, 3]));
+    let e = naive::backward(&args, bad.view(), None).unwrap_err();
     assert_eq!((e.tensor, e.shape.clone()), ("d_o", vec![1, 1, 3, 3]));
     let bad_l = Array3::<f64>::zeros((1, 1, 4));
-    let e = backward(
-        q.view(),
-        k.view(),
-        v.view(),
-        o.view(),
-        lse.view(),
-        o.view(),
-        Some(bad_l.view()),
-        &Mask::None,
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap_err();
+    let e = args
+        .backward(out.view(), out.o.view(), Some(bad_l.view()))
+        .unwrap_err();
+    assert_eq!((e.tensor, e.shape.clone()), ("d_lse", vec![1, 1, 4]));
+    let e = naive::backward(&args, out.o.view(), Some(bad_l.view())).unwrap_err();
     assert_eq!(e.tensor, "d_lse");
+    let mut swapped = out.view();
+    swapped.o = bad.view();
+    let e = args.backward(swapped, out.o.view(), None).unwrap_err();
+    assert_eq!(e.tensor, "o");
 }
 
 #[test]
@@ -437,26 +372,15 @@ fn negative_and_permuted_strides_match_naive() {
     let vt = rand4::<f64>([2, 2, 5, 30], 1.0, 801);
     let v = vt.view().permuted_axes([0, 1, 3, 2]);
     let g = rand4::<f64>([2, 2, 30, 5], 1.0, 802);
-    for mask in [Mask::causal(), Mask::ExcludeSelf] {
-        let (o, lse) = forward(q, k, v, &mask, 0.3, Par::Rayon).unwrap();
-        let (o_ref, _) = naive::forward(q, k, v, &mask, 0.3).unwrap();
-        assert_close(&o, &o_ref, 1e-12, 1e-10, "o");
-        let (dq, dk, dv) = backward(
-            q,
-            k,
-            v,
-            o.view(),
-            lse.view(),
-            g.view(),
-            None,
-            &mask,
-            0.3,
-            Par::Rayon,
-        )
-        .unwrap();
-        let (rq, rk, rv) = naive::backward(q, k, v, g.view(), None, &mask, 0.3).unwrap();
-        assert_close(&dq, &rq, 1e-11, 1e-9, "dq");
-        assert_close(&dk, &rk, 1e-11, 1e-9, "dk");
-        assert_close(&dv, &rv, 1e-11, 1e-9, "dv");
+    for mask in [Mask::causal(), Mask::none().exclude_self()] {
+        let args = Attention::new(q, k, v).mask(mask).scale(0.3);
+        let out = args.forward().unwrap();
+        let want = naive::forward(&args).unwrap();
+        assert_close(&out.o, &want.o, 1e-12, 1e-10, "o");
+        let got = args.backward(out.view(), g.view(), None).unwrap();
+        let want = naive::backward(&args, g.view(), None).unwrap();
+        assert_close(&got.dq, &want.dq, 1e-11, 1e-9, "dq");
+        assert_close(&got.dk, &want.dk, 1e-11, 1e-9, "dk");
+        assert_close(&got.dv, &want.dv, 1e-11, 1e-9, "dv");
     }
 }

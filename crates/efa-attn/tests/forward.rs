@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use efa_attn::{forward, forward_with, naive, Isa, Mask, MaskSet, Par, BLOCK_K, BLOCK_Q};
+use efa_attn::{naive, Attention, Isa, Mask, Par, BLOCK_K, BLOCK_Q};
 use efa_num::Real;
 use ndarray::Array4;
 
@@ -61,20 +61,15 @@ fn check_case<T: Real>(
             T::NAME,
             isa.name()
         );
-        let (o, lse) = forward_with(
-            q.view(),
-            k.view(),
-            v.view(),
-            &mask,
-            T::from_f64(scale),
-            Par::Rayon,
-            isa,
-        )
-        .unwrap();
-        let sc = T::from_f64(scale).to_f64();
-        let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &mask, sc).unwrap();
-        assert_close(&o, &o_ref, atol, rtol, &format!("{what} o"));
-        assert_close(&lse, &lse_ref, atol, rtol, &format!("{what} lse"));
+        let args = Attention::new(q.view(), k.view(), v.view())
+            .mask(mask)
+            .scale(scale)
+            .isa(isa);
+        let out = args.forward().unwrap();
+        // The reference rounds the scale to T as the kernel does.
+        let want = naive::forward(&args).unwrap();
+        assert_close(&out.o, &want.o, atol, rtol, &format!("{what} o"));
+        assert_close(&out.lse, &want.lse, atol, rtol, &format!("{what} lse"));
     }
 }
 
@@ -183,11 +178,11 @@ fn small_heads_strided_views() {
     let k = big.slice(ndarray::s![.., 1..;2, .., ..]);
     let vt = rand4::<f32>([2, 2, 16, 50], 1.0, 811);
     let v = vt.view().permuted_axes([0, 1, 3, 2]);
-    for mask in [Mask::None, Mask::causal()] {
-        let (o, lse) = forward(q, k, v, &mask, 0.3, Par::Rayon).unwrap();
-        let (o_ref, lse_ref) = naive::forward(q, k, v, &mask, 0.3f32 as f64).unwrap();
-        assert_close(&o, &o_ref, 2e-5, 2e-4, "o");
-        assert_close(&lse, &lse_ref, 2e-5, 2e-4, "lse");
+    for mask in [Mask::none(), Mask::causal()] {
+        let args = Attention::new(q, k, v).mask(mask).scale(0.3);
+        let (out, want) = (args.forward().unwrap(), naive::forward(&args).unwrap());
+        assert_close(&out.o, &want.o, 2e-5, 2e-4, "o");
+        assert_close(&out.lse, &want.lse, 2e-5, 2e-4, "lse");
     }
 }
 
@@ -203,19 +198,13 @@ fn large_score_magnitudes() {
     k[[0, 0, 2, 0]] = -1000.0;
     k[[0, 0, 3, 0]] = 1000.0;
     let v = Array4::<f64>::from_shape_fn((1, 1, 4, 1), |(_, _, j, _)| j as f64);
-    let (o, lse) = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::None,
-        1.0,
-        Par::Sequential,
-    )
-    .unwrap();
-    let (o_ref, lse_ref) = naive::forward(q.view(), k.view(), v.view(), &Mask::None, 1.0).unwrap();
-    assert_close(&o, &o_ref, 1e-12, 1e-12, "o");
-    assert_close(&lse, &lse_ref, 1e-12, 1e-12, "lse");
-    assert!((lse[[0, 0, 0]] - (1000.0 + (2.0 + (-1.0f64).exp()).ln())).abs() < 1e-12);
+    let args = Attention::new(q.view(), k.view(), v.view())
+        .scale(1.0)
+        .par(Par::Sequential);
+    let (out, want) = (args.forward().unwrap(), naive::forward(&args).unwrap());
+    assert_close(&out.o, &want.o, 1e-12, 1e-12, "o");
+    assert_close(&out.lse, &want.lse, 1e-12, 1e-12, "lse");
+    assert!((out.lse[[0, 0, 0]] - (1000.0 + (2.0 + (-1.0f64).exp()).ln())).abs() < 1e-12);
 }
 
 #[test]
@@ -229,19 +218,23 @@ fn f32_agrees_with_f64() {
         k.mapv(|x| x as f32),
         v.mapv(|x| x as f32),
     );
-    let m = Mask::causal();
-    let (o64, l64) = forward(
-        q32.mapv(|x| x as f64).view(),
-        k32.mapv(|x| x as f64).view(),
-        v32.mapv(|x| x as f64).view(),
-        &m,
-        0.25,
-        Par::Rayon,
-    )
-    .unwrap();
-    let (o32, l32) = forward(q32.view(), k32.view(), v32.view(), &m, 0.25f32, Par::Rayon).unwrap();
-    assert_close(&o32, &o64, 1e-5, 1e-4, "o f32 vs f64");
-    assert_close(&l32, &l64, 1e-5, 1e-5, "lse f32 vs f64");
+    let (q64, k64, v64) = (
+        q32.mapv(|x| x as f64),
+        k32.mapv(|x| x as f64),
+        v32.mapv(|x| x as f64),
+    );
+    let r64 = Attention::new(q64.view(), k64.view(), v64.view())
+        .mask(Mask::causal())
+        .scale(0.25)
+        .forward()
+        .unwrap();
+    let r32 = Attention::new(q32.view(), k32.view(), v32.view())
+        .mask(Mask::causal())
+        .scale(0.25)
+        .forward()
+        .unwrap();
+    assert_close(&r32.o, &r64.o, 1e-5, 1e-4, "o f32 vs f64");
+    assert_close(&r32.lse, &r64.lse, 1e-5, 1e-5, "lse f32 vs f64");
 }
 
 #[test]
@@ -258,26 +251,23 @@ fn rectangular_causal_offsets() {
         let k = rand4::<f64>([1, 2, nk, 4], 1.0, 601);
         let v = rand4::<f64>([1, 2, nk, 3], 1.0, 602);
         for mask in [
-            Mask::Causal { offset: off },
-            Mask::Combined(MaskSet {
-                causal: Some(off),
-                exclude_self: true,
-                ..Default::default()
-            }),
+            Mask::none().causal_offset(off),
+            Mask::none().causal_offset(off).exclude_self(),
         ] {
-            let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, 0.5, Par::Rayon).unwrap();
-            let (o_ref, lse_ref) =
-                naive::forward(q.view(), k.view(), v.view(), &mask, 0.5).unwrap();
+            let args = Attention::new(q.view(), k.view(), v.view())
+                .mask(mask)
+                .scale(0.5);
+            let (out, want) = (args.forward().unwrap(), naive::forward(&args).unwrap());
             assert_close(
-                &o,
-                &o_ref,
+                &out.o,
+                &want.o,
                 1e-12,
                 1e-10,
                 &format!("o nq{nq} nk{nk} off{off}"),
             );
             assert_close(
-                &lse,
-                &lse_ref,
+                &out.lse,
+                &want.lse,
                 1e-12,
                 1e-10,
                 &format!("lse nq{nq} nk{nk} off{off}"),
@@ -291,31 +281,25 @@ fn fully_masked_rows_give_zero_and_neg_infinity() {
     let q = rand4::<f32>([3, 1, 6, 4], 1.0, 700);
     let k = rand4::<f32>([3, 1, 6, 4], 1.0, 701);
     let v = rand4::<f32>([3, 1, 6, 4], 1.0, 702);
-    let lens = [6, 0, 3];
-    let (o, lse) = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::KeyPadding(&lens),
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap();
+    let args = Attention::new(q.view(), k.view(), v.view()).scale(1.0);
+    let out = args
+        .clone()
+        .mask(Mask::none().key_lengths([6, 0, 3]))
+        .forward()
+        .unwrap();
+    let (o, lse) = (&out.o, &out.lse);
     assert!(o.index_axis(ndarray::Axis(0), 1).iter().all(|&x| x == 0.0));
     assert!(lse
         .index_axis(ndarray::Axis(0), 1)
         .iter()
         .all(|&x| x == f32::NEG_INFINITY));
     // Causal with a negative offset: the first rows see nothing.
-    let (o, lse) = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::Causal { offset: -2 },
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap();
+    let out = args
+        .clone()
+        .mask(Mask::none().causal_offset(-2))
+        .forward()
+        .unwrap();
+    let (o, lse) = (&out.o, &out.lse);
     for b in 0..3 {
         for i in 0..2 {
             assert_eq!(lse[[b, 0, i]], f32::NEG_INFINITY);
@@ -324,16 +308,12 @@ fn fully_masked_rows_give_zero_and_neg_infinity() {
         assert!(lse[[b, 0, 2]].is_finite());
     }
     // Exclude-self on a single key: nothing visible.
-    let (o, lse) = forward(
-        q.slice(ndarray::s![.., .., ..1, ..]),
-        k.slice(ndarray::s![.., .., ..1, ..]),
-        v.slice(ndarray::s![.., .., ..1, ..]),
-        &Mask::ExcludeSelf,
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap();
-    assert!(lse.iter().all(|&x| x == f32::NEG_INFINITY) && o.iter().all(|&x| x == 0.0));
+    let first = ndarray::s![.., .., ..1, ..];
+    let out = Attention::new(q.slice(first), k.slice(first), v.slice(first))
+        .mask(Mask::none().exclude_self())
+        .forward()
+        .unwrap();
+    assert!(out.lse.iter().all(|&x| x == f32::NEG_INFINITY) && out.o.iter().all(|&x| x == 0.0));
 }
 
 #[test]
@@ -343,10 +323,10 @@ fn strided_views_are_accepted() {
     let k = big.slice(ndarray::s![.., 1..;2, .., ..]);
     let vt = rand4::<f64>([2, 2, 8, 40], 1.0, 801);
     let v = vt.view().permuted_axes([0, 1, 3, 2]);
-    let (o, lse) = forward(q, k, v, &Mask::causal(), 0.3, Par::Rayon).unwrap();
-    let (o_ref, lse_ref) = naive::forward(q, k, v, &Mask::causal(), 0.3).unwrap();
-    assert_close(&o, &o_ref, 1e-12, 1e-10, "o");
-    assert_close(&lse, &lse_ref, 1e-12, 1e-10, "lse");
+    let args = Attention::new(q, k, v).mask(Mask::causal()).scale(0.3);
+    let (out, want) = (args.forward().unwrap(), naive::forward(&args).unwrap());
+    assert_close(&out.o, &want.o, 1e-12, 1e-10, "o");
+    assert_close(&out.lse, &want.lse, 1e-12, 1e-10, "lse");
 }
 
 #[test]
@@ -354,52 +334,87 @@ fn errors_name_tensor_shape_and_index() {
     let q = Array4::<f64>::zeros((2, 1, 3, 4));
     let k = Array4::<f64>::zeros((2, 1, 5, 3));
     let v = Array4::<f64>::zeros((2, 1, 5, 2));
-    let e = forward(q.view(), k.view(), v.view(), &Mask::None, 1.0, Par::Rayon).unwrap_err();
+    let e = Attention::new(q.view(), k.view(), v.view())
+        .forward()
+        .unwrap_err();
     assert_eq!(e.tensor, "k");
     assert_eq!(e.shape, vec![2, 1, 5, 3]);
     let k = Array4::<f64>::zeros((2, 1, 5, 4));
-    let e = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::KeyPadding(&[5, 6]),
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap_err();
+    let args = Attention::new(q.view(), k.view(), v.view());
+    let with = |m: Mask| args.clone().mask(m);
+    // A key length beyond Nk = 5 at batch row 1: field, shape and row named, by the kernel
+    // and by the reference alike.
+    let bad = with(Mask::none().key_lengths([5, 6]));
+    for e in [
+        bad.forward().unwrap_err(),
+        naive::forward(&bad).unwrap_err(),
+    ] {
+        assert_eq!((e.tensor, e.shape.clone()), ("mask.key_lengths", vec![2]));
+        assert!(e.to_string().contains("6 at batch row [1]"), "{e}");
+    }
+    let e = with(Mask::causal().key_lengths([5])).forward().unwrap_err();
     assert_eq!(e.tensor, "mask.key_lengths");
-    assert!(e.to_string().contains("[1]"), "{e}");
-    let e = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::KeyPadding(&[5]),
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap_err();
-    assert_eq!(e.tensor, "mask.key_lengths");
-    let dense = ndarray::Array4::from_elem((2, 1, 3, 4), true);
-    let e = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::Dense(dense.view()),
-        1.0,
-        Par::Rayon,
-    )
-    .unwrap_err();
-    assert_eq!(e.tensor, "mask.dense");
-    let e = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::None,
-        f64::NAN,
-        Par::Rayon,
-    )
-    .unwrap_err();
+    let dense = Array4::from_elem((2, 1, 3, 4), true);
+    let e = with(Mask::none().dense(dense)).forward().unwrap_err();
+    assert_eq!(
+        (e.tensor, e.shape.clone()),
+        ("mask.dense", vec![2, 1, 3, 4])
+    );
+    let e = args.clone().scale(f64::NAN).forward().unwrap_err();
     assert_eq!(e.tensor, "scale");
+    // Finite in f64 but not in f32.
+    let q32 = q.mapv(|x| x as f32);
+    let k32 = k.mapv(|x| x as f32);
+    let v32 = v.mapv(|x| x as f32);
+    let e = Attention::new(q32.view(), k32.view(), v32.view())
+        .scale(1e300)
+        .forward()
+        .unwrap_err();
+    assert_eq!(e.tensor, "scale");
+    assert!(e.message.contains("f32"), "{e}");
+}
+
+/// The default scale is 1/√D (D = 4 here: exactly 0.5), bit for bit the explicit one; the
+/// default scheduling and SIMD variant give the same bits as explicit ones.
+#[test]
+fn defaults_are_inverse_sqrt_dim_rayon_and_active_isa() {
+    let q = rand4::<f32>([2, 2, 9, 4], 1.0, 950);
+    let k = rand4::<f32>([2, 2, 11, 4], 1.0, 951);
+    let v = rand4::<f32>([2, 2, 11, 3], 1.0, 952);
+    let args = Attention::new(q.view(), k.view(), v.view()).mask(Mask::causal());
+    assert_eq!((args.scale_for(4), args.par), (0.5, Par::Rayon));
+    let explicit = args
+        .clone()
+        .scale(0.5)
+        .par(Par::Sequential)
+        .isa(efa_num::simd::active());
+    assert_eq!(args.forward().unwrap(), explicit.forward().unwrap());
+    // An explicit different scale changes the result.
+    assert_ne!(
+        args.forward().unwrap().lse,
+        args.clone().scale(0.25).forward().unwrap().lse
+    );
+}
+
+/// FLOPs `2·(D + Dv)` per visible pair: 4·B·H·N²·D unmasked, N(N+1)/2 pairs causal.
+#[test]
+fn forward_flops_count_visible_pairs() {
+    let (b, h, n, d) = (3, 2, 7, 4);
+    let q = Array4::<f32>::zeros((b, h, n, d));
+    let v = Array4::<f32>::zeros((b, h, n, 5));
+    let args = Attention::new(q.view(), q.view(), v.view());
+    assert_eq!(
+        args.forward_flops().unwrap(),
+        (b * h * n * n * 2 * 9) as u64
+    );
+    let causal = args.clone().mask(Mask::causal());
+    assert_eq!(
+        causal.forward_flops().unwrap(),
+        (b * h * (n * (n + 1) / 2) * 2 * 9) as u64
+    );
+    // Key lengths 7, 2, 0: 7·7 + 7·2 + 0 pairs per head.
+    let padded = args.mask(Mask::none().key_lengths([7, 2, 0]));
+    assert_eq!(padded.forward_flops().unwrap(), ((49 + 14) * h * 18) as u64);
 }
 
 #[test]
@@ -407,43 +422,28 @@ fn deterministic_across_thread_counts() {
     let q = rand4::<f32>([2, 3, 200, 16], 1.0, 900);
     let k = rand4::<f32>([2, 3, 200, 16], 1.0, 901);
     let v = rand4::<f32>([2, 3, 200, 16], 1.0, 902);
+    let args = Attention::new(q.view(), k.view(), v.view())
+        .mask(Mask::causal())
+        .scale(0.25);
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| {
-            forward(
-                q.view(),
-                k.view(),
-                v.view(),
-                &Mask::causal(),
-                0.25,
-                Par::Rayon,
-            )
-            .unwrap()
-        })
+        pool.install(|| args.forward().unwrap())
     };
-    let (o1, l1) = run(1);
-    let (o2, l2) = run(2);
-    let (o3, l3) = run(3);
-    let (os, ls) = forward(
-        q.view(),
-        k.view(),
-        v.view(),
-        &Mask::causal(),
-        0.25,
-        Par::Sequential,
-    )
-    .unwrap();
-    for (o, l) in [(&o2, &l2), (&o3, &l3), (&os, &ls)] {
-        assert!(o1
+    let r1 = run(1);
+    let seq = args.clone().par(Par::Sequential).forward().unwrap();
+    for r in [run(2), run(3), seq] {
+        assert!(r1
+            .o
             .iter()
-            .zip(o.iter())
+            .zip(r.o.iter())
             .all(|(a, b)| a.to_bits() == b.to_bits()));
-        assert!(l1
+        assert!(r1
+            .lse
             .iter()
-            .zip(l.iter())
+            .zip(r.lse.iter())
             .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
@@ -458,17 +458,50 @@ fn negative_and_zero_scales_with_every_mask() {
     let dense = rand_dense(b, n, n, 1003);
     for scale in [-0.7, 0.0] {
         for (name, mask) in masks(n, n, &lens, &dense) {
-            let (o, lse) = forward(q.view(), k.view(), v.view(), &mask, scale, Par::Rayon).unwrap();
-            let (o_ref, lse_ref) =
-                naive::forward(q.view(), k.view(), v.view(), &mask, scale).unwrap();
-            assert_close(&o, &o_ref, 1e-12, 1e-10, &format!("o scale {scale} {name}"));
+            let args = Attention::new(q.view(), k.view(), v.view())
+                .mask(mask)
+                .scale(scale);
+            let (out, want) = (args.forward().unwrap(), naive::forward(&args).unwrap());
             assert_close(
-                &lse,
-                &lse_ref,
+                &out.o,
+                &want.o,
+                1e-12,
+                1e-10,
+                &format!("o scale {scale} {name}"),
+            );
+            assert_close(
+                &out.lse,
+                &want.lse,
                 1e-12,
                 1e-10,
                 &format!("lse scale {scale} {name}"),
             );
         }
     }
+}
+
+/// Causal offsets at the ends of `isize`: `isize::MAX` shows every key (bitwise the unmasked
+/// result), `isize::MIN` none (o = 0, lse = −∞); `i + offset + 1` must not overflow.
+#[test]
+fn extreme_causal_offsets_saturate() {
+    let q = rand4::<f64>([2, 1, 5, 3], 1.0, 1100);
+    let k = rand4::<f64>([2, 1, 7, 3], 1.0, 1101);
+    let v = rand4::<f64>([2, 1, 7, 2], 1.0, 1102);
+    let g = rand4::<f64>([2, 1, 5, 2], 1.0, 1103);
+    let args = Attention::new(q.view(), k.view(), v.view());
+    let all = args.forward().unwrap();
+    let wide = args.clone().mask(Mask::none().causal_offset(isize::MAX));
+    let out = wide.forward().unwrap();
+    assert_eq!(out, all);
+    assert_eq!(
+        wide.backward(out.view(), g.view(), None).unwrap(),
+        args.backward(all.view(), g.view(), None).unwrap()
+    );
+    let none = args.clone().mask(Mask::none().causal_offset(isize::MIN));
+    let out = none.forward().unwrap();
+    assert!(out.lse.iter().all(|&x| x == f64::NEG_INFINITY) && out.o.iter().all(|&x| x == 0.0));
+    let gr = none.backward(out.view(), g.view(), None).unwrap();
+    assert!([&gr.dq, &gr.dk, &gr.dv]
+        .iter()
+        .all(|x| x.iter().all(|&v| v == 0.0)));
 }

@@ -3,8 +3,8 @@
 
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use efa_attn::{backward, forward, forward_flops, naive, Mask, Par};
-use ndarray::{Array3, Array4};
+use efa_attn::{naive, Attention, Mask};
+use ndarray::Array4;
 use std::time::Instant;
 
 // `efa bench train` lives in its own file beside this one (src/bench_train.rs).
@@ -116,6 +116,8 @@ fn filled<T: efa_num::Real>(shape: [usize; 4], seed: u64) -> Array4<T> {
 }
 
 struct Timings {
+    /// Forward FLOPs of the shape under the mask ([`Attention::forward_flops`]).
+    flops: f64,
     fwd_ms: f64,
     fwdbwd_ms: Option<f64>,
     naive_ms: Option<f64>,
@@ -127,9 +129,11 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     let k = filled::<T>([b, h, n, d], 2);
     let v = filled::<T>([b, h, n, d], 3);
     let g = filled::<T>([b, h, n, d], 4);
-    let scale = T::from_f64(1.0 / (d.max(1) as f64).sqrt());
+    // Defaults: scale 1/√D, Par::Rayon, the detected SIMD variant.
+    let args = Attention::new(q.view(), k.view(), v.view()).mask(mask.clone());
     let err = |e: efa_attn::AttnError| CliError::new(e.to_string());
-    let fwd = || forward(q.view(), k.view(), v.view(), mask, scale, Par::Rayon);
+    let flops = args.forward_flops().map_err(err)? as f64;
+    let fwd = || args.forward();
     for _ in 0..2 {
         fwd().map_err(err)?;
     }
@@ -138,19 +142,8 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     });
     let fwdbwd_ms = if a.backward {
         let step = || -> Result<_, efa_attn::AttnError> {
-            let (o, l): (Array4<T>, Array3<T>) = fwd()?;
-            backward(
-                q.view(),
-                k.view(),
-                v.view(),
-                o.view(),
-                l.view(),
-                g.view(),
-                None,
-                mask,
-                scale,
-                Par::Rayon,
-            )
+            let out = fwd()?;
+            args.backward(out.view(), g.view(), None)
         };
         for _ in 0..2 {
             step().map_err(err)?;
@@ -166,15 +159,13 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     let naive_ms = if work <= 1.5e8 && !a.no_baselines {
         let nreps = if work <= 2e7 { 3 } else { 1 };
         Some(median_ms(nreps, || {
-            std::hint::black_box(
-                naive::forward(q.view(), k.view(), v.view(), mask, scale.to_f64())
-                    .expect("checked"),
-            );
+            std::hint::black_box(naive::forward(&args).expect("checked"));
         }))
     } else {
         None
     };
     Ok(Timings {
+        flops,
         fwd_ms,
         fwdbwd_ms,
         naive_ms,
@@ -216,7 +207,7 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::new(format!("efa bench attention: thread pool: {e}")))?;
     let causal = a.mask == BenchMask::Causal;
-    let mask = if causal { Mask::causal() } else { Mask::None };
+    let mask = if causal { Mask::causal() } else { Mask::none() };
     let (t, sgemm) = pool.install(|| -> Result<_, CliError> {
         let t = match a.dtype {
             Dtype::F32 => time_attention::<f32>(&a, &mask)?,
@@ -231,7 +222,7 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             },
         ))
     })?;
-    let flops = forward_flops(a.batch, a.heads, a.len, a.len, a.dim, causal);
+    let flops = t.flops;
     let gf = |ms: f64, mult: f64| mult * flops / (ms * 1e-3) / 1e9;
     let dtype = if a.dtype == Dtype::F32 { "f32" } else { "f64" };
     let mask_name = if causal { "causal" } else { "none" };

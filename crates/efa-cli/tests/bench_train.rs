@@ -121,10 +121,10 @@ fn missing_instacart_data_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn attention_flops_count_visible_pairs_under_the_mask() {
-    use efa_tape::ops::attention::AttentionMask;
+    use efa_tape::ops::attention::{Attention, Mask};
     use ndarray::{ArrayD, IxDyn};
     // B = 2, N = 3, H = 2, K = 4: 2·(K + K)·H = 32 FLOPs per visible (b, i, j) pair.
-    let run = |mask: &AttentionMask| -> (u64, u64) {
+    let run = |mask: Mask| -> (u64, u64) {
         let mut t = efa_tape::Tape::<f64>::new();
         let x = |t: &mut efa_tape::Tape<f64>, name: &str| {
             t.param(name, ArrayD::from_elem(IxDyn(&[2, 3, 2, 4]), 0.1))
@@ -132,21 +132,21 @@ fn attention_flops_count_visible_pairs_under_the_mask() {
         };
         let (q, k, v) = (x(&mut t, "q"), x(&mut t, "k"), x(&mut t, "v"));
         let f0 = efa_tape::flops();
-        let (o, _) = t.attention(q, k, v, mask, 0.5).unwrap();
+        let o = t
+            .attention(Attention::new(q, k, v).mask(mask).scale(0.5))
+            .unwrap()
+            .o;
         let f1 = efa_tape::flops();
         let s = t.sum_all(o).unwrap();
         t.backward(s).unwrap();
         (f1 - f0, efa_tape::flops() - f1)
     };
     // dense: 2·3·3 = 18 pairs
-    assert_eq!(run(&AttentionMask::default()), (18 * 32, 18 * 80));
+    assert_eq!(run(Mask::none()), (18 * 32, 18 * 80));
     // key lengths [3, 1]: 9 + 3 pairs
-    assert_eq!(run(&AttentionMask::padding(vec![3, 1])), (12 * 32, 12 * 80));
+    assert_eq!(run(Mask::none().key_lengths([3, 1])), (12 * 32, 12 * 80));
     // causal: 2·(1 + 2 + 3) pairs
-    assert_eq!(run(&AttentionMask::causal()), (12 * 32, 12 * 80));
+    assert_eq!(run(Mask::causal()), (12 * 32, 12 * 80));
     // causal and lengths [3, 1]: (1 + 2 + 3) + (1 + 1 + 1)
-    assert_eq!(
-        run(&AttentionMask::causal_padding(vec![3, 1])),
-        (9 * 32, 9 * 80)
-    );
+    assert_eq!(run(Mask::causal().key_lengths([3, 1])), (9 * 32, 9 * 80));
 }

@@ -1,7 +1,7 @@
 //! Shared test helpers: seeded random tensors, mask catalogue, comparisons, central differences.
 #![allow(dead_code)]
 
-use efa_attn::{Mask, MaskSet};
+use efa_attn::Mask;
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayD, Dimension};
 use rand::rngs::StdRng;
@@ -36,39 +36,26 @@ pub fn lengths(b: usize, nk: usize) -> Vec<usize> {
 }
 
 /// Every mask kind (and the combinations the model uses) for a problem; names for messages.
-pub fn masks<'a>(
+pub fn masks(
     nq: usize,
     nk: usize,
-    lens: &'a [usize],
-    dense: &'a Array4<bool>,
-) -> Vec<(&'static str, Mask<'a>)> {
+    lens: &[usize],
+    dense: &Array4<bool>,
+) -> Vec<(&'static str, Mask)> {
     vec![
-        ("none", Mask::None),
-        ("causal", Mask::Causal { offset: 0 }),
+        ("none", Mask::none()),
+        ("causal", Mask::causal()),
         (
             "causal_offset",
-            Mask::Causal {
-                offset: nk as isize - nq as isize,
-            },
+            Mask::none().causal_offset(nk as isize - nq as isize),
         ),
-        ("key_padding", Mask::KeyPadding(lens)),
-        ("exclude_self", Mask::ExcludeSelf),
-        ("dense", Mask::Dense(dense.view())),
-        (
-            "padding+causal",
-            Mask::Combined(MaskSet {
-                causal: Some(0),
-                key_lengths: Some(lens),
-                ..Default::default()
-            }),
-        ),
+        ("key_padding", Mask::none().key_lengths(lens)),
+        ("exclude_self", Mask::none().exclude_self()),
+        ("dense", Mask::none().dense(dense.clone())),
+        ("padding+causal", Mask::causal().key_lengths(lens)),
         (
             "padding+exclude_self",
-            Mask::Combined(MaskSet {
-                key_lengths: Some(lens),
-                exclude_self: true,
-                ..Default::default()
-            }),
+            Mask::none().key_lengths(lens).exclude_self(),
         ),
     ]
 }
