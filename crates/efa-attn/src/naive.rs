@@ -174,24 +174,21 @@ pub fn backward<T: Real>(
 
 /// The attention probabilities `P[b, h, i, j] = exp(sᵢⱼ − lseᵢ)` with `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`
 /// over the visible keys (0 where masked; an all-masked row is all 0), `[B, H, Nq, Nk]` in
-/// f64, for inspection (attention maps). `q` is `[B, H, Nq, D]`, `k` `[B, H, Nk, D]`.
+/// f64, for inspection (attention maps). Same arguments as [`forward`] (`v` is checked but
+/// not read).
 ///
 /// # Errors
-/// Shape mismatches or an unfit mask.
+/// Shape mismatches, an unfit mask or a non-finite scale, as [`Attention::forward`].
 pub fn probabilities<T: Real>(
-    q: ArrayView4<T>,
-    k: ArrayView4<T>,
-    mask: &Mask,
-    scale: f64,
+    args: &Attention<ArrayView4<'_, T>>,
 ) -> Result<Array4<f64>, AttnError> {
-    let s = q.shape();
-    expect_shape("k", k.shape(), &[s[0], s[1], k.shape()[2], s[3]])?;
-    let rules = Rules::new(mask, s[0], s[1], s[2], k.shape()[2])?;
-    let (bs, hs, nq, nk) = (s[0], s[1], s[2], k.shape()[2]);
+    let (rules, scale) = check(args)?;
+    let (q, k) = (&args.q, &args.k);
+    let (bs, hs, nq, nk) = (q.shape()[0], q.shape()[1], q.shape()[2], k.shape()[2]);
     let mut out = Array4::<f64>::zeros((bs, hs, nq, nk));
     for b in 0..bs {
         for h in 0..hs {
-            let (p, _) = probs(&q, &k, &rules, b, h, scale);
+            let (p, _) = probs(q, k, &rules, b, h, scale);
             out.slice_mut(ndarray::s![b, h, .., ..]).assign(&p);
         }
     }

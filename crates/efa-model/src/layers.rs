@@ -7,7 +7,7 @@
 use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
 use efa_num::Real;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::{Attention, Mask};
 use efa_tape::{Tape, Var};
 
 /// An affine map `y = x·W + b` over the last axis: `{prefix}.w` `[fan_in, fan_out]`
@@ -186,10 +186,11 @@ impl AttentionVars {
         q: Var,
         k: Var,
         v: Var,
-        mask: &AttentionMask,
+        mask: &Mask,
     ) -> Result<Var, ModelError> {
         let scale = 1.0 / (key_dim as f64).sqrt();
-        let (o, _lse) = tape.attention_heads(q, k, v, heads, mask, scale)?;
+        let args = Attention::new(q, k, v).mask(mask.clone()).scale(scale);
+        let o = tape.attention_heads(args, heads)?.o;
         self.o.apply(tape, o)
     }
 
@@ -203,7 +204,7 @@ impl AttentionVars {
         key_dim: usize,
         xq: Var,
         xkv: Var,
-        mask: &AttentionMask,
+        mask: &Mask,
     ) -> Result<Var, ModelError> {
         let q = self.q.apply(tape, xq)?;
         let k = self.k.apply(tape, xkv)?;

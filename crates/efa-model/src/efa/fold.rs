@@ -8,6 +8,7 @@ use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
 use efa_num::Real;
+use efa_tape::ops::attention::Attention;
 use efa_tape::{Tape, Var};
 
 impl EfaConfig {
@@ -45,7 +46,8 @@ impl EfaConfig {
         let [q0, k0, v0] =
             self.table_projections(tape, vars, &inputs, a0, [Proj::Q, Proj::K, Proj::V])?;
         let scale = 1.0 / (kd as f64).sqrt();
-        let (o0, _) = tape.attention_heads(q0, k0, v0, heads, &mask, scale)?;
+        let args = Attention::new(q0, k0, v0).mask(mask).scale(scale);
+        let o0 = tape.attention_heads(args, heads)?.o;
         // x₁ at the target rows.
         let at_target = target_inputs(batch);
         let at_target = self.inputs(

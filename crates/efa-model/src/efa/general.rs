@@ -6,7 +6,7 @@ use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
 use efa_num::Real;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::Mask;
 use efa_tape::{Tape, Var};
 
 /// What the general plan records of each block for inspection: the projected queries and
@@ -18,7 +18,7 @@ pub struct LayerTrace {
     /// Projected keys.
     pub k: Var,
     /// The keys each query sees.
-    pub mask: AttentionMask,
+    pub mask: Mask,
 }
 
 impl EfaConfig {

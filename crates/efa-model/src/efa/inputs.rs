@@ -8,7 +8,7 @@ use crate::batch::Samples;
 use crate::layers::AttentionVars;
 use crate::ModelError;
 use efa_num::Real;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::Mask;
 use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 
@@ -270,17 +270,17 @@ impl EfaConfig {
     }
 
     /// The keys every position sees in a full (not target-only) block.
-    pub(super) fn mask(&self, batch: &Samples) -> AttentionMask {
+    pub(super) fn mask(&self, batch: &Samples) -> Mask {
         match self.direction {
-            Direction::Padding => AttentionMask::padding(batch.lengths.clone()),
-            Direction::Causal => AttentionMask::causal(),
-            Direction::CausalPadding => AttentionMask::causal_padding(batch.lengths.clone()),
+            Direction::Padding => Mask::none().key_lengths(&batch.lengths),
+            Direction::Causal => Mask::causal(),
+            Direction::CausalPadding => Mask::causal().key_lengths(&batch.lengths),
         }
     }
 
     /// The keys the target row `pred_idx` sees: padding → `j < length`; causal → `j ≤ pred`;
     /// both → `j < min(length, pred + 1)`.
-    pub(super) fn target_mask(&self, batch: &Samples) -> AttentionMask {
+    pub(super) fn target_mask(&self, batch: &Samples) -> Mask {
         let causal = || batch.pred_idx.iter().map(|&p| p + 1);
         let lengths = match self.direction {
             Direction::Padding => batch.lengths.clone(),
@@ -290,7 +290,7 @@ impl EfaConfig {
                 .map(|(c, &l)| c.min(l))
                 .collect(),
         };
-        AttentionMask::padding(lengths)
+        Mask::none().key_lengths(lengths)
     }
 }
 

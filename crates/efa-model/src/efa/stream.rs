@@ -7,7 +7,7 @@ use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
 use efa_num::Real;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::Mask;
 use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 use std::collections::HashMap;
@@ -114,8 +114,9 @@ impl EfaConfig {
                 NONE
             }
         });
-        let key_mask = AttentionMask::padding(batch.pred_idx.iter().map(|p| p + 1).collect());
-        let causal = AttentionMask::causal();
+        let key_mask =
+            Mask::none().key_lengths(batch.pred_idx.iter().map(|p| p + 1).collect::<Vec<_>>());
+        let causal = Mask::causal();
         let hk = self.heads * self.key_dim;
         let (heads, kd) = (self.heads, self.key_dim);
         let layers = vars.blocks.len();

@@ -82,7 +82,10 @@ pub fn target_attention(
                 .to_owned())
         };
         let (q, kk) = (heads(layer.q)?, heads(layer.k)?);
-        let p = efa_attn::naive::probabilities(q.view(), kk.view(), &layer.mask.as_mask(), scale)
+        let args = efa_attn::Attention::new(q.view(), kk.view(), kk.view())
+            .mask(layer.mask.clone())
+            .scale(scale);
+        let p = efa_attn::naive::probabilities(&args)
             .map_err(|e| ModelError::Batch(format!("attention maps: {e}")))?;
         maps.push(Array2::from_shape_fn((b, n), |(s, j)| {
             (0..h)
