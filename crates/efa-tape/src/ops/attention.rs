@@ -59,6 +59,7 @@ impl AttentionMask {
     }
 }
 
+#[derive(Clone)]
 struct AttentionOp {
     mask: AttentionMask,
     scale: f64,
