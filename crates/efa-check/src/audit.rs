@@ -7,7 +7,7 @@
 //! * [`Mode::Auto`] uses `Full` for tensors of at most `max_full` elements, else `Directions`.
 
 use crate::fd::{central_difference, directional_difference, FdOptions};
-use crate::report::{Location, Report, SummaryBuilder};
+use crate::report::{Compared, Location, Report, SummaryBuilder};
 use crate::{unravel, Tolerance};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -116,8 +116,26 @@ fn unit_direction(rng: &mut StdRng, n: usize) -> Vec<f64> {
     d
 }
 
+/// The `count` seeded unit directions of length `len` that [`Mode::Directions`] compares
+/// along (normalised standard Gaussians from `seed`); the seed of a report entry is in
+/// [`crate::Compared::Directions`].
+pub fn unit_directions(seed: u64, len: usize, count: usize) -> Vec<Vec<f64>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..count).map(|_| unit_direction(&mut rng, len)).collect()
+}
+
+/// The warning text for a non-finite `f(θ₀)`.
+pub fn nonfinite_message(value: f64) -> String {
+    format!("f(θ₀) = {value}")
+}
+
 /// Audits claimed gradients `grads[p]` of `f(θ_0, …, θ_{P−1})` for every parameter in
 /// `params` (row-major values), per `opts`. `f` receives all parameters' current values.
+/// Every comparison's analytic and numeric value is kept in the report (verbose data).
+///
+/// `f` is also evaluated once at the starting point: if `f(θ₀)` is not finite, the report
+/// carries [`Report::nonfinite_base`] (a warning: the comparisons are still made and
+/// reported, but the report does not pass).
 ///
 /// Errors if `grads.len() != params.len()` or a gradient's length differs from its
 /// parameter's; numerical disagreements are not errors but entries in the [`Report`].
@@ -147,8 +165,11 @@ pub fn audit_params(
     }
     let mut vals: Vec<Vec<f64>> = params.iter().map(|p| p.values.clone()).collect();
     let mut report = Report::default();
+    let base = f(&vals);
+    if !base.is_finite() {
+        report.nonfinite_base = Some(nonfinite_message(base));
+    }
     for (pi, (p, g)) in params.iter().zip(grads).enumerate() {
-        let mut summary = SummaryBuilder::new(&p.name, &p.shape);
         let mut x = p.values.clone();
         let mut eval = |xs: &[f64]| {
             vals[pi].copy_from_slice(xs);
@@ -164,8 +185,9 @@ pub fn audit_params(
                 seed,
             } => (n > max_full).then_some((nd, seed)),
         };
-        match dirs {
+        let summary = match dirs {
             None => {
+                let mut summary = SummaryBuilder::new(&p.name, &p.shape, Compared::Elements);
                 for (i, &gi) in g.iter().enumerate() {
                     let num = central_difference(&mut eval, &mut x, i, &opts.fd);
                     let loc = Location::Element(unravel(i, &p.shape));
@@ -173,23 +195,27 @@ pub fn audit_params(
                         .failures
                         .extend(summary.record(&opts.tol, loc, gi, num));
                 }
+                summary
             }
-            Some((nd, seed)) if n > 0 => {
-                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(pi as u64));
-                for k in 0..nd {
-                    let d = unit_direction(&mut rng, n);
-                    let ana: f64 = g.iter().zip(&d).map(|(a, b)| a * b).sum();
-                    let num = directional_difference(&mut eval, &mut x, &d, &opts.fd);
-                    report.failures.extend(summary.record(
-                        &opts.tol,
-                        Location::Direction(k),
-                        ana,
-                        num,
-                    ));
+            Some((nd, seed)) => {
+                let seed = seed.wrapping_add(pi as u64);
+                let mut summary =
+                    SummaryBuilder::new(&p.name, &p.shape, Compared::Directions { seed });
+                if n > 0 {
+                    for (k, d) in unit_directions(seed, n, nd).iter().enumerate() {
+                        let ana: f64 = g.iter().zip(d).map(|(a, b)| a * b).sum();
+                        let num = directional_difference(&mut eval, &mut x, d, &opts.fd);
+                        report.failures.extend(summary.record(
+                            &opts.tol,
+                            Location::Direction(k),
+                            ana,
+                            num,
+                        ));
+                    }
                 }
+                summary
             }
-            Some(_) => {}
-        }
+        };
         vals[pi].copy_from_slice(&p.values);
         report.params.push(summary.finish());
     }
@@ -321,5 +347,45 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(3);
         let d = unit_direction(&mut rng, 10);
         assert!((d.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nonfinite_start_is_a_warning_that_blocks_passing() {
+        // f = ln(x0) + x1 at x0 = 0: f(θ₀) = −∞; the x1 derivative is still compared.
+        let r = check_gradient(
+            |x| x[0].ln() + x[1],
+            &[0.0, 2.0],
+            &[1.0, 1.0],
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(r.nonfinite_base.as_deref(), Some("f(θ₀) = -inf"));
+        assert!(!r.passed());
+        assert_eq!(r.params[0].checked, 2);
+        assert!(r.to_string().contains("WARNING"), "{r}");
+        // Verbose data: both comparisons with their analytic values.
+        assert_eq!(r.params[0].analytic, vec![1.0, 1.0]);
+        // Directions are reproducible from the seed in the report.
+        let opts = CheckOptions {
+            mode: Mode::Directions { n: 3, seed: 9 },
+            ..Default::default()
+        };
+        let g = [2.0, -1.0, 0.5];
+        let r = check_gradient(
+            |x| 2.0 * x[0] - x[1] + 0.5 * x[2],
+            &[0.1, 0.2, 0.3],
+            &g,
+            &opts,
+        )
+        .unwrap();
+        assert!(r.passed() && r.nonfinite_base.is_none(), "{r}");
+        let p = &r.params[0];
+        let Compared::Directions { seed } = p.compared else {
+            panic!("{:?}", p.compared)
+        };
+        for (k, d) in unit_directions(seed, 3, 3).iter().enumerate() {
+            let dot: f64 = g.iter().zip(d).map(|(a, b)| a * b).sum();
+            assert_eq!(p.analytic[k], dot);
+        }
     }
 }

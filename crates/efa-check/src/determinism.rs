@@ -1,6 +1,6 @@
 //! Run-to-run bitwise determinism and linearity of vector-Jacobian products.
 
-use crate::report::{Location, Report, SummaryBuilder};
+use crate::report::{Compared, Location, Report, SummaryBuilder};
 use crate::{CheckError, Tolerance};
 use std::fmt;
 
@@ -101,7 +101,7 @@ pub fn check_cotangent_linearity(
             gw.len()
         )));
     }
-    let mut summary = SummaryBuilder::new("vjp", &[lhs.len()]);
+    let mut summary = SummaryBuilder::new("vjp", &[lhs.len()], Compared::Elements);
     let mut report = Report::default();
     for i in 0..lhs.len() {
         let rhs = a * gu[i] + b * gw[i];

@@ -1,25 +1,50 @@
 //! Gradient audit toolkit for efa, on plain closures (no tape dependency).
 //!
 //! * [`Tolerance`]: an element passes if `|a − n| ≤ abs + rel·|n|` (analytic `a`, numeric `n`).
-//! * [`fd`]: central finite differences `(f(θ+h) − f(θ−h)) / 2h` with step
-//!   `h = rel_step·max(1, |θ|)`, optionally Richardson-extrapolated `(4·D(h/2) − D(h)) / 3`.
+//! * [`fd`]: the project's one central-difference implementation,
+//!   `(f(θ+h) − f(θ−h)) / 2h` with step `h = rel_step·max(1, |θ|)`, optionally
+//!   Richardson-extrapolated `(4·D(h/2) − D(h)) / 3`; scalar ([`central_difference`],
+//!   [`central_gradient`], [`directional_difference`]) and vector-valued
+//!   ([`central_difference_vec`], [`numeric_jacobian`]).
 //! * [`audit`]: audit a function of several named tensors ([`ParamSpec`]) against claimed
 //!   gradients, element by element ([`Mode::Full`]) or along seeded random unit directions
-//!   ([`Mode::Directions`]); the result is a [`Report`].
+//!   ([`Mode::Directions`]); the result is a [`Report`] that keeps every compared value
+//!   (print them with [`Report::verbose`]) and warns when `f(θ₀)` is not finite
+//!   ([`Report::nonfinite_base`]: a warning, not an error, but the report does not pass).
+//! * [`jacobian`]: full analytic-versus-numeric Jacobian blocks ([`Jacobian`]).
 //! * [`determinism`]: bitwise run-to-run comparison and linearity of a vector-Jacobian product
 //!   in its cotangent.
+//!
+//! ```
+//! use efa_check::{check_gradient, CheckOptions, Location};
+//! // f(x) = x₀²·x₁, ∇f = (2·x₀·x₁, x₀²) = (12, 4) at (2, 3); claim 13 for the first entry.
+//! let f = |x: &[f64]| x[0] * x[0] * x[1];
+//! let report = check_gradient(f, &[2.0, 3.0], &[13.0, 4.0], &CheckOptions::default()).unwrap();
+//! assert!(!report.passed());
+//! assert_eq!(report.failures[0].location, Location::Element(vec![0]));
+//! assert!((report.failures[0].numeric - 12.0).abs() < 1e-6);
+//! // Every compared value is kept (verbose mode).
+//! assert_eq!(report.params[0].analytic, vec![13.0, 4.0]);
+//! ```
 
 pub mod audit;
 pub mod determinism;
 pub mod fd;
+pub mod jacobian;
 pub mod report;
 
-pub use audit::{audit_params, check_gradient, CheckError, CheckOptions, Mode, ParamSpec};
+pub use audit::{
+    audit_params, check_gradient, nonfinite_message, unit_directions, CheckError, CheckOptions,
+    Mode, ParamSpec,
+};
 pub use determinism::{
     check_cotangent_linearity, check_determinism, check_determinism_bits, DeterminismReport,
 };
-pub use fd::{central_difference, directional_difference, FdOptions};
-pub use report::{Failure, Location, ParamSummary, Report};
+pub use fd::{
+    central_difference, central_difference_vec, central_gradient, directional_difference, FdOptions,
+};
+pub use jacobian::{numeric_jacobian, Jacobian};
+pub use report::{Compared, Failure, Location, ParamSummary, Report, Skipped, Verbose};
 
 /// Per-element acceptance rule: an analytic value `a` passes against a numeric value `n` iff
 /// `|a − n| ≤ abs + rel·|n|`.

@@ -93,6 +93,14 @@ pub(crate) fn check_forward<T: Real>(tape: &Tape<T>, i: usize) -> Option<TapeErr
     ))
 }
 
+/// The first node `0..=last` (creation order) holding a non-finite value, as the same error
+/// anomaly mode would have raised there.
+pub(crate) fn first_non_finite_node<T: Real>(tape: &Tape<T>, last: usize) -> Option<TapeError> {
+    (0..=last.min(tape.nodes.len().saturating_sub(1)))
+        .take(tape.nodes.len())
+        .find_map(|i| check_forward(tape, i))
+}
+
 /// Checks the gradient contribution `c` that node `i` passes to its input node `j`.
 pub(crate) fn check_backward<T: Real>(
     tape: &Tape<T>,

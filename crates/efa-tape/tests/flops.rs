@@ -72,6 +72,7 @@ fn batched_and_shared_weight_products_count_every_batch() {
 }
 
 /// Identity with a claimed FLOP count: 10 per element forward, 25 backward.
+#[derive(Clone)]
 struct Counted;
 
 impl FusedOp<f64> for Counted {
@@ -97,6 +98,7 @@ impl FusedOp<f64> for Counted {
 }
 
 /// Identity without a FLOP count (the trait's default: nothing counted).
+#[derive(Clone)]
 struct Uncounted;
 
 impl FusedOp<f64> for Uncounted {

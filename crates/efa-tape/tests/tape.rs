@@ -71,6 +71,7 @@ fn whole_block_audits_in_full_and_along_directions() {
 }
 
 /// Squares `x` but claims the gradient is `2x·g + 0.5` at index [0, 1]: wrong exactly there.
+#[derive(Clone)]
 struct WrongGrad;
 
 impl FusedOp<f64> for WrongGrad {
@@ -325,4 +326,46 @@ fn same_var_on_both_sides_of_matmul_accumulates() {
             assert!((gr.wrt(vx).unwrap()[[i, k]] - r).abs() < 1e-14);
         }
     }
+}
+
+#[test]
+fn nonfinite_output_at_the_start_warns_naming_the_first_nonfinite_node() {
+    // l = Σ ln x with x[1] = −1: ln gives NaN at node 1 (flat index 1), so l is NaN.
+    let p = vec![("x", array![0.5, -1.0, 2.0].into_dyn())];
+    let r = audit(
+        &p,
+        |t, v| {
+            let y = t.log(v[0])?;
+            t.sum_all(y)
+        },
+        &AuditOptions::default(),
+    )
+    .unwrap();
+    assert!(!r.passed());
+    let w = r.nonfinite_base.as_deref().expect("warning");
+    assert!(
+        w.starts_with("the audited output (node 2, shape []) is NaN"),
+        "{w}"
+    );
+    assert!(
+        w.contains("first non-finite value on the tape: log: anomaly in forward: node 1")
+            && w.contains("produced NaN at flat index 1"),
+        "{w}"
+    );
+    assert!(r.to_string().starts_with("WARNING"), "{r}");
+    // The same for a vjp audit and the linearity check, on an output that overflows to +∞.
+    let build = |t: &mut Tape<f64>, v: &[Var]| t.exp(v[0]);
+    let p = vec![("x", array![1.0, 800.0].into_dyn())];
+    let r = audit_vjp(&p, build, 1, &AuditOptions::default()).unwrap();
+    let w = r.nonfinite_base.as_deref().expect("warning");
+    assert!(w.contains("is inf at flat index 1"), "{w}");
+    assert!(!r.passed());
+    let lin = audit_vjp_linearity(&p, build, 1, &Tolerance::default()).unwrap();
+    assert!(lin.nonfinite_base.is_some() && !lin.passed());
+    // A finite start has no warning.
+    let p = vec![("x", array![1.0, 2.0].into_dyn())];
+    assert!(audit_vjp(&p, build, 1, &AuditOptions::default())
+        .unwrap()
+        .nonfinite_base
+        .is_none());
 }

@@ -71,16 +71,8 @@ pub fn load_cases() -> Vec<RefCase> {
         .collect()
 }
 
-/// Central difference (f(x + h e_i) − f(x − h e_i)) / 2h with h = 1e-6·max(1, |x_i|).
+/// Central differences `(f(x + h eᵢ) − f(x − h eᵢ)) / 2h`, `h = 1e-6·max(1, |xᵢ|)`, for every
+/// coordinate: the project's one implementation, `efa_check::central_gradient`.
 pub fn central_diff(f: &dyn Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
-    (0..x.len())
-        .map(|i| {
-            let h = 1e-6 * x[i].abs().max(1.0);
-            let mut xp = x.to_vec();
-            let mut xm = x.to_vec();
-            xp[i] += h;
-            xm[i] -= h;
-            (f(&xp) - f(&xm)) / (xp[i] - xm[i])
-        })
-        .collect()
+    efa_check::central_gradient(&mut |v| f(v), x, &efa_check::FdOptions::default())
 }

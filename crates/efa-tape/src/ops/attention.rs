@@ -49,6 +49,7 @@ pub struct AttnVars {
     pub lse: Var,
 }
 
+#[derive(Clone)]
 struct AttentionOp {
     /// Mask, scale, scheduling and SIMD variant (the inputs come from the tape).
     args: Attention<()>,

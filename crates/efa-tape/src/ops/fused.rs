@@ -9,9 +9,28 @@ use crate::tape::{Op, Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 
+/// A fresh boxed copy of a fused op, so that an audit can re-run its forward at perturbed
+/// inputs without touching the copy recorded on the tape. Implemented for every
+/// `Clone + 'static` [`FusedOp`] by a blanket impl: derive `Clone` on the op's struct.
+pub trait CloneFusedOp<T: Real> {
+    /// A boxed clone of `self` (with whatever state its last forward saved).
+    fn clone_op(&self) -> Box<dyn FusedOp<T>>;
+}
+
+impl<T: Real, O: FusedOp<T> + Clone + 'static> CloneFusedOp<T> for O {
+    fn clone_op(&self) -> Box<dyn FusedOp<T>> {
+        Box::new(self.clone())
+    }
+}
+
 /// A fused operation (attention, exponential-family nll, …): forward from input values to one
 /// or more outputs, and the vector-Jacobian product back to its inputs.
-pub trait FusedOp<T: Real>: Send + Sync {
+///
+/// For outputs `yₘ = Fₘ(x₀, …)` and cotangents `cₘ`, backward returns
+/// `∂/∂xᵢ Σₘ ⟨cₘ, Fₘ(x)⟩` for every input `i` that needs it. Ops must be `Clone` (through
+/// [`CloneFusedOp`]) so that [`crate::audit::audit_fused`] can check that backward against
+/// finite differences of forward.
+pub trait FusedOp<T: Real>: Send + Sync + CloneFusedOp<T> {
     /// Name used in errors and dumps.
     fn name(&self) -> &str;
 
@@ -139,6 +158,7 @@ mod tests {
     use ndarray::array;
 
     /// Outputs `(a∘b, a + b)`; optionally "forgets" b's gradient or returns a wrong shape.
+    #[derive(Clone)]
     struct MulAdd {
         forget_b: bool,
         wrong_shape: bool,

@@ -29,6 +29,7 @@ pub struct Part {
     pub col: usize,
 }
 
+#[derive(Clone)]
 struct GatherSumOp {
     parts: Vec<Part>,
     width: usize,
@@ -264,6 +265,7 @@ impl<T: Real> Tape<T> {
 /// (`w = 1` without weights), `[B, F]`, as one node: the context sum of the factor models
 /// (an embedding bag). Backward: `dT[ids[b, j]] += w[b, j]·dOut[b]` in row-major order; the
 /// weights are constants.
+#[derive(Clone)]
 struct BagSumOp<T> {
     ids: Array2<usize>,
     weights: Option<Array2<T>>,

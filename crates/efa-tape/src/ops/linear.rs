@@ -8,6 +8,7 @@ use ndarray::{ArrayD, IxDyn};
 
 const NAME: &str = "fused:linear";
 
+#[derive(Clone)]
 struct LinearOp;
 
 /// `c[m×n] = a[m×k]·b[k×n] (+ c if accumulate)`, all row-major slices; `ta`/`tb` read `a`

@@ -11,6 +11,7 @@ use efa_expfam::Family;
 use efa_num::Real;
 use ndarray::{ArrayD, Axis, Ix2};
 
+#[derive(Clone)]
 struct LinkOp {
     family: Family,
     steps: Vec<LinkStep>,

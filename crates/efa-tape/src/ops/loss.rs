@@ -1,12 +1,15 @@
 //! Scalar losses (fused):
 //! * `softmax_cross_entropy(x, t) = (1/B)·Σ_b (lse(x_b) − x_b[t_b])` for logits `[B, K]`,
-//!   each term computed as `(m_b − x_b[t_b]) + ln(1 + s_b)` (see [`super::softmax`]);
-//!   backward `dx_b = (g/B)·(softmax(x_b) − onehot(t_b))`.
+//!   each term computed as `(m_b − x_b[t_b]) + ln(1 + s_b)` with `(m, s)` from
+//!   `efa_num::scalar::lse_parts` (see [`super::softmax`]); backward
+//!   `dx_b = (g/B)·(softmax(x_b) − onehot(t_b))`. A row holding a NaN makes the loss and that
+//!   row's gradient NaN.
 //! * `mse(p, y) = (1/n)·Σ (p − y)²`; backward `dp = (2g/n)·(p − y)`.
 
-use super::softmax::row_lse;
+use super::softmax::has_nan;
 use crate::error::{Result, TapeError};
 use crate::tape::{Op, Tape, Var};
+use efa_num::scalar::{logsumexp, lse_parts, softmax_into};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 
@@ -41,17 +44,24 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let mut probs = x.clone();
+        let mut probs = ArrayD::zeros(x.raw_dim());
         let mut total = T::ZERO;
-        let ps = probs.as_slice_mut().expect("standard layout");
-        for (row, &t) in ps.chunks_exact_mut(k).zip(targets) {
-            // lse − x_t = (m − x_t) + ln(1 + s): no cancellation against a large m
-            let (m, s, _) = row_lse(row);
-            total += (m - row[t]) + s.ln_1p();
-            let z = T::ONE + s;
-            for v in row.iter_mut() {
-                *v = (*v - m).exp() / z;
+        let xs = x.as_slice().expect("standard layout");
+        let ps = probs.as_slice_mut().expect("fresh array");
+        for ((row, p), &t) in xs.chunks_exact(k).zip(ps.chunks_exact_mut(k)).zip(targets) {
+            if has_nan(row) {
+                total += T::NAN;
+                p.iter_mut().for_each(|v| *v = T::NAN);
+                continue;
             }
+            // lse − x_t = (m − x_t) + ln(1 + s): no cancellation against a large m
+            let (_, m, s) = lse_parts(row);
+            total += if m.is_finite() {
+                (m - row[t]) + s.ln_1p()
+            } else {
+                logsumexp(row) - row[t]
+            };
+            softmax_into(row, p);
         }
         let loss = ArrayD::from_elem(IxDyn(&[]), total / T::from_usize(targets.len()));
         Ok(self.push(

@@ -12,6 +12,7 @@ use efa_expfam::Family;
 use efa_num::Real;
 use ndarray::{Array2, ArrayD, Axis, Ix1, Ix2, IxDyn};
 
+#[derive(Clone)]
 struct NllOp<T: Real> {
     family: Family,
     y: Array2<T>,
@@ -160,7 +161,7 @@ impl<T: Real> Tape<T> {
     /// Per-row negative log-likelihood `[B]` of observations `y` `[B, obs_dim]` under `family`
     /// with natural parameters `eta` `[B, eta_dim]`; rows with `mask[i] = false` give 0. Support
     /// violations are errors naming the family, the value and the row. For the ordinal model use
-    /// [`ordinal_nll`].
+    /// [`Tape::ordinal_nll`].
     pub fn nll(
         &mut self,
         family: &Family,

@@ -107,6 +107,7 @@ pub(crate) fn backward<T: Real>(
 
 #[cfg(test)]
 mod tests {
+    use crate::audit::{audit, AuditOptions};
     use crate::testutil::{assert_audit, rand_array};
     use crate::Tape;
     use ndarray::{array, ArrayD, IxDyn};
@@ -147,7 +148,7 @@ mod tests {
             for keep in [false, true] {
                 for mean in [false, true] {
                     let x = rand_array(shape, 200 + k as u64, -1.0, 1.0);
-                    assert_audit(&[("x", x)], move |t, v| {
+                    let build = move |t: &mut Tape<f64>, v: &[crate::Var]| {
                         let y = if mean {
                             t.mean(v[0], axes, keep)?
                         } else {
@@ -155,7 +156,16 @@ mod tests {
                         };
                         let w = t.square(y)?;
                         t.sum_all(w)
-                    });
+                    };
+                    let empty_mean = mean && axes.iter().any(|&a| shape[a] == 0);
+                    if empty_mean {
+                        // The mean over zero elements is NaN (0/0), so the loss is NaN at the
+                        // starting point: the audit must say so and not pass.
+                        let r = audit(&[("x", x)], build, &AuditOptions::default()).unwrap();
+                        assert!(!r.passed() && r.nonfinite_base.is_some(), "{r}");
+                    } else {
+                        assert_audit(&[("x", x)], build);
+                    }
                 }
             }
         }

@@ -1,35 +1,22 @@
-//! Softmax and log-softmax over the last axis, in stable form:
+//! Softmax and log-softmax over the last axis, per row by `efa_num::scalar` in stable form:
 //! `m = max x`, `s = Σ_{i≠argmax} e^{xᵢ−m}`, `lse = m + ln(1 + s)`,
 //! `softmax(x)ᵢ = e^{xᵢ−m}/(1 + s)`, `log_softmax(x)ᵢ = xᵢ − lse`.
-//! A row that is entirely `−∞` gives softmax 0 and log-softmax `−∞` (and no NaN).
+//! A row that is entirely `−∞` gives softmax 0 and log-softmax `−∞` (and no NaN); `+∞`
+//! entries share the mass equally (the limit). A row holding a NaN gives NaN everywhere in
+//! that row (every output depends on every input of its row), and so does its gradient.
 //!
 //! Backward: softmax `dx = y ∘ (g − ⟨g, y⟩)`; log-softmax `dx = g − softmax(x)·Σg`.
 
 use crate::error::{Result, TapeError};
 use crate::tape::{Op, Tape, Var};
+use efa_num::scalar::{log_softmax_into, softmax_into};
 use efa_num::Real;
 use ndarray::ArrayD;
 
-/// `(m, s, lse)` of one row per the module formula; `m = −∞` for an all-`−∞` (or empty) row.
-pub(crate) fn row_lse<T: Real>(row: &[T]) -> (T, T, T) {
-    let mut m = T::NEG_INFINITY;
-    let mut arg = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > m {
-            m = v;
-            arg = i;
-        }
-    }
-    if m == T::NEG_INFINITY {
-        return (m, T::ZERO, T::NEG_INFINITY);
-    }
-    let s: T = row
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != arg)
-        .map(|(_, &v)| (v - m).exp())
-        .sum();
-    (m, s, m + s.ln_1p())
+/// True iff `row` holds a NaN; the row's softmax, log-softmax and loss are then NaN (the
+/// `efa_num` kernels skip NaN when they look for the maximum, so this is checked first).
+pub(crate) fn has_nan<T: Real>(row: &[T]) -> bool {
+    row.iter().any(|v| v.is_nan())
 }
 
 impl<T: Real> Tape<T> {
@@ -43,19 +30,17 @@ impl<T: Real> Tape<T> {
                 format!("needs at least one axis, got shape {:?}", x.shape()),
             ));
         };
-        let mut y = x.clone();
+        let mut y = ArrayD::zeros(x.raw_dim());
         if d > 0 {
-            let ys = y.as_slice_mut().expect("standard layout");
-            for row in ys.chunks_exact_mut(d) {
-                let (m, s, lse) = row_lse(row);
-                let z = T::ONE + s;
-                for v in row.iter_mut() {
-                    *v = match (log, m == T::NEG_INFINITY) {
-                        (true, true) => T::NEG_INFINITY,
-                        (false, true) => T::ZERO,
-                        (true, false) => *v - lse,
-                        (false, false) => (*v - m).exp() / z,
-                    };
+            let xs = x.as_slice().expect("standard layout");
+            let ys = y.as_slice_mut().expect("fresh array");
+            for (row, out) in xs.chunks_exact(d).zip(ys.chunks_exact_mut(d)) {
+                if has_nan(row) {
+                    out.iter_mut().for_each(|o| *o = T::NAN);
+                } else if log {
+                    log_softmax_into(row, out);
+                } else {
+                    softmax_into(row, out);
                 }
             }
         }

@@ -4,9 +4,14 @@
 //! Stable forms: `softplus(x) = max(x, 0) + ln(1 + e^{−|x|})`;
 //! `σ(x) = 1/(1 + e^{−x})` for `x ≥ 0`, `e^{x}/(1 + e^{x})` for `x < 0`; `σ'(x) = σ(x)·σ(−x)`
 //! (never `1 − σ`); `gelu(x) = x·Φ(x) = x·(1 + erf(x/√2))/2`, `gelu'(x) = Φ(x) + x·φ(x)`.
+//! Softplus and sigmoid are `efa_num::scalar`'s.
+//!
+//! NaN in, NaN out: every op maps a NaN input to a NaN output and a NaN gradient (`relu`
+//! included: `max(NaN, 0)` would be 0, so NaN is passed through explicitly).
 
 use crate::error::Result;
 use crate::tape::{Op, Tape, Var};
+use efa_num::scalar::{sigmoid, softplus};
 use efa_num::Real;
 use ndarray::{ArrayD, Zip};
 
@@ -26,21 +31,6 @@ pub(crate) enum UnaryKind<T> {
     Square,
     Scale(T),
     Shift(T),
-}
-
-/// Stable logistic sigmoid `1/(1 + e^{−x})`, through `e^{−|x|}` so nothing overflows.
-pub(crate) fn sigmoid<T: Real>(x: T) -> T {
-    let e = (-x.abs()).exp();
-    if x >= T::ZERO {
-        T::ONE / (T::ONE + e)
-    } else {
-        e / (T::ONE + e)
-    }
-}
-
-/// Stable `softplus(x) = ln(1 + eˣ) = max(x, 0) + ln_1p(e^{−|x|})`.
-pub(crate) fn softplus<T: Real>(x: T) -> T {
-    x.max(T::ZERO) + (-x.abs()).exp().ln_1p()
 }
 
 /// Standard normal cdf `Φ(x) = (1 + erf(x/√2))/2`.
@@ -87,7 +77,14 @@ impl<T: Real> UnaryKind<T> {
             UnaryKind::Softplus => softplus(x),
             UnaryKind::Sigmoid => sigmoid(x),
             UnaryKind::Tanh => x.tanh(),
-            UnaryKind::Relu => x.max(T::ZERO),
+            // NaN stays NaN (`max` alone would map it to 0)
+            UnaryKind::Relu => {
+                if x.is_nan() {
+                    x
+                } else {
+                    x.max(T::ZERO)
+                }
+            }
             UnaryKind::Gelu => x * phi_cdf(x),
             UnaryKind::Sqrt => x.sqrt(),
             UnaryKind::Square => x * x,
@@ -113,10 +110,13 @@ impl<T: Real> UnaryKind<T> {
             UnaryKind::Sigmoid => y * sigmoid(-x),
             // forward computed tanh x, so dy/dx = 1 − y²
             UnaryKind::Tanh => T::ONE - y * y,
-            // forward computed max(x, 0), so dy/dx = [x > 0]
+            // forward computed max(x, 0), so dy/dx = [x > 0] (NaN at NaN: no comparison
+            // may turn it into a 0 or 1)
             UnaryKind::Relu => {
                 if x > T::ZERO {
                     T::ONE
+                } else if x.is_nan() {
+                    x
                 } else {
                     T::ZERO
                 }

@@ -5,6 +5,21 @@
 //! loss rebuilt at perturbed values. [`audit_vjp`] does the same for a non-scalar output
 //! through `⟨c, out⟩` with a seeded random cotangent `c` and [`Tape::backward_with`];
 //! [`audit_vjp_linearity`] checks `vjp(a·u + b·w) = a·vjp(u) + b·vjp(w)`.
+//!
+//! Op level: [`audit_fused`] checks one [`crate::FusedOp`]'s backward against finite
+//! differences of its forward, [`Tape::audit_fused_nodes`] every fused node recorded on a
+//! tape, and [`fused_jacobian`] gives an op's full analytic and numeric Jacobians.
+//!
+//! Every report keeps each compared value ([`efa_check::ParamSummary::analytic`] and
+//! `numeric`; print them with [`Report::verbose`]). When the audited output is not finite at
+//! the starting point, the report's [`Report::nonfinite_base`] names the first non-finite
+//! value on the tape (or of the op): a warning, not an error, but such a report never passes.
+
+mod fused;
+mod jacobian;
+
+pub use fused::{audit_fused, input_name, FusedNodeReport};
+pub use jacobian::{fused_jacobian, MAX_JACOBIAN_ENTRIES};
 
 use crate::error::{Result, TapeError};
 use crate::tape::{Tape, Var};
@@ -80,6 +95,24 @@ fn flat_grads(g: &crate::Grads<f64>, params: &[(&str, ArrayD<f64>)]) -> Result<V
         .collect()
 }
 
+/// The warning for a non-finite output `out` at the starting point: its first non-finite
+/// element and the first node of the tape (in creation order) holding a non-finite value.
+fn nonfinite_output(t: &Tape<f64>, out: Var) -> Result<Option<String>> {
+    let y = t.try_value(out)?;
+    let Some((k, v)) = y.iter().enumerate().find(|(_, v)| !v.is_finite()) else {
+        return Ok(None);
+    };
+    let first = crate::anomaly::first_non_finite_node(t, out.index())
+        .map_or_else(String::new, |e| {
+            format!("; first non-finite value on the tape: {e}")
+        });
+    Ok(Some(format!(
+        "the audited output (node {}, shape {:?}) is {v} at flat index {k}{first}",
+        out.index(),
+        y.shape()
+    )))
+}
+
 /// Audits the gradient of the one-element output of `build` with respect to every named
 /// parameter in `params` against central finite differences (per `opts`).
 ///
@@ -95,21 +128,22 @@ where
     let g = t.backward(out)?;
     let analytic = flat_grads(&g, params)?;
     let err = RefCell::new(None);
-    let report = audit_params(
+    let mut report = audit_params(
         &specs(params),
         &analytic,
         |v| eval(params, &build, None, v, &err),
         opts,
     )
     .map_err(|e| TapeError::new("audit", e.0))?;
-    match err.into_inner() {
-        Some(e) => Err(e),
-        None => Ok(report),
+    if let Some(e) = err.into_inner() {
+        return Err(e);
     }
+    report.nonfinite_base = nonfinite_output(&t, out)?.or(report.nonfinite_base);
+    Ok(report)
 }
 
 /// Seeded cotangent with entries uniform in `[−1, 1]`.
-fn random_cotangent(shape: &[usize], seed: u64) -> ArrayD<f64> {
+pub(crate) fn random_cotangent(shape: &[usize], seed: u64) -> ArrayD<f64> {
     let mut rng = StdRng::seed_from_u64(seed);
     ArrayD::from_shape_simple_fn(IxDyn(shape), || rng.random_range(-1.0..=1.0))
 }
@@ -133,17 +167,18 @@ where
     let g = t.backward_with(out, c.clone())?;
     let analytic = flat_grads(&g, params)?;
     let err = RefCell::new(None);
-    let report = audit_params(
+    let mut report = audit_params(
         &specs(params),
         &analytic,
         |v| eval(params, &build, Some(&c), v, &err),
         opts,
     )
     .map_err(|e| TapeError::new("audit_vjp", e.0))?;
-    match err.into_inner() {
-        Some(e) => Err(e),
-        None => Ok(report),
+    if let Some(e) = err.into_inner() {
+        return Err(e);
     }
+    report.nonfinite_base = nonfinite_output(&t, out)?.or(report.nonfinite_base);
+    Ok(report)
 }
 
 /// Checks linearity of `backward_with` in the cotangent: for seeded random `u`, `w` and the
@@ -187,5 +222,7 @@ where
     if let Some(e) = err.into_inner() {
         return Err(e);
     }
-    report.map_err(|e| TapeError::new("audit_vjp_linearity", e.0))
+    let mut report = report.map_err(|e| TapeError::new("audit_vjp_linearity", e.0))?;
+    report.nonfinite_base = nonfinite_output(&t, out)?;
+    Ok(report)
 }

@@ -1,0 +1,289 @@
+//! Op-level audits: `audit_fused` on one op, `Tape::audit_fused_nodes` on every fused node of
+//! a recorded tape, `fused_jacobian`, and the non-finite-start warning. A planted bug (one
+//! element of one input's gradient off by 0.25) must be found by op, input and element.
+
+use efa_check::{Compared, FdOptions, Location, Mode, Tolerance};
+use efa_expfam::Family;
+use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::gather::{Part, NONE};
+use efa_tape::{audit_fused, fused_jacobian, AuditOptions, FusedOp, Result, Tape};
+use ndarray::{array, Array2, ArrayD, Axis, IxDyn};
+
+/// Inputs `a` `[R, C]` and `b` `[C]`; outputs `y0 = a ∘ b` (b broadcast over rows, `[R, C]`)
+/// and `y1[j] = Σ_r a[r, j]²` (`[C]`). With `planted`, backward adds 0.25 to `db[2]`.
+#[derive(Clone)]
+struct Planted {
+    planted: bool,
+}
+
+impl FusedOp<f64> for Planted {
+    fn name(&self) -> &str {
+        "planted"
+    }
+    fn forward(&mut self, x: &[&ArrayD<f64>]) -> Result<Vec<ArrayD<f64>>> {
+        let y0 = x[0] * x[1];
+        let y1 = x[0].mapv(|v| v * v).sum_axis(Axis(0));
+        Ok(vec![y0, y1])
+    }
+    fn backward(
+        &self,
+        x: &[&ArrayD<f64>],
+        _y: &[&ArrayD<f64>],
+        dy: &[Option<&ArrayD<f64>>],
+        need: &[bool],
+    ) -> Result<Vec<Option<ArrayD<f64>>>> {
+        let (a, b) = (x[0], x[1]);
+        let z0 = ArrayD::zeros(a.raw_dim());
+        let z1 = ArrayD::zeros(b.raw_dim());
+        let (c0, c1) = (dy[0].unwrap_or(&z0), dy[1].unwrap_or(&z1));
+        // forward computed a∘b and Σ_r a², so da = c0∘b + 2a∘c1 and db = Σ_r c0∘a
+        let da = c0 * b + &(a * c1 * 2.0);
+        let mut db = (c0 * a).sum_axis(Axis(0));
+        if self.planted {
+            db[2] += 0.25;
+        }
+        Ok(vec![need[0].then_some(da), need[1].then_some(db)])
+    }
+}
+
+fn a0() -> ArrayD<f64> {
+    array![[0.5, -1.0, 2.0, 0.3], [1.5, 0.25, -0.75, 1.0]].into_dyn()
+}
+
+fn b0() -> ArrayD<f64> {
+    array![0.2, -1.3, 0.8, 2.0].into_dyn()
+}
+
+#[test]
+fn planted_bug_is_found_by_op_input_and_element() {
+    let opts = AuditOptions::default();
+    let good = audit_fused(&Planted { planted: false }, &[a0(), b0()], 7, &opts).unwrap();
+    assert!(good.passed(), "{good}");
+    assert_eq!(good.params.len(), 2);
+    assert_eq!(good.summary("planted input 0").unwrap().checked, 8);
+    assert_eq!(good.summary("planted input 1").unwrap().checked, 4);
+    let bad = audit_fused(&Planted { planted: true }, &[a0(), b0()], 7, &opts).unwrap();
+    assert!(!bad.passed());
+    assert_eq!(bad.failures.len(), 1, "{bad}");
+    let f = &bad.failures[0];
+    assert_eq!(f.param, "planted input 1");
+    assert_eq!(f.location, Location::Element(vec![2]));
+    // The only error is the planted offset: analytic − numeric = 0.25 (to FD accuracy).
+    assert!((f.analytic - f.numeric - 0.25).abs() < 1e-6, "{f:?}");
+    assert!(bad.summary("planted input 0").unwrap().pass);
+    let text = bad.to_string();
+    assert!(
+        text.contains("planted input 1") && text.contains("[2]"),
+        "{text}"
+    );
+    // Seeded random directions also catch it (the offset projects onto every direction).
+    let dirs = AuditOptions {
+        mode: Mode::Directions { n: 4, seed: 5 },
+        ..AuditOptions::default()
+    };
+    let r = audit_fused(&Planted { planted: true }, &[a0(), b0()], 7, &dirs).unwrap();
+    assert!(r.summary("planted input 0").unwrap().pass, "{r}");
+    let s1 = r.summary("planted input 1").unwrap();
+    assert!(!s1.pass && s1.checked == 4, "{r}");
+    assert!(matches!(s1.compared, Compared::Directions { .. }));
+}
+
+#[test]
+fn tape_fused_nodes_are_audited_and_constants_listed_as_skipped() {
+    let mut t = Tape::<f64>::new();
+    let a = t.param("a", a0()).unwrap();
+    let b = t.constant(b0());
+    let w = t
+        .param(
+            "w",
+            array![[0.3, -0.2], [0.1, 0.4], [-0.5, 0.6], [0.2, 0.2]].into_dyn(),
+        )
+        .unwrap();
+    let ys = t
+        .fused(Box::new(Planted { planted: true }), &[a, b])
+        .unwrap();
+    let lin = t.linear(ys[0], w, None).unwrap(); // [2, 2]
+    let bw = t.param("bw", b0()).unwrap();
+    let ys2 = t
+        .fused(Box::new(Planted { planted: true }), &[a, bw])
+        .unwrap();
+    let s = t.sum_all(lin).unwrap();
+    let s2 = t.sum_all(ys2[1]).unwrap();
+    let _loss = t.add(s, s2).unwrap();
+    let reports = t.audit_fused_nodes(3, &AuditOptions::default()).unwrap();
+    let ops: Vec<&str> = reports.iter().map(|r| r.op.as_str()).collect();
+    assert_eq!(ops, ["planted", "linear", "planted"]);
+    // Node ids are the head nodes in the dump; inputs are the recorded input nodes.
+    assert_eq!(reports[0].input_nodes, vec![a.index(), b.index()]);
+    assert_eq!(reports[0].output_nodes, vec![ys[0].index(), ys[1].index()]);
+    assert_eq!(reports[0].node, ys[0].index() - 1);
+    assert!(t.dump().contains("fused:planted"));
+    // First planted node: b is a constant there, so only input 0 is audited (and passes);
+    // input 1 is listed as skipped, not as passing.
+    let r0 = &reports[0].report;
+    assert!(r0.passed(), "{r0}");
+    assert_eq!(r0.params.len(), 1);
+    assert_eq!(r0.skipped.len(), 1);
+    assert_eq!(r0.skipped[0].name, "planted input 1");
+    assert!(reports[0].to_string().contains("SKIPPED"));
+    // linear passes for both inputs.
+    assert!(reports[1].passed(), "{}", reports[1]);
+    assert_eq!(reports[1].report.params.len(), 2);
+    // Second planted node: b is a parameter, so the planted element is caught.
+    let r2 = &reports[2];
+    assert!(!r2.passed());
+    assert_eq!(r2.report.failures.len(), 1, "{r2}");
+    assert_eq!(r2.report.failures[0].param, "planted input 1");
+    assert_eq!(r2.report.failures[0].location, Location::Element(vec![2]));
+    assert!(r2.to_string().contains(&format!("fused node {}", r2.node)));
+}
+
+#[test]
+fn every_library_fused_op_passes_on_a_recorded_tape() {
+    // gather_sum → linear → attention → link → nll, plus bag_sum; Auto mode keeps large
+    // inputs on seeded directions.
+    let mut t = Tape::<f64>::new();
+    let val = |shape: &[usize], s: f64| {
+        let mut i = 0.0;
+        ArrayD::from_shape_fn(IxDyn(shape), |_| {
+            i += 1.0;
+            (i * 0.61 + s).sin()
+        })
+    };
+    let table = t.param("table", val(&[5, 4], 0.1)).unwrap();
+    let ids = Array2::from_shape_vec((2, 3), vec![1, 4, NONE, 0, 2, 2]).unwrap();
+    let x = t
+        .gather_sum(
+            &[table],
+            vec![Part {
+                ids: ids.clone(),
+                col: 0,
+            }],
+            None,
+            4,
+            1,
+        )
+        .unwrap()[0]; // [2, 3, 4]
+    let wq = t.param("wq", val(&[4, 4], 0.2)).unwrap();
+    let bq = t.param("bq", val(&[4], 0.3)).unwrap();
+    let q = t.linear(x, wq, Some(bq)).unwrap();
+    let (o, _lse) = t
+        .attention_heads(q, x, x, 2, &AttentionMask::causal_padding(vec![3, 2]), 0.5)
+        .unwrap(); // [2, 3, 4]
+    let last = t.gather_positions(o, &[2, 1]).unwrap(); // [2, 4]
+    let wz = t.param("wz", val(&[4, 2], 0.4)).unwrap();
+    let z = t.linear(last, wz, None).unwrap(); // [2, 2]
+    let eta = t.natural(&Family::Gaussian, z).unwrap();
+    let y = Array2::from_shape_vec((2, 1), vec![0.3, -1.0]).unwrap();
+    let nll = t.nll(&Family::Gaussian, eta, &y, None).unwrap();
+    let bag = t.bag_sum(table, ids, None).unwrap();
+    let a = t.sum_all(nll).unwrap();
+    let b = t.sum_all(bag).unwrap();
+    let _ = t.add(a, b).unwrap();
+    let opts = AuditOptions {
+        mode: Mode::Auto {
+            max_full: 16,
+            n: 6,
+            seed: 1,
+        },
+        ..AuditOptions::default()
+    };
+    let reports = t.audit_fused_nodes(11, &opts).unwrap();
+    let ops: Vec<&str> = reports.iter().map(|r| r.op.as_str()).collect();
+    assert_eq!(
+        ops,
+        [
+            "gather_sum",
+            "linear",
+            "attention",
+            "linear",
+            "link",
+            "gaussian",
+            "bag_sum"
+        ]
+    );
+    for r in &reports {
+        assert!(r.passed(), "{r}");
+        assert!(r.report.params.iter().all(|p| p.checked > 0), "{r}");
+    }
+    // The 24-element q input of attention went to seeded directions, the 4-element bias in full.
+    let att = &reports[2].report;
+    assert_eq!(att.summary("attention input 0").unwrap().checked, 6);
+    assert_eq!(
+        reports[1].report.summary("linear input 2").unwrap().checked,
+        4
+    );
+}
+
+#[test]
+fn full_jacobian_matches_the_hand_jacobian_and_localises_the_bug() {
+    let (a, b) = (a0(), b0());
+    let blocks = fused_jacobian(
+        &Planted { planted: false },
+        &[a.clone(), b.clone()],
+        &FdOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(blocks.len(), 4);
+    // Hand Jacobians: ∂y0[r,j]/∂a[s,k] = δrs·δjk·b[j]; ∂y0[r,j]/∂b[k] = δjk·a[r,j];
+    // ∂y1[j]/∂a[s,k] = δjk·2a[s,k]; ∂y1[j]/∂b = 0.
+    let (rows, cols) = (2, 4);
+    for blk in &blocks {
+        let n_in = blk.in_shape.iter().product::<usize>();
+        for (e, (&an, &nu)) in blk.analytic.iter().zip(&blk.numeric).enumerate() {
+            let (r_out, k_in) = (e / n_in, e % n_in);
+            let want = match (blk.output.as_str(), blk.input.as_str()) {
+                ("planted output 0", "planted input 0") if r_out == k_in => b[k_in % cols],
+                ("planted output 0", "planted input 1") if r_out % cols == k_in => {
+                    a[[r_out / cols, k_in]]
+                }
+                ("planted output 1", "planted input 0") if k_in % cols == r_out => {
+                    2.0 * a[[k_in / cols, r_out]]
+                }
+                _ => 0.0,
+            };
+            assert_eq!(an, want, "{} / {} entry {e}", blk.output, blk.input);
+            assert!(
+                (nu - want).abs() < 1e-8,
+                "{} / {} entry {e}",
+                blk.output,
+                blk.input
+            );
+        }
+        assert!(blk.compare(&Tolerance::default()).passed());
+    }
+    assert_eq!(blocks[0].out_shape, vec![rows, cols]);
+    // The planted offset shows in column b[2] of both outputs' b-blocks, nowhere else.
+    let bad = fused_jacobian(&Planted { planted: true }, &[a, b], &FdOptions::default()).unwrap();
+    for blk in &bad {
+        let r = blk.compare(&Tolerance::default());
+        if blk.input == "planted input 1" {
+            let n_out = blk.out_shape.iter().product::<usize>();
+            assert_eq!(r.failures.len(), n_out, "{r}");
+            assert!(r.failures.iter().all(|f| match &f.location {
+                Location::Element(ix) => ix.last() == Some(&2),
+                _ => false,
+            }));
+        } else {
+            assert!(r.passed(), "{r}");
+        }
+    }
+}
+
+#[test]
+fn nonfinite_inputs_warn_and_the_report_does_not_pass() {
+    let mut a = a0();
+    a[[1, 2]] = f64::NAN;
+    let r = audit_fused(
+        &Planted { planted: false },
+        &[a, b0()],
+        7,
+        &AuditOptions::default(),
+    )
+    .unwrap();
+    let w = r.nonfinite_base.as_deref().expect("warning");
+    assert!(w.starts_with("planted input 0 is NaN at [1, 2]"), "{w}");
+    assert!(w.contains("planted output 0 is NaN at [1, 2]"), "{w}");
+    assert!(!r.passed());
+    assert!(r.to_string().starts_with("WARNING"), "{r}");
+}
