@@ -4,7 +4,7 @@
 
 use efa_check::{Compared, FdOptions, Location, Mode, Tolerance};
 use efa_expfam::Family;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::{Attention, Mask};
 use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{audit_fused, fused_jacobian, AuditOptions, FusedOp, Result, Tape};
 use ndarray::{array, Array2, ArrayD, Axis, IxDyn};
@@ -167,9 +167,11 @@ fn every_library_fused_op_passes_on_a_recorded_tape() {
     let wq = t.param("wq", val(&[4, 4], 0.2)).unwrap();
     let bq = t.param("bq", val(&[4], 0.3)).unwrap();
     let q = t.linear(x, wq, Some(bq)).unwrap();
-    let (o, _lse) = t
-        .attention_heads(q, x, x, 2, &AttentionMask::causal_padding(vec![3, 2]), 0.5)
-        .unwrap(); // [2, 3, 4]
+    let mask = Mask::causal().key_lengths([3, 2]);
+    let o = t
+        .attention_heads(Attention::new(q, x, x).mask(mask).scale(0.5), 2)
+        .unwrap()
+        .o; // [2, 3, 4]
     let last = t.gather_positions(o, &[2, 1]).unwrap(); // [2, 4]
     let wz = t.param("wz", val(&[4, 2], 0.4)).unwrap();
     let z = t.linear(last, wz, None).unwrap(); // [2, 2]

@@ -4,7 +4,7 @@
 //! pattern, derived by hand from the op's formula.
 
 use efa_expfam::Family;
-use efa_tape::ops::attention::AttentionMask;
+use efa_tape::ops::attention::Attention;
 use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Grads, Tape, Var};
 use ndarray::{array, Array2, ArrayD, IxDyn};
@@ -302,10 +302,10 @@ fn attention_case(nan_in: usize) -> (Tape<f64>, [Var; 3], Var, Var) {
         .collect();
     xs[nan_in][[0, 1, 0, 0]] = NAN;
     let v: Vec<Var> = xs.into_iter().map(|x| t.input(x)).collect();
-    let (o, lse) = t
-        .attention(v[0], v[1], v[2], &AttentionMask::default(), 1.0)
+    let out = t
+        .attention(Attention::new(v[0], v[1], v[2]).scale(1.0))
         .unwrap();
-    (t, [v[0], v[1], v[2]], o, lse)
+    (t, [v[0], v[1], v[2]], out.o, out.lse)
 }
 
 #[test]
