@@ -4,7 +4,7 @@
 use crate::common::{cli, user};
 use crate::CliError;
 use clap::Args;
-use efa_check::{CheckOptions, Mode, Report};
+use efa_check::{CheckOptions, Compared, Mode, Report};
 use efa_model::audit::{audit_model, ModelAudit};
 use efa_model::experiments::{plan_of, ExperimentOptions, RunSettings};
 use efa_model::{Evaluator, ForwardPlan, ModelConfig, Objective, Params, Samples};
@@ -45,9 +45,13 @@ pub struct AuditArgs {
     /// Random directions per large parameter.
     #[arg(long, global = true, default_value_t = 16)]
     directions: usize,
-    /// Print one JSON object with every model's report instead of tables.
+    /// Print one JSON object with every model's report, every compared element's analytic
+    /// and numeric value included, instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// Also print every compared value (analytic and numeric) of every parameter and op input.
+    #[arg(long, global = true)]
+    verbose: bool,
 }
 
 /// One model to audit.
@@ -106,13 +110,13 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
         let audit = audit_model(&eval, &job.params, &job.batch, &opts).map_err(cli)?;
         let seconds = start.elapsed().as_secs_f64();
         audited += 1;
-        if !audit.params.passed() {
+        if !audit.passed() {
             failed += 1;
         }
         if a.json {
             reports.push(report_json(&job.title, &audit, seconds));
         } else {
-            print_report(&job.title, &audit, seconds);
+            print_report(&job.title, &audit, seconds, a.verbose);
         }
     }
     if a.json {
@@ -205,37 +209,70 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
     }])
 }
 
-/// The JSON of one model's audit: per parameter, every checked element's analytic and numeric
-/// value.
-fn report_json(title: &str, audit: &ModelAudit, seconds: f64) -> serde_json::Value {
-    let r = &audit.params;
+/// The JSON of one report: per tensor, every compared value with its location.
+fn check_json(r: &Report) -> serde_json::Value {
     json!({
-        "model": title,
-        "plan": audit.plan.name(),
         "passed": r.passed(),
-        "seconds": seconds,
-        "params": r.params.iter().map(|p| json!({
+        "nonfinite_base": r.nonfinite_base,
+        "tensors": r.params.iter().map(|p| json!({
             "name": p.name, "shape": p.shape, "checked": p.checked,
             "max_abs_err": p.max_abs_err, "max_rel_err": p.max_rel_err, "pass": p.pass,
+            "compared": match p.compared {
+                Compared::Elements => json!("elements"),
+                Compared::Directions { seed } => json!({"directions": {"seed": seed}}),
+            },
+            "values": (0..p.checked).map(|k| json!({
+                "at": p.location(k).to_string(),
+                "analytic": p.analytic.get(k),
+                "numeric": p.numeric.get(k),
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "failures": r.failures.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>(),
+        "skipped": r.skipped.iter().map(|s| json!({
+            "name": s.name, "shape": s.shape, "reason": s.reason,
+        })).collect::<Vec<_>>(),
+        "failures": r.failures.iter().map(|f| json!({
+            "tensor": f.param, "at": f.location.to_string(), "analytic": f.analytic,
+            "numeric": f.numeric, "abs_err": f.abs_err, "rel_err": f.rel_err,
+        })).collect::<Vec<_>>(),
     })
 }
 
-/// Prints one row per parameter tensor and every failing element.
-pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64) {
+/// The JSON of one model's audit: the parameter audit and every fused node's audit, with
+/// every compared value.
+fn report_json(title: &str, audit: &ModelAudit, seconds: f64) -> serde_json::Value {
+    json!({
+        "model": title,
+        "plan": audit.plan.name(),
+        "loss": audit.loss,
+        "passed": audit.passed(),
+        "seconds": seconds,
+        "params": check_json(&audit.params),
+        "fused_ops": audit.fused.iter().map(|n| json!({
+            "node": n.node, "op": n.op, "input_nodes": n.input_nodes,
+            "output_nodes": n.output_nodes, "audit": check_json(&n.report),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Prints one row per parameter tensor and per fused op (worst node of each op kind), every
+/// failing element, and the non-finite warnings.
+pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64, verbose: bool) {
     let report: &Report = &audit.params;
     println!(
-        "\n{title} (forward plan {}, {seconds:.1} s)",
-        audit.plan.name()
+        "\n{title} (forward plan {}, loss {:.6e}, {seconds:.1} s)",
+        audit.plan.name(),
+        audit.loss
     );
+    if let Some(w) = &report.nonfinite_base {
+        println!("  WARNING: {w}");
+    }
     println!(
-        "{:<22} {:<12} {:>7} {:>12} {:>12}  result",
+        "{:<28} {:<14} {:>7} {:>12} {:>12}  result",
         "parameter", "shape", "checked", "max abs err", "max rel err"
     );
     for p in &report.params {
         println!(
-            "{:<22} {:<12} {:>7} {:>12.3e} {:>12.3e}  {}",
+            "{:<28} {:<14} {:>7} {:>12.3e} {:>12.3e}  {}",
             p.name,
             format!("{:?}", p.shape),
             p.checked,
@@ -245,6 +282,49 @@ pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64) {
         );
     }
     for f in report.failures.iter().take(50) {
-        println!("  failing: {f:?}");
+        println!(
+            "  failing: {} at {}: analytic {:e}, numeric {:e}",
+            f.param, f.location, f.analytic, f.numeric
+        );
+    }
+    // Fused ops: one line per (op, input), over all nodes of that op.
+    let mut rows: std::collections::BTreeMap<String, (usize, usize, f64, f64, bool)> =
+        Default::default();
+    for n in &audit.fused {
+        for p in &n.report.params {
+            let e = rows.entry(p.name.clone()).or_insert((0, 0, 0.0, 0.0, true));
+            e.0 += 1;
+            e.1 += p.checked;
+            e.2 = e.2.max(p.max_abs_err);
+            e.3 = e.3.max(p.max_rel_err);
+            e.4 &= p.pass;
+        }
+        if let Some(w) = &n.report.nonfinite_base {
+            println!("  WARNING: fused node {} ({}): {w}", n.node, n.op);
+        }
+    }
+    println!(
+        "{:<28} {:>6} {:>7} {:>12} {:>12}  result",
+        "fused op input", "nodes", "checked", "max abs err", "max rel err"
+    );
+    for (name, (nodes, checked, abs, rel, pass)) in &rows {
+        println!(
+            "{name:<28} {nodes:>6} {checked:>7} {abs:>12.3e} {rel:>12.3e}  {}",
+            if *pass { "pass" } else { "FAIL" }
+        );
+    }
+    for n in audit.fused.iter().filter(|n| !n.passed()) {
+        for f in n.report.failures.iter().take(20) {
+            println!(
+                "  failing: node {} {} at {}: analytic {:e}, numeric {:e}",
+                n.node, f.param, f.location, f.analytic, f.numeric
+            );
+        }
+    }
+    if verbose {
+        println!("{}", report.verbose());
+        for n in &audit.fused {
+            println!("fused node {} ({}):\n{}", n.node, n.op, n.report.verbose());
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! * [`item_samples`]: per-position samples for the categorical item experiments (§3.3, §5).
 //! * [`movielens`], [`instacart`], [`temperature`]: loaders for the original files and the
 //!   experiments' preprocessing and splits (§3–§6).
+//! * [`user_csv`]: the CSV layout of `efa train` (sequences of item, value observations).
 //!
 //! Errors ([`DataError`]) name file, line, field and value; rows that cannot be used are an
 //! error or are counted in the returned reports, never silently dropped (the only rows a
@@ -27,6 +28,7 @@ pub mod rng;
 pub mod samples;
 pub mod synthetic;
 pub mod temperature;
+pub mod user_csv;
 
 pub use error::{parse_real, DataError, Location};
 pub use item_samples::{

@@ -26,7 +26,6 @@ use efa_data::DataError;
 use efa_expfam::{ExpfamError, Family};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The exponential family of the value column (the families with a scalar observation).
@@ -223,183 +222,91 @@ pub struct UserData {
     pub sequences: Vec<Vec<Row>>,
 }
 
-/// The columns of the CSV layout.
-pub const COLUMNS: [&str; 4] = ["seq", "order", "item", "value"];
+pub use efa_data::user_csv::COLUMNS;
 
-/// Reads and checks a CSV file (layout in the module docs) against the configuration: every
-/// failure is a [`DataError::Parse`] naming the file, line and field.
+/// Reads a CSV file (layout in [`efa_data::user_csv`]) and checks it against the
+/// configuration: item ids in the model's range, values in the family's support (and integer
+/// rows of a value table), at least two rows per sequence, and no sequence longer than the
+/// model's positions. Every failure is a [`DataError::Parse`] naming the file, line and
+/// field; rows are checked in file order.
 pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
-    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let table = efa_data::user_csv::read_user_csv(path)?;
     let err = |line: usize, field: &str, value: &str, why: String| {
         DataError::parse(path, line, field, value, why)
     };
-    let mut lines = bytes
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)));
-    let text = |n: usize, l: &[u8]| -> Result<String, DataError> {
-        String::from_utf8(l.to_vec())
-            .map_err(|_| err(n, "", "", "the line is not valid UTF-8".into()))
-    };
-    let header = match lines.next() {
-        Some((n, l)) if !l.iter().all(u8::is_ascii_whitespace) => text(n, l)?,
-        _ => {
-            return Err(err(
-                1,
-                "header",
-                "",
-                format!("empty file: expected the header `{}`", COLUMNS.join(",")),
-            ))
-        }
-    };
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
-    let mut col = [usize::MAX; 4];
-    for (i, name) in names.iter().enumerate() {
-        match COLUMNS.iter().position(|c| c == name) {
-            Some(k) if col[k] == usize::MAX => col[k] = i,
-            Some(_) => return Err(err(1, name, name, "duplicate column".into())),
-            None => {
-                return Err(err(
-                    1,
-                    name,
-                    name,
-                    format!("unknown column (expected exactly {})", COLUMNS.join(",")),
-                ))
-            }
-        }
-    }
-    if let Some(k) = col.iter().position(|&c| c == usize::MAX) {
-        return Err(err(
-            1,
-            COLUMNS[k],
-            "",
-            format!("missing column (expected exactly {})", COLUMNS.join(",")),
-        ));
-    }
     let family = cfg.family.family();
     let items = cfg.items();
     let value_rows = match &cfg.model {
         ModelConfig::Efa(c) => c.values.as_ref().map(|v| v.rows),
         _ => None,
     };
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut sequences: Vec<Vec<Row>> = Vec::new();
-    let mut seen: HashMap<(usize, i64), usize> = HashMap::new();
-    let mut last_line = 1;
-    let rest: Vec<(usize, &[u8])> = lines.collect();
-    let n_rest = rest.len();
-    for (k, (n, raw)) in rest.into_iter().enumerate() {
-        if raw.is_empty() && k + 1 == n_rest {
-            break; // the final newline
+    let mut by_line: Vec<(&str, &efa_data::user_csv::UserRow)> = table
+        .sequences
+        .iter()
+        .flat_map(|s| s.rows.iter().map(move |r| (s.id.as_str(), r)))
+        .collect();
+    by_line.sort_by_key(|(_, r)| r.line);
+    for (_, r) in &by_line {
+        let (n, fi, fv) = (r.line, r.item.to_string(), r.value.to_string());
+        if r.item == 0 || r.item >= items {
+            return Err(err(n, "item", &fi, format!("item id out of range 1..={} (the model has {items} item rows, row 0 is padding)", items - 1)));
         }
-        last_line = n;
-        let line = text(n, raw)?;
-        if line.trim().is_empty() {
-            return Err(err(n, "", "", "empty line".into()));
-        }
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if fields.len() != names.len() {
-            return Err(err(
-                n,
-                "",
-                &line,
-                format!("{} fields, the header has {}", fields.len(), names.len()),
-            ));
-        }
-        let [fs, fo, fi, fv] = col.map(|c| fields[c]);
-        if fs.is_empty() {
-            return Err(err(n, "seq", fs, "empty sequence id".into()));
-        }
-        let order: i64 = fo
-            .parse()
-            .map_err(|_| err(n, "order", fo, "not an integer".into()))?;
-        let item: usize = fi
-            .parse()
-            .map_err(|_| err(n, "item", fi, "not a non-negative integer".into()))?;
-        if item == 0 || item >= items {
-            return Err(err(n, "item", fi, format!("item id out of range 1..={} (the model has {items} item rows, row 0 is padding)", items - 1)));
-        }
-        let value: f64 = fv
-            .parse()
-            .map_err(|_| err(n, "value", fv, "not a number".into()))?;
-        if !value.is_finite() {
-            return Err(err(
-                n,
-                "value",
-                fv,
-                "NaN and infinite values are not allowed".into(),
-            ));
-        }
-        if let Err(e) = family.check_obs(&[value], 0) {
+        if let Err(e) = family.check_obs(&[r.value], 0) {
             let why = match e {
                 ExpfamError::Support {
                     family, expected, ..
                 } => format!("outside the support of {family} ({expected})"),
                 other => other.to_string(),
             };
-            return Err(err(n, "value", fv, why));
+            return Err(err(n, "value", &fv, why));
         }
         if let Some(rows) = value_rows {
-            if value.fract() != 0.0 || value < 0.0 || value > (rows - 3) as f64 {
-                return Err(err(n, "value", fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
+            if r.value.fract() != 0.0 || r.value < 0.0 || r.value > (rows - 3) as f64 {
+                return Err(err(n, "value", &fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
             }
         }
-        let s = *index.entry(fs.to_string()).or_insert_with(|| {
-            sequences.push(Vec::new());
-            sequences.len() - 1
-        });
-        if let Some(first) = seen.insert((s, order), n) {
-            return Err(err(
-                n,
-                "order",
-                fo,
-                format!("duplicate key (seq `{fs}`, order {order}), first at line {first}"),
-            ));
-        }
-        sequences[s].push(Row {
-            seq: fs.to_string(),
-            order,
-            item,
-            value,
-            line: n,
-        });
     }
-    if sequences.is_empty() {
-        return Err(err(
-            last_line,
-            "",
-            "",
-            "no data rows after the header".into(),
-        ));
-    }
-    for s in &mut sequences {
-        s.sort_by_key(|r| r.order);
-        if s.len() < 2 {
+    let mut sequences = Vec::with_capacity(table.sequences.len());
+    for s in &table.sequences {
+        let first = s.rows.iter().map(|r| r.line).min().unwrap_or(1);
+        if s.rows.len() < 2 {
             return Err(err(
-                s[0].line,
+                first,
                 "seq",
-                &s[0].seq,
+                &s.id,
                 format!(
                     "sequence `{}` has 1 row; at least 2 are needed (a target and its context)",
-                    s[0].seq
+                    s.id
                 ),
             ));
         }
         if let ModelConfig::Efa(c) = &cfg.model {
-            if let Some(p) = c.positions.as_ref().filter(|p| s.len() > p.max_len) {
+            if let Some(p) = c.positions.as_ref().filter(|p| s.rows.len() > p.max_len) {
                 return Err(err(
-                    s[0].line,
+                    first,
                     "seq",
-                    &s[0].seq,
+                    &s.id,
                     format!(
                         "sequence `{}` has {} rows but model.efa.positions.max_len is {}",
-                        s[0].seq,
-                        s.len(),
+                        s.id,
+                        s.rows.len(),
                         p.max_len
                     ),
                 ));
             }
         }
+        sequences.push(
+            s.rows
+                .iter()
+                .map(|r| Row {
+                    seq: s.id.clone(),
+                    order: r.order,
+                    item: r.item,
+                    value: r.value,
+                    line: r.line,
+                })
+                .collect(),
+        );
     }
     Ok(UserData {
         file: path.to_path_buf(),

@@ -1,0 +1,439 @@
+//! Forward plans: every plan that applies to a model gives the general plan's loss and every
+//! parameter gradient on the same batch, in f64 to 1e-12 (the paper's two-block models, the
+//! item models with and without sequence ids, the temperature model, norm and feed-forward
+//! variants); the automatic choice is documented and checked; a parameter that does not
+//! reach the loss is an error naming it and the plan, in every plan, unless allowed.
+
+use efa_data::temperature::{City, TempDay};
+use efa_model::batch::{Samples, Targets};
+use efa_model::experiments::movielens::{item_efa_config, item_input};
+use efa_model::experiments::{synthetic, temperature};
+use efa_model::{
+    Direction, EfaConfig, Evaluator, FmConfig, ForwardPlan, ModelConfig, ModelError, ModelVars,
+    Norm, Objective, Params, Positions, ValueTable,
+};
+use ndarray::{Array2, ArrayD};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+fn scaled(p: &Params<f64>, c: f64) -> Params<f64> {
+    let mut q = p.clone();
+    for (_, v) in q.iter_mut() {
+        v.mapv_inplace(|x| x * c);
+    }
+    q
+}
+
+/// A model, its objective and a batch, with a name for messages.
+struct Case {
+    name: String,
+    model: ModelConfig,
+    objective: Objective,
+    batch: Samples,
+}
+
+fn baskets(seed: u64, n: usize, n_items: usize, max_len: usize) -> Vec<Vec<usize>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let len = rng.random_range(1..=max_len);
+            let mut items: Vec<usize> = (1..=n_items).collect();
+            items.shuffle(&mut rng);
+            items.truncate(len);
+            items
+        })
+        .collect()
+}
+
+fn cities() -> Vec<City> {
+    let c = |s: &str, lat, lon| City {
+        state: s.into(),
+        city: s.into(),
+        latitude: lat,
+        longitude: lon,
+    };
+    vec![
+        c("A", 33.5, -86.8),
+        c("B", 35.4, -94.4),
+        c("C", 36.7, -119.8),
+        c("D", 40.1, -75.2),
+    ]
+}
+
+fn days(lags: usize) -> Vec<TempDay> {
+    (1..=3u32)
+        .map(|day| {
+            let d = day;
+            // Temperatures of order 1 (as after standardising), so no ReLU layer is dead and
+            // every gradient is exercised.
+            let d = d as f64;
+            let t = |k: f64| {
+                vec![
+                    0.6 + 0.1 * d + 0.3 * k,
+                    -0.5 - 0.05 * d,
+                    0.7 + 0.2 * d,
+                    -0.2,
+                ]
+            };
+            TempDay {
+                date: (2010, 10, day),
+                temps: t(0.0),
+                lags: (1..=lags).map(|l| t(-(l as f64))).collect(),
+            }
+        })
+        .collect()
+}
+
+/// A causal (or bidirectional) rating-style model with every block option.
+fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Direction) -> Case {
+    let cfg = EfaConfig {
+        items: 6,
+        item_dim: 5,
+        zero_padding: true,
+        values: Some(ValueTable { rows: 7, dim: 3 }),
+        positions: Some(Positions {
+            max_len: 6,
+            only_valid: true,
+        }),
+        layers,
+        heads: 2,
+        key_dim: 3,
+        ffn,
+        norm,
+        ln_eps: 1e-3,
+        head_hidden: vec![4],
+        out_dim: 1,
+        out_bias: true,
+        direction,
+        continuous: None,
+    };
+    let mut rng = StdRng::seed_from_u64(4);
+    let (mut tokens, mut values, mut lengths, mut pred, mut y, mut group) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for g in 0..4 {
+        let len = rng.random_range(2..=6);
+        let t: Vec<usize> = (0..6)
+            .map(|j| if j < len { rng.random_range(1..6) } else { 0 })
+            .collect();
+        let v: Vec<usize> = (0..6)
+            .map(|j| if j < len { rng.random_range(1..6) } else { 0 })
+            .collect();
+        for i in 0..len {
+            let mut vi = v.clone();
+            vi[i] = 6;
+            tokens.extend(&t);
+            values.extend(vi);
+            lengths.push(len);
+            pred.push(i);
+            y.push(v[i] as f64 - 2.5);
+            group.push(g);
+        }
+    }
+    let n = lengths.len();
+    Case {
+        name: format!("rich {norm:?} L={layers} ffn={ffn:?} {direction:?}"),
+        model: ModelConfig::Efa(cfg),
+        objective: Objective::Mse,
+        batch: Samples {
+            tokens: Array2::from_shape_vec((n, 6), tokens).unwrap(),
+            values: Some(Array2::from_shape_vec((n, 6), values).unwrap()),
+            weights: None,
+            center: None,
+            lengths,
+            pred_idx: pred,
+            targets: Targets::Real(y),
+            group: Some(group),
+        },
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    // The paper's synthetic EFAs (two blocks, value table, positions everywhere).
+    for uni in [true, false] {
+        let (model, batch) = synthetic::audit_batch(uni, true, 10).unwrap();
+        out.push(Case {
+            name: format!("synthetic uni={uni}"),
+            model,
+            objective: Objective::Mse,
+            batch,
+        });
+    }
+    // The paper's item EFAs (zeroed padding, positions at valid tokens), causal ones with
+    // sequence ids.
+    for uni in [true, false] {
+        let b = baskets(1, 6, 9, 7);
+        out.push(Case {
+            name: format!("item uni={uni}"),
+            model: ModelConfig::Efa(item_efa_config(9, 7, uni)),
+            objective: Objective::CrossEntropy,
+            batch: item_input(&b, 9, 7, uni, true).unwrap(),
+        });
+    }
+    // The temperature EFA (continuous inputs, post-norm, feed-forward), with and without lags,
+    // at reduced widths.
+    for (layers, lag) in [(1, 0), (2, 1)] {
+        let mut c = temperature::efa_config(&cities(), layers, lag);
+        (c.item_dim, c.key_dim, c.ffn, c.head_hidden) = (8, 4, Some(8), vec![8, 4]);
+        let inputs = c.continuous.as_mut().unwrap();
+        (inputs.hidden, inputs.dim, inputs.fuse) = (16, 8, 8);
+        out.push(Case {
+            name: format!("temperature L={layers} lag {lag}"),
+            model: ModelConfig::Efa(c),
+            objective: Objective::Mse,
+            batch: temperature::efa_samples(&days(lag), 4).unwrap(),
+        });
+    }
+    // Norm, feed-forward and depth variants, causal and bidirectional.
+    out.push(rich(Norm::None, 2, None, Direction::Causal));
+    out.push(rich(Norm::Post, 2, Some(7), Direction::Causal));
+    out.push(rich(Norm::Pre, 3, Some(7), Direction::Causal));
+    out.push(rich(Norm::Pre, 1, None, Direction::CausalPadding));
+    out.push(rich(Norm::Post, 2, None, Direction::Padding));
+    out.push(rich(Norm::None, 0, None, Direction::Padding));
+    out
+}
+
+type LossGrads = (f64, Vec<ArrayD<f64>>);
+
+fn run(case: &Case, p: &Params<f64>, plan: ForwardPlan) -> LossGrads {
+    let g = Evaluator::new(&case.model, &case.objective)
+        .with_plan(Some(plan))
+        .micro(p, &case.batch)
+        .unwrap_or_else(|e| panic!("{} plan {plan}: {e}", case.name));
+    assert_eq!(g.plan, plan);
+    (g.loss, g.grads)
+}
+
+#[test]
+fn every_applicable_plan_equals_the_general_plan() {
+    let mut checked = Vec::new();
+    for case in cases() {
+        let p = scaled(&case.model.init::<f64>(3), 2.0);
+        let general = run(&case, &p, ForwardPlan::General);
+        assert!(general.0.is_finite(), "{}", case.name);
+        for plan in ForwardPlan::ALL {
+            if plan == ForwardPlan::General || case.model.plan_for(&case.batch, Some(plan)).is_err()
+            {
+                continue;
+            }
+            let (loss, grads) = run(&case, &p, plan);
+            let tol = |w: f64| 1e-12 * w.abs().max(1.0);
+            assert!(
+                (loss - general.0).abs() <= tol(general.0),
+                "{} plan {plan}: loss {loss} vs general {}",
+                case.name,
+                general.0
+            );
+            // Gradients agree to 1e-12 relative to the model's largest gradient entry. The
+            // round-off of a backward sum is relative to the size of its terms, not of the
+            // result: a tensor whose gradient is small through cancellation (the temperature
+            // model's first-block query and key kernels under nearly uniform attention, whose
+            // score gradients P∘(dP − D) cancel) carries absolute errors of the terms' size,
+            // while its forward η is bitwise the same in both plans.
+            let scale = general
+                .1
+                .iter()
+                .flat_map(|g| g.iter())
+                .fold(0.0f64, |m, x| m.max(x.abs()));
+            let mut nonzero = 0;
+            for ((name, _), (g, w)) in p.iter().zip(grads.iter().zip(&general.1)) {
+                assert_eq!(g.shape(), w.shape(), "{name}");
+                for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
+                    assert!(
+                        (a - b).abs() <= tol(scale),
+                        "{} plan {plan}: {name}[{i}] = {a}, general {b} (largest entry {scale})",
+                        case.name
+                    );
+                    nonzero += usize::from(*b != 0.0);
+                }
+            }
+            assert!(nonzero > 50, "{} plan {plan}: real gradients", case.name);
+            checked.push((case.name.clone(), plan));
+        }
+    }
+    // The comparisons that matter ran: the fold on the paper's two-block models, the query
+    // stream on causal models with sequence ids, the tabled plan on the temperature model.
+    let ran = |name: &str, plan| checked.iter().any(|(n, p)| n == name && *p == plan);
+    assert!(ran("synthetic uni=false", ForwardPlan::TwoBlockFold));
+    assert!(ran("item uni=true", ForwardPlan::TwoBlockFold));
+    assert!(ran("item uni=true", ForwardPlan::QueryStream));
+    assert!(ran("temperature L=2 lag 1", ForwardPlan::Tabled));
+    assert!(ran(
+        "rich Pre L=3 ffn=Some(7) Causal",
+        ForwardPlan::QueryStream
+    ));
+    assert!(checked.len() >= 20, "{checked:?}");
+}
+
+#[test]
+fn the_automatic_choice_follows_its_documented_rule() {
+    let by_name = |n: &str| cases().into_iter().find(|c| c.name == n).unwrap();
+    let choose = |c: &Case| c.model.plan_for(&c.batch, None).unwrap();
+    // Two blocks without norm or feed-forward: the fold.
+    assert_eq!(
+        choose(&by_name("synthetic uni=true")),
+        ForwardPlan::TwoBlockFold
+    );
+    // Causal with sequence ids holding ≥ 2 targets each on average: the query stream.
+    assert_eq!(choose(&by_name("item uni=true")), ForwardPlan::QueryStream);
+    // ... but not when most sequences hold a single target of the batch.
+    let mut c = by_name("item uni=true");
+    let firsts: Vec<usize> = (0..c.batch.len())
+        .filter(|&i| c.batch.pred_idx[i] == 0)
+        .collect();
+    c.batch = c.batch.select(&firsts);
+    assert_eq!(choose(&c), ForwardPlan::TwoBlockFold);
+    // Everything else: tabled; the general plan is never chosen.
+    assert_eq!(
+        choose(&by_name("temperature L=1 lag 0")),
+        ForwardPlan::Tabled
+    );
+    assert_eq!(
+        choose(&by_name("rich Post L=2 ffn=None Padding")),
+        ForwardPlan::Tabled
+    );
+    // A forced plan that does not apply is an error saying why.
+    let t = by_name("temperature L=2 lag 1");
+    let e = t
+        .model
+        .plan_for(&t.batch, Some(ForwardPlan::QueryStream))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`query-stream` does not apply") && e.contains("causal"),
+        "{e}"
+    );
+    let e = t
+        .model
+        .plan_for(&t.batch, Some(ForwardPlan::TwoBlockFold))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("norm = none"), "{e}");
+    let fm = ModelConfig::Fm(FmConfig::Rating { items: 4, dim: 2 });
+    assert_eq!(fm.plan_for(&t.batch, None).unwrap(), ForwardPlan::General);
+    assert!(fm.plan_for(&t.batch, Some(ForwardPlan::Tabled)).is_err());
+}
+
+/// Builds the loss with `plant` applied to the typed handles, then collects the gradients.
+fn planted(
+    case: &Case,
+    plan: ForwardPlan,
+    allow: bool,
+    plant: impl Fn(&mut ModelVars),
+) -> Result<Vec<ArrayD<f64>>, ModelError> {
+    let p = case.model.init::<f64>(2);
+    let eval = Evaluator::new(&case.model, &case.objective)
+        .with_plan(Some(plan))
+        .with_allow_unused(allow);
+    let mut tape = efa_tape::Tape::new();
+    let mut reg = case.model.register(&mut tape, &p)?;
+    plant(&mut reg.vars);
+    let (loss, used) = eval.build(&mut tape, &reg, &case.batch)?;
+    assert_eq!(used, plan);
+    let grads = tape.backward(loss)?;
+    eval.collect(&tape, &grads, &reg, plan)
+}
+
+#[test]
+fn a_disconnected_parameter_is_an_error_naming_it_and_the_plan_in_every_plan() {
+    // The forward reads block 0's key kernel where it should read its query kernel, so the
+    // query kernel never reaches the loss (its finite-difference derivative is zero too: only
+    // this check can see the bug).
+    let reads_k_for_q = |v: &mut ModelVars| {
+        if let ModelVars::Efa(e) = v {
+            e.blocks[0].attn.q.w = e.blocks[0].attn.k.w;
+        }
+    };
+    let mut planted_in = Vec::new();
+    for case in cases() {
+        let ModelConfig::Efa(cfg) = &case.model else {
+            continue;
+        };
+        if cfg.layers == 0 {
+            continue;
+        }
+        for plan in ForwardPlan::ALL {
+            if case.model.plan_for(&case.batch, Some(plan)).is_err() {
+                continue;
+            }
+            let e = planted(&case, plan, false, reads_k_for_q).unwrap_err();
+            assert!(matches!(e, ModelError::Unused(_)), "{}: {e}", case.name);
+            let msg = e.to_string();
+            assert!(
+                msg.contains("`block0.attn.q.w` does not reach the loss")
+                    && msg.contains(&format!("forward plan `{plan}`")),
+                "{} plan {plan}: {msg}",
+                case.name
+            );
+            // The explicit opt-in gives it a zero gradient and keeps every other one.
+            let g = planted(&case, plan, true, reads_k_for_q).unwrap();
+            let k = case
+                .model
+                .layout()
+                .entries
+                .iter()
+                .position(|(n, _)| n == "block0.attn.q.w")
+                .unwrap();
+            assert!(g[k].iter().all(|&x| x == 0.0));
+            planted_in.push(plan);
+        }
+    }
+    for plan in ForwardPlan::ALL {
+        assert!(planted_in.contains(&plan), "no case exercised {plan}");
+    }
+    // The factor model's single forward: ρ read where α should be.
+    let (model, batch) = synthetic::audit_batch(true, false, 8).unwrap();
+    let fm = Case {
+        name: "fm".into(),
+        model,
+        objective: Objective::Mse,
+        batch,
+    };
+    let e = planted(&fm, ForwardPlan::General, false, |v| {
+        if let ModelVars::Fm(efa_model::fm::FmVars::Rating { alpha, rho }) = v {
+            *alpha = *rho;
+        }
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`alpha` does not reach the loss in forward plan `general`"),
+        "{e}"
+    );
+    // Without a planted bug every parameter reaches the loss.
+    assert!(planted(&fm, ForwardPlan::General, false, |_| {}).is_ok());
+}
+
+#[test]
+fn a_parameter_set_that_does_not_match_the_declaration_is_an_error_naming_it() {
+    let model = ModelConfig::Efa(item_efa_config(4, 3, false));
+    let p = model.init::<f64>(0);
+    // A parameter of the wrong shape.
+    let mut bad = Params::new();
+    for (name, v) in p.iter() {
+        let v = if name == "block1.attn.v.w" {
+            ArrayD::zeros(ndarray::IxDyn(&[2, 2]))
+        } else {
+            v.clone()
+        };
+        bad.insert(name, v);
+    }
+    let e = model
+        .register(&mut efa_tape::Tape::<f64>::new(), &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("declares `block1.attn.v.w` [32, 32]") && e.contains("[2, 2]"),
+        "{e}"
+    );
+    // An extra tensor.
+    let mut extra = p.clone();
+    extra.insert("stray", ArrayD::zeros(ndarray::IxDyn(&[1])));
+    let e = model
+        .register(&mut efa_tape::Tape::<f64>::new(), &extra)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not declare: stray"), "{e}");
+}
