@@ -75,12 +75,40 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
     let err = |line: usize, field: &str, value: &str, why: String| {
         DataError::parse(path, line, field, value, why)
     };
-    let file = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    // Line numbers from byte offsets: the csv crate's own line count skips blank lines.
+    let newlines: Vec<u64> = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .map(|(i, _)| i as u64)
+        .collect();
+    // A record position may point at the rest of the previous record's terminator (the `\n`
+    // of a CRLF); the record starts after it (blank lines are rejected below, first).
+    let line_of = |byte: u64| {
+        let mut b = byte as usize;
+        while b < bytes.len() && matches!(bytes[b], b'\r' | b'\n') {
+            b += 1;
+        }
+        newlines.partition_point(|&nl| nl < b as u64) + 1
+    };
+    if let Some(line) = first_blank_line(&bytes) {
+        return Err(if line == 1 {
+            err(
+                1,
+                "header",
+                "",
+                format!("empty file: expected the header `{}`", COLUMNS.join(",")),
+            )
+        } else {
+            err(line, "", "", "empty line".into())
+        });
+    }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(file);
+        .from_reader(bytes.as_slice());
     let utf8 = |line: usize| err(line, "", "", "the line is not valid UTF-8".into());
     let headers = reader.headers().map_err(|_| utf8(1))?.clone();
     if headers.is_empty() || headers.iter().all(str::is_empty) {
@@ -117,8 +145,6 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut sequences: Vec<UserSequence> = Vec::new();
     let mut first_line: HashMap<(usize, i64), usize> = HashMap::new();
-    // The line where the next record should start: a record starting later means blank
-    // lines in between, which the csv crate would skip silently.
     let mut expected = 2;
     let mut record = csv::StringRecord::new();
     loop {
@@ -126,14 +152,14 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {
-                let line = e.position().map_or(expected, |p| p.line() as usize);
+                let line = e.position().map_or(expected, |p| line_of(p.byte()));
                 return Err(match e.kind() {
                     csv::ErrorKind::Utf8 { .. } => utf8(line),
                     _ => err(line, "", "", e.to_string()),
                 });
             }
         }
-        let n = record.position().map_or(expected, |p| p.line() as usize);
+        let n = record.position().map_or(expected, |p| line_of(p.byte()));
         if n > expected {
             return Err(err(expected, "", "", "empty line".into()));
         }
@@ -201,6 +227,28 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
         file: path.to_path_buf(),
         sequences,
     })
+}
+
+/// The first blank line (empty or whitespace only) outside quoted fields, if any; the end of
+/// the file after a final newline is not a line. The csv crate skips blank lines silently
+/// (and leaves them out of its line count), so they are found here first.
+fn first_blank_line(bytes: &[u8]) -> Option<usize> {
+    let (mut in_quotes, mut line, mut start) = (false, 1, 0);
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'"' => in_quotes = !in_quotes,
+            b'\n' if !in_quotes => {
+                if bytes[start..i].iter().all(u8::is_ascii_whitespace) {
+                    return Some(line);
+                }
+                line += 1;
+                start = i + 1;
+            }
+            b'\n' => line += 1,
+            _ => {}
+        }
+    }
+    (start < bytes.len() && bytes[start..].iter().all(u8::is_ascii_whitespace)).then_some(line)
 }
 
 /// The `value` field: a number (`not a number` otherwise), finite (NaN and ±∞ are not data),
