@@ -88,12 +88,16 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
         ..CheckOptions::default()
     };
     if !a.json {
-        println!(
+        outln!(
             "gradient audit in f64: central differences (step {:e}·max(1,|θ|)), tolerance abs \
              {:e} + rel {:e}; parameters up to {} elements in full, larger along {} random \
              directions",
-            opts.fd.rel_step, opts.tol.abs, opts.tol.rel, a.max_full, a.directions
-        );
+            opts.fd.rel_step,
+            opts.tol.abs,
+            opts.tol.rel,
+            a.max_full,
+            a.directions
+        )?;
     }
     let (mut failed, mut audited, mut reports) = (0, 0, Vec::new());
     for job in &jobs {
@@ -101,7 +105,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
         if let Err(e) = job.model.plan_for(&job.batch, job.plan) {
             let why = cli(e).to_string();
             if !a.json {
-                println!("\n{}: skipped: {why}", job.title);
+                outln!("\n{}: skipped: {why}", job.title)?;
             }
             reports.push(json!({"model": job.title, "skipped": why}));
             continue;
@@ -116,14 +120,14 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
         if a.json {
             reports.push(report_json(&job.title, &audit, seconds));
         } else {
-            print_report(&job.title, &audit, seconds, a.verbose);
+            print_report(&job.title, &audit, seconds, a.verbose)?;
         }
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"models": reports})).map_err(user)?
-        );
+        )?;
     }
     if audited == 0 {
         return Err(CliError::new(
@@ -134,7 +138,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
         return Err(CliError::failed(format!("{failed} model audit(s) failed")));
     }
     if !a.json {
-        println!("all gradients agree with finite differences");
+        outln!("all gradients agree with finite differences")?;
     }
     Ok(())
 }
@@ -256,22 +260,31 @@ fn report_json(title: &str, audit: &ModelAudit, seconds: f64) -> serde_json::Val
 
 /// Prints one row per parameter tensor and per fused op (worst node of each op kind), every
 /// failing element, and the non-finite warnings.
-pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64, verbose: bool) {
+pub fn print_report(
+    title: &str,
+    audit: &ModelAudit,
+    seconds: f64,
+    verbose: bool,
+) -> Result<(), CliError> {
     let report: &Report = &audit.params;
-    println!(
+    outln!(
         "\n{title} (forward plan {}, loss {:.6e}, {seconds:.1} s)",
         audit.plan.name(),
         audit.loss
-    );
+    )?;
     if let Some(w) = &report.nonfinite_base {
-        println!("  WARNING: {w}");
+        outln!("  WARNING: {w}")?;
     }
-    println!(
+    outln!(
         "{:<28} {:<14} {:>7} {:>12} {:>12}  result",
-        "parameter", "shape", "checked", "max abs err", "max rel err"
-    );
+        "parameter",
+        "shape",
+        "checked",
+        "max abs err",
+        "max rel err"
+    )?;
     for p in &report.params {
-        println!(
+        outln!(
             "{:<28} {:<14} {:>7} {:>12.3e} {:>12.3e}  {}",
             p.name,
             format!("{:?}", p.shape),
@@ -279,13 +292,16 @@ pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64, verbose: bool
             p.max_abs_err,
             p.max_rel_err,
             if p.pass { "pass" } else { "FAIL" }
-        );
+        )?;
     }
     for f in report.failures.iter().take(50) {
-        println!(
+        outln!(
             "  failing: {} at {}: analytic {:e}, numeric {:e}",
-            f.param, f.location, f.analytic, f.numeric
-        );
+            f.param,
+            f.location,
+            f.analytic,
+            f.numeric
+        )?;
     }
     // Fused ops: one line per (op, input), over all nodes of that op.
     let mut rows: std::collections::BTreeMap<String, (usize, usize, f64, f64, bool)> =
@@ -300,31 +316,40 @@ pub fn print_report(title: &str, audit: &ModelAudit, seconds: f64, verbose: bool
             e.4 &= p.pass;
         }
         if let Some(w) = &n.report.nonfinite_base {
-            println!("  WARNING: fused node {} ({}): {w}", n.node, n.op);
+            outln!("  WARNING: fused node {} ({}): {w}", n.node, n.op)?;
         }
     }
-    println!(
+    outln!(
         "{:<28} {:>6} {:>7} {:>12} {:>12}  result",
-        "fused op input", "nodes", "checked", "max abs err", "max rel err"
-    );
+        "fused op input",
+        "nodes",
+        "checked",
+        "max abs err",
+        "max rel err"
+    )?;
     for (name, (nodes, checked, abs, rel, pass)) in &rows {
-        println!(
+        outln!(
             "{name:<28} {nodes:>6} {checked:>7} {abs:>12.3e} {rel:>12.3e}  {}",
             if *pass { "pass" } else { "FAIL" }
-        );
+        )?;
     }
     for n in audit.fused.iter().filter(|n| !n.passed()) {
         for f in n.report.failures.iter().take(20) {
-            println!(
+            outln!(
                 "  failing: node {} {} at {}: analytic {:e}, numeric {:e}",
-                n.node, f.param, f.location, f.analytic, f.numeric
-            );
+                n.node,
+                f.param,
+                f.location,
+                f.analytic,
+                f.numeric
+            )?;
         }
     }
     if verbose {
-        println!("{}", report.verbose());
+        outln!("{}", report.verbose())?;
         for n in &audit.fused {
-            println!("fused node {} ({}):\n{}", n.node, n.op, n.report.verbose());
+            outln!("fused node {} ({}):\n{}", n.node, n.op, n.report.verbose())?;
         }
     }
+    Ok(())
 }

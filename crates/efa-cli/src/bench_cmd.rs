@@ -241,41 +241,41 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
         } else {
             serde_json::json!(sgemm)
         };
-        println!("{obj}");
+        outln!("{obj}")?;
     } else {
-        println!(
+        outln!(
             "attention {dtype} B={} H={} N={} D={} mask={mask_name} threads={threads} simd={}",
             a.batch,
             a.heads,
             a.len,
             a.dim,
             efa_num::simd::active().name()
-        );
-        println!(
+        )?;
+        outln!(
             "  forward           {:9.3} ms  {:7.1} GFLOP/s",
             t.fwd_ms,
             gf(t.fwd_ms, 1.0)
-        );
+        )?;
         if let Some(ms) = t.fwdbwd_ms {
-            println!(
+            outln!(
                 "  forward+backward  {:9.3} ms  {:7.1} GFLOP/s (3.5× forward FLOPs)",
                 ms,
                 gf(ms, 3.5)
-            );
+            )?;
         }
         match t.naive_ms {
-            Some(ms) => println!(
+            Some(ms) => outln!(
                 "  naive f64 forward {:9.3} ms  ({:.1}× slower)",
                 ms,
                 ms / t.fwd_ms
-            ),
-            None if a.no_baselines => println!("  naive f64 forward skipped (--no-baselines)"),
-            None => println!("  naive f64 forward skipped (too large)"),
+            )?,
+            None if a.no_baselines => outln!("  naive f64 forward skipped (--no-baselines)")?,
+            None => outln!("  naive f64 forward skipped (too large)")?,
         }
         if sgemm.is_nan() {
-            println!("  sgemm 2048³ ceiling skipped (--no-baselines)");
+            outln!("  sgemm 2048³ ceiling skipped (--no-baselines)")?;
         } else {
-            println!("  sgemm 2048³       {sgemm:9.1} GFLOP/s ceiling (same pool)");
+            outln!("  sgemm 2048³       {sgemm:9.1} GFLOP/s ceiling (same pool)")?;
         }
     }
     Ok(())

@@ -107,7 +107,7 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
     };
     let warm = epoch()?;
     if !a.json {
-        eprintln!(
+        errln!(
             "{name} {}: {} training samples, warm-up epoch {warm:.2} s",
             spec.setting,
             train.len()
@@ -193,7 +193,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
     let requested = a.batching.name();
     if a.json {
         for r in &rows {
-            println!(
+            outln!(
                 "{}",
                 json!({
                     "experiment": name, "model": "efa", "setting": r.setting,
@@ -204,11 +204,11 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
                     "batching": r.batching, "batching_requested": requested,
                     "sgemm_size": a.sgemm_size,
                 })
-            );
+            )?;
         }
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
         "experiment",
         "model",
@@ -221,13 +221,13 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         "% sgemm",
         "epoch s",
         "epochs"
-    );
+    )?;
     for r in &rows {
         let pct = sgemm.map_or_else(
             || "-".to_string(),
             |s| format!("{:.1}", 100.0 * r.gflops / s),
         );
-        println!(
+        outln!(
             "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
             name,
             "efa",
@@ -240,15 +240,15 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             pct,
             r.epoch_s,
             r.timed_epochs
-        );
+        )?;
     }
     match sgemm {
-        Some(s) => println!(
+        Some(s) => outln!(
             "sgemm {n}³ ceiling: {s:.1} GFLOP/s (same pool, same run); batching requested: {requested}; \
              GFLOP/s counts matmul and attention FLOPs only",
             n = a.sgemm_size
-        ),
-        None => println!("sgemm ceiling skipped (--no-baselines); batching requested: {requested}"),
+        )?,
+        None => outln!("sgemm ceiling skipped (--no-baselines); batching requested: {requested}")?,
     }
     Ok(())
 }

@@ -60,7 +60,7 @@ pub fn install_panic_hook() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
-        eprintln!("internal error (a bug in efa, please report it): {msg} at {location}");
+        errln!("internal error (a bug in efa, please report it): {msg} at {location}");
         std::process::exit(70);
     }));
 }

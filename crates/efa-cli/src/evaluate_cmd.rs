@@ -38,6 +38,6 @@ pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
         "family": family.name(),
         "mean_nll": nll,
     });
-    println!("{out}");
+    outln!("{out}")?;
     Ok(())
 }

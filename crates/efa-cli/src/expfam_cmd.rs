@@ -336,22 +336,28 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
             "cases": cases.len(), "evaluations": evaluated, "failed": failed_cases,
             "passed": failed_cases == 0, "families": families, "failures": fails,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).expect("serialisable")
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "reference: {} ({} cases)",
             args.reference.display(),
             cases.len()
-        );
-        println!(
+        )?;
+        outln!(
             "{:<20} {:<4} {:>5} {:>6} {:>10} {:>10} {:>10}  worst at",
-            "family", "prec", "cases", "passed", "tol.ratio", "rel.ulps", "scaled"
-        );
+            "family",
+            "prec",
+            "cases",
+            "passed",
+            "tol.ratio",
+            "rel.ulps",
+            "scaled"
+        )?;
         for ((fam, prec), r) in &rows {
-            println!(
+            outln!(
                 "{:<20} {:<4} {:>5} {:>6} {:>10.3e} {:>10.2} {:>10.2}  {}",
                 fam,
                 prec,
@@ -361,17 +367,17 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
                 Num(r.worst_ulps),
                 Num(r.worst_scaled),
                 r.worst_at
-            );
+            )?;
         }
-        println!(
+        outln!(
             "tol.ratio = |got-ref|/tolerance (<= 1 passes); rel.ulps = |got-ref|/(eps |ref|) over \
              A, dA, d2A, t, log_h, probs, d2nll, dnll_dc; scaled = |got-ref|/(eps max(scale,|ref|)) \
              over nll, dnll"
-        );
+        )?;
         for f in &failures {
             match &f.message {
-                Some(m) => println!("FAIL {} [{}]: {m}", f.id, f.precision),
-                None => println!(
+                Some(m) => outln!("FAIL {} [{}]: {m}", f.id, f.precision)?,
+                None => outln!(
                     "FAIL {} [{}] {}: got {}, reference {} ({:.3e} x tolerance)",
                     f.id,
                     f.precision,
@@ -379,7 +385,7 @@ fn check(args: &CheckArgs) -> Result<(), CliError> {
                     Num(f.got),
                     Num(f.want),
                     f.ratio
-                ),
+                )?,
             }
         }
     }

@@ -79,7 +79,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     }
     match &args.out {
         Some(p) => efa_model::checkpoint::write_atomic(p, s.as_bytes()).map_err(user)?,
-        None => print!("{s}"),
+        None => crate::out::text(&s)?,
     }
     Ok(())
 }

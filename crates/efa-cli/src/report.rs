@@ -48,7 +48,7 @@ pub fn train_with_bar(spec: &RunSpec, quiet: bool) -> Result<(RunResult, Params<
     bar.finish_and_clear();
     let per_epoch =
         r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
-    eprintln!(
+    errln!(
         "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s ({:.2} s/epoch, {} train samples)",
         r.model, r.setting, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds, per_epoch, spec.train.len()
     );
@@ -56,18 +56,33 @@ pub fn train_with_bar(spec: &RunSpec, quiet: bool) -> Result<(RunResult, Params<
 }
 
 /// Prints `setting | model | metric | ours | paper` with the epochs and time of each run.
-pub fn print_table(rows: &[RunResult]) {
-    println!(
+pub fn print_table(rows: &[RunResult]) -> Result<(), CliError> {
+    outln!(
         "{:<24} | {:<5} | {:<10} | {:>10} | {:>8} | {:>6} | {:>5} | {:>8}",
-        "setting", "model", "metric", "ours", "paper", "epochs", "best", "seconds"
-    );
-    println!("{}", "-".repeat(24 + 5 + 10 + 10 + 8 + 6 + 5 + 8 + 21));
+        "setting",
+        "model",
+        "metric",
+        "ours",
+        "paper",
+        "epochs",
+        "best",
+        "seconds"
+    )?;
+    outln!("{}", "-".repeat(24 + 5 + 10 + 10 + 8 + 6 + 5 + 8 + 21))?;
     for r in rows {
-        println!(
+        outln!(
             "{:<24} | {:<5} | {:<10} | {:>10.6} | {:>8.3} | {:>6} | {:>5} | {:>8.1}",
-            r.setting, r.model, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds
-        );
+            r.setting,
+            r.model,
+            r.metric,
+            r.value,
+            r.paper,
+            r.epochs,
+            r.best_epoch,
+            r.seconds
+        )?;
     }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -180,7 +195,7 @@ pub fn write_outputs<C: Serialize>(
         write_file(&out.join(f.file()), &render(f))?;
     }
     if !analysis.figures.is_empty() {
-        eprintln!("wrote {} figure(s)", analysis.figures.len());
+        errln!("wrote {} figure(s)", analysis.figures.len());
     }
     Ok(())
 }

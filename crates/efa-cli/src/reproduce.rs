@@ -51,7 +51,7 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
     set_threads(a.threads)?;
     let exp = a.experiment.build().map_err(cli)?;
     for line in exp.describe() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     let settings = RunSettings {
         epochs: a.epochs,
@@ -75,9 +75,9 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
         .collect();
     let analysis = exp.analyse(&trained).map_err(cli)?;
     let rows: Vec<_> = done.iter().map(|(r, _)| r.clone()).collect();
-    print_table(&rows);
+    print_table(&rows)?;
     for line in &analysis.lines {
-        println!("{line}");
+        outln!("{line}")?;
     }
     let out = a
         .out
@@ -91,6 +91,6 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
     config["threads"] = json!(a.threads);
     config["batching"] = json!(a.batching.name());
     write_outputs(&out, &exp.name(), &rows, &config, &analysis)?;
-    eprintln!("wrote {}/results.json and loss_curves.svg", out.display());
+    errln!("wrote {}/results.json and loss_curves.svg", out.display());
     Ok(())
 }

@@ -222,7 +222,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     };
     let json = serde_json::to_string_pretty(&report).map_err(user)?;
     write_atomic(&out.join("result.json"), json.as_bytes()).map_err(user)?;
-    println!(
+    outln!(
         "trained {} ({}) for {} epochs, best epoch {}, valid nll {:.6}{}; wrote {}",
         cfg.model.kind(),
         family.name(),
@@ -231,6 +231,6 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         fit.best_val,
         test_nll.map_or(String::new(), |t| format!(", test nll {t:.6}")),
         out.join(MODEL_FILE).display()
-    );
+    )?;
     Ok(())
 }
