@@ -19,7 +19,7 @@ fn grad(w: &[f64]) -> Vec<f64> {
     g
 }
 
-fn step(adam: &mut Adam<f64>, w: &mut Vec<f64>) {
+fn step(adam: &mut Adam<f64>, w: &mut [f64]) {
     let g = grad(w);
     adam.step(&mut [Param::new("w", w, Some(&g))]).unwrap();
 }
@@ -27,7 +27,7 @@ fn step(adam: &mut Adam<f64>, w: &mut Vec<f64>) {
 fn main() {
     let cfg = AdamConfig::keras(0.05);
     // Uninterrupted: 100 steps.
-    let mut adam = Adam::new(cfg.clone()).unwrap();
+    let mut adam = Adam::new(cfg).unwrap();
     let mut w = vec![0.0, 0.0];
     for _ in 0..100 {
         step(&mut adam, &mut w);
@@ -45,7 +45,10 @@ fn main() {
     for _ in 0..50 {
         step(&mut resumed, &mut v);
     }
-    println!("uninterrupted w = {w:?}\nresumed       w = {v:?} ({} state bytes)", bytes.len());
+    println!(
+        "uninterrupted w = {w:?}\nresumed       w = {v:?} ({} state bytes)",
+        bytes.len()
+    );
     assert_eq!(
         w.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
         v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()

@@ -47,11 +47,10 @@ fn main() {
     let g = args
         .backward(out.view(), zeros.view(), Some(ones.view()))
         .unwrap();
-    let max_dev = g
-        .dq
-        .iter()
-        .zip(out.o.iter())
-        .fold(0.0f32, |m, (dq, o)| m.max((dq / scale as f32 - o).abs()));
+    let max_dev =
+        g.dq.iter()
+            .zip(out.o.iter())
+            .fold(0.0f32, |m, (dq, o)| m.max((dq / scale as f32 - o).abs()));
     println!("max |(1/scale)·∂lse/∂q − o| = {max_dev:.2e}");
     assert!(max_dev < 1e-5);
 }

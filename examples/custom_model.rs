@@ -55,7 +55,11 @@ fn main() {
     println!("loss = {:.6}", tape.value(l)[[]]);
     for n in names {
         let g = grads.param(n).unwrap();
-        println!("∂loss/∂{n}: shape {:?}, |g|∞ = {:.3e}", g.shape(), g.iter().fold(0.0f64, |m, x| m.max(x.abs())));
+        println!(
+            "∂loss/∂{n}: shape {:?}, |g|∞ = {:.3e}",
+            g.shape(),
+            g.iter().fold(0.0f64, |m, x| m.max(x.abs()))
+        );
     }
     // Intermediate gradients are kept too: ∂loss/∂o for the attention output.
     let go = grads.wrt(o).expect("the attention output reaches the loss");
@@ -63,24 +67,24 @@ fn main() {
     // Only the last position of each sequence is read, so every other row of ∂loss/∂o is 0.
     assert!(go.slice(ndarray::s![.., ..3, ..]).iter().all(|&g| g == 0.0));
 
-    // One gradient against central differences of the loss, element by element.
+    // One gradient against central differences of the loss (efa-check's implementation).
     let g = grads.param("w_out").unwrap().clone();
-    let h = 1e-6;
-    for i in 0..6 {
-        let at = |delta: f64| {
-            let mut t = Tape::new();
-            let mut vals = values.clone();
-            vals[3][[i, 0]] += delta;
-            let w: Vec<Var> = names
-                .iter()
-                .zip(&vals)
-                .map(|(n, v)| t.param(n, v.clone()).unwrap())
-                .collect();
-            let (l, _) = loss(&mut t, &w, &y).unwrap();
-            t.value(l)[[]]
-        };
-        let fd = (at(h) - at(-h)) / (2.0 * h);
-        assert!((fd - g[[i, 0]]).abs() < 1e-8, "w_out[{i}]: {fd} vs {}", g[[i, 0]]);
+    let mut loss_at = |w_out: &[f64]| {
+        let mut t = Tape::new();
+        let mut vals = values.clone();
+        vals[3] = ArrayD::from_shape_vec(IxDyn(&[6, 1]), w_out.to_vec()).unwrap();
+        let w: Vec<Var> = names
+            .iter()
+            .zip(&vals)
+            .map(|(n, v)| t.param(n, v.clone()).unwrap())
+            .collect();
+        let (l, _) = loss(&mut t, &w, &y).unwrap();
+        t.value(l)[[]]
+    };
+    let at: Vec<f64> = values[3].iter().copied().collect();
+    let fd = efa::check::central_gradient(&mut loss_at, &at, &Default::default());
+    for (i, (n, a)) in fd.iter().zip(g.iter()).enumerate() {
+        assert!((n - a).abs() < 1e-8, "w_out[{i}]: {n} vs {a}");
     }
     println!("∂loss/∂w_out agrees with central differences");
 }

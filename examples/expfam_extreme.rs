@@ -25,14 +25,20 @@ fn main() {
     let want = (-30f64).exp() * (1.0 - 0.5 * (-30f64).exp());
     let a64: f64 = bern.log_partition(&[-30.0]).unwrap();
     let a32: f32 = bern.log_partition(&[-30.0f32]).unwrap();
-    println!("Bernoulli A(−30): f64 {a64:e} (rel err {:.1e}), f32 {a32:e}", rel(a64, want));
+    println!(
+        "Bernoulli A(−30): f64 {a64:e} (rel err {:.1e}), f32 {a32:e}",
+        rel(a64, want)
+    );
     assert!(rel(a64, want) < 1e-15 && rel(f64::from(a32), want) < 1e-6);
     // The nll of y = 1 at η = 40 is A(40) − 40 = log1p(e⁻⁴⁰) ≈ 4.25e-18: formed as A − ⟨t, η⟩
     // it would be 0 (all digits cancel); the stable form keeps full relative accuracy, and
     // its gradient σ(40) − 1 = −σ(−40) likewise.
     let (nll, grad) = bern.nll_grad(&[1.0], &[40.0]).unwrap();
     let e40 = (-40f64).exp();
-    println!("Bernoulli nll(y=1; η=40) = {nll:e}, ∂nll/∂η = {:e}", grad[0]);
+    println!(
+        "Bernoulli nll(y=1; η=40) = {nll:e}, ∂nll/∂η = {:e}",
+        grad[0]
+    );
     assert!(rel(nll, e40 * (1.0 - 0.5 * e40)) < 1e-15);
     assert!(rel(-grad[0], e40 / (1.0 + e40)) < 1e-15);
 

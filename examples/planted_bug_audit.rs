@@ -33,7 +33,9 @@ impl FusedOp<f64> for MulSquare {
         dy: &[Option<&ArrayD<f64>>],
         _need: &[bool],
     ) -> Result<Vec<Option<ArrayD<f64>>>, TapeError> {
-        let dy = dy[0].cloned().unwrap_or_else(|| ArrayD::zeros(x[0].raw_dim()));
+        let dy = dy[0]
+            .cloned()
+            .unwrap_or_else(|| ArrayD::zeros(x[0].raw_dim()));
         // forward computed a ∘ b², so da = dy ∘ b² and db = 2·dy ∘ a ∘ b
         let da = &dy * &x[1].mapv(|b| b * b);
         let mut db = &dy * x[0] * x[1] * 2.0;
@@ -52,9 +54,21 @@ fn main() {
         ..CheckOptions::default()
     };
     // The correct op passes; the planted one fails exactly at input 1, element [2].
-    let ok = audit_fused(&MulSquare { planted: false }, &[a.clone(), b.clone()], 7, &opts).unwrap();
+    let ok = audit_fused(
+        &MulSquare { planted: false },
+        &[a.clone(), b.clone()],
+        7,
+        &opts,
+    )
+    .unwrap();
     assert!(ok.passed(), "{ok}");
-    let bad = audit_fused(&MulSquare { planted: true }, &[a.clone(), b.clone()], 7, &opts).unwrap();
+    let bad = audit_fused(
+        &MulSquare { planted: true },
+        &[a.clone(), b.clone()],
+        7,
+        &opts,
+    )
+    .unwrap();
     println!("{bad}");
     assert_eq!(bad.failures.len(), 1);
     let f = &bad.failures[0];
@@ -65,7 +79,9 @@ fn main() {
     // Inside a larger computation: record it on a tape and audit every fused node there.
     let mut t = Tape::<f64>::new();
     let (va, vb) = (t.param("a", a).unwrap(), t.param("b", b).unwrap());
-    let y = t.fused(Box::new(MulSquare { planted: true }), &[va, vb]).unwrap()[0];
+    let y = t
+        .fused(Box::new(MulSquare { planted: true }), &[va, vb])
+        .unwrap()[0];
     let z = t.tanh(y).unwrap();
     let _ = t.sum_all(z).unwrap();
     let nodes = t.audit_fused_nodes(3, &opts).unwrap();
@@ -73,7 +89,10 @@ fn main() {
     assert!(!nodes[0].passed());
     println!(
         "fused node {} ({}) fails at {} {}",
-        nodes[0].node, nodes[0].op, nodes[0].report.failures[0].param, nodes[0].report.failures[0].location
+        nodes[0].node,
+        nodes[0].op,
+        nodes[0].report.failures[0].param,
+        nodes[0].report.failures[0].location
     );
 }
 

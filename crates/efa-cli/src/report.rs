@@ -1,7 +1,7 @@
 //! Shared output of the `reproduce` commands: progress bars, the results table, `results.json`
 //! and the loss-curve SVG.
 
-use crate::plot::{heat_map, line_chart, Series};
+use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
 use efa_model::experiments::{run, Analysis, Figure, RunResult, RunSpec};
 use efa_model::train::EpochLog;
@@ -125,6 +125,7 @@ pub fn write_outputs<C: Serialize>(
     rows: &[RunResult],
     config: &C,
     analysis: &Analysis,
+    log_y: bool,
 ) -> Result<(), CliError> {
     std::fs::create_dir_all(out).map_err(|e| {
         CliError::new(format!(
@@ -184,12 +185,18 @@ pub fn write_outputs<C: Serialize>(
         });
     }
     let metric = rows.first().map_or("loss", |r| r.metric.as_str());
-    let svg = line_chart(
-        &format!("{experiment}: loss per epoch"),
-        "epoch",
+    let (title, y) = (
+        format!("{experiment}: loss per epoch"),
         metric.trim_start_matches("test_"),
-        &series,
     );
+    let svg = match line_chart_with(&title, "epoch", y, &series, &ChartOptions { log_y }) {
+        Ok(svg) => svg,
+        Err(e) => {
+            // The runs are done: draw the curves on a linear axis rather than lose them.
+            errln!("warning: {e}; loss_curves.svg drawn with a linear y axis");
+            line_chart(&title, "epoch", y, &series)
+        }
+    };
     write_file(&out.join("loss_curves.svg"), &svg)?;
     for f in &analysis.figures {
         write_file(&out.join(f.file()), &render(f))?;

@@ -44,6 +44,10 @@ pub struct ReproduceArgs {
     /// No progress bars.
     #[arg(long, global = true)]
     quiet: bool,
+    /// Draw the loss curves on a logarithmic y axis (losses must be positive; otherwise the
+    /// curves are drawn on a linear axis with a warning).
+    #[arg(long, global = true)]
+    log_y: bool,
 }
 
 /// Runs `efa reproduce`.
@@ -90,7 +94,7 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
     config["plan"] = json!(a.plan.map(ForwardPlan::name));
     config["threads"] = json!(a.threads);
     config["batching"] = json!(a.batching.name());
-    write_outputs(&out, &exp.name(), &rows, &config, &analysis)?;
+    write_outputs(&out, &exp.name(), &rows, &config, &analysis, a.log_y)?;
     errln!("wrote {}/results.json and loss_curves.svg", out.display());
     Ok(())
 }
