@@ -32,20 +32,18 @@ pub fn workers(threads: usize, runs: usize) -> usize {
     threads.min(runs).max(1)
 }
 
+/// One finished run: its result and its trained parameters.
+pub type Trained = (RunResult, Params<f32>);
+
 /// Trains every spec (`workers` at a time, `threads` in all) behind a progress bar each and
 /// prints a summary line per finished run; returns the results in the order of `specs`.
-pub fn run_all(
-    specs: &[RunSpec],
-    threads: usize,
-    quiet: bool,
-) -> Result<Vec<(RunResult, Params<f32>)>, CliError> {
+pub fn run_all(specs: &[RunSpec], threads: usize, quiet: bool) -> Result<Vec<Trained>, CliError> {
     let workers = workers(threads, specs.len());
     let per_worker = (threads / workers).max(1);
     let mut order: Vec<usize> = (0..specs.len()).collect();
     order.sort_by(|&a, &b| cost(&specs[b]).total_cmp(&cost(&specs[a])).then(a.cmp(&b)));
     let queue = Mutex::new(order.into_iter().collect::<VecDeque<usize>>());
-    let results: Mutex<Vec<Option<(RunResult, Params<f32>)>>> =
-        Mutex::new((0..specs.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Trained>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
     let first_error: Mutex<Option<CliError>> = Mutex::new(None);
     let bars = MultiProgress::new();
     std::thread::scope(|scope| {
