@@ -9,8 +9,8 @@ use crate::runner::run_all;
 use crate::CliError;
 use clap::{Args, Subcommand};
 use efa_model::experiments::{
-    temperature, DataOptions, Experiment, ExperimentOptions, Models, RunResult, RunSettings,
-    RunSpec, TrainedRun,
+    temperature, DataOptions, Experiment, ExperimentOptions, Models, Protocol, RunResult,
+    RunSettings, RunSpec, TrainedRun,
 };
 use efa_model::train::Batching;
 use efa_model::ForwardPlan;
@@ -63,7 +63,8 @@ enum Target {
     Experiment(ExperimentOptions),
     /// Every experiment of the paper with one seed under the paper protocol, and the
     /// temperature EFAs without lags over several seeds (their paper figures are single runs
-    /// of an unstable recipe); one results.json and one summary table, ours beside the paper.
+    /// of an unstable recipe), also under the clean protocol; one results.json and one summary
+    /// table, ours beside the paper.
     All(AllArgs),
 }
 
@@ -77,6 +78,11 @@ struct AllArgs {
     /// Seeds 0..N of the temperature EFAs without lags (L = 1, 2, 4), reported as a spread.
     #[arg(long, default_value_t = 5)]
     spread_seeds: u64,
+    /// Also run the temperature experiment under `--protocol clean` (standardised data,
+    /// minibatches of whole days, early stopping): the EFAs without lags over seeds 0..N and
+    /// the FM for every k; 0 leaves it out.
+    #[arg(long, default_value_t = 3)]
+    clean_seeds: u64,
 }
 
 fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
@@ -194,7 +200,7 @@ fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
             ..movielens::RatingsOptions::default()
         })
     };
-    vec![
+    let mut out = vec![
         ExperimentOptions::Synthetic(synthetic::Options::default()),
         ExperimentOptions::MovielensItems(movielens::ItemsOptions {
             data: data.clone(),
@@ -209,7 +215,18 @@ fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
         temp(0, Models::Both, (0..all.spread_seeds.max(1)).collect()),
         temp(1, Models::Efa, Vec::new()),
         temp(2, Models::Efa, Vec::new()),
-    ]
+    ];
+    if all.clean_seeds > 0 {
+        out.push(ExperimentOptions::Temperature(temperature::Options {
+            seeds: (0..all.clean_seeds).collect(),
+            data: DataOptions {
+                data: all.data.clone(),
+                protocol: Protocol::Clean,
+            },
+            ..temperature::Options::default()
+        }));
+    }
+    out
 }
 
 /// Runs `efa reproduce all`: every run of every experiment in one queue (runs side by side,

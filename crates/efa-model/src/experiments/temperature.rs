@@ -427,7 +427,8 @@ impl SeedSpread {
 
 impl Experiment for Temperature {
     fn name(&self) -> String {
-        format!("temperature-lag{}", self.options.lag)
+        let clean = if self.clean.is_some() { "-clean" } else { "" };
+        format!("temperature-lag{}{clean}", self.options.lag)
     }
 
     fn describe(&self) -> Vec<String> {
