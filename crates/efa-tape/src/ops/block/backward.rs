@@ -289,7 +289,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
         row[..d].copy_from_slice(&c.dy[r * d..(r + 1) * d]);
         row[d..].fill(T::ZERO);
         let [.., g2p, be2p] = &mut pg;
-        ln_back_in_place(row, &c.xhat2[r * ldd..], c.rstd2[r], g2, g2p, be2p);
+        ln_back_in_place(isa, row, &c.xhat2[r * ldd..], c.rstd2[r], g2, g2p, be2p);
     }
     // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
     col_sums(&mut pg[B2], dz, ldd, rq);
@@ -320,8 +320,10 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
         let hid = &c.hid[r * ldf..r * ldf + f];
         for (g, &h) in dh[r * ldf..r * ldf + f].iter_mut().zip(hid) {
             // forward computed h = relu(·): the derivative is 1 above 0, NaN at NaN, else 0.
-            if !(h > T::ZERO) {
-                *g = if h.is_nan() { h } else { T::ZERO };
+            if h.is_nan() {
+                *g = h;
+            } else if h <= T::ZERO {
+                *g = T::ZERO;
             }
         }
     }
@@ -362,6 +364,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
         let row = &mut dz[r * ldd..(r + 1) * ldd];
         let (head, tail) = pg.split_at_mut(BE1);
         ln_back_in_place(
+            isa,
             row,
             &c.xhat1[r * ldd..],
             c.rstd1[r],

@@ -7,7 +7,7 @@
 //! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
 
 use efa_attn::micro::{gemm, padded};
-use efa_num::simd::Isa;
+use efa_num::simd::{self, Isa};
 use efa_num::Real;
 
 /// A matrix copied into a padded row-major buffer (`rows × ld`, zero padding columns): the
@@ -141,17 +141,29 @@ pub(super) fn col_sums<T: Real>(acc: &mut [T], c: &[T], ldc: usize, rows: usize)
 
 /// Layer norm of one row `x` (`d = g.len()` entries): `μ = Σx/d`, `σ² = Σ(x − μ)²/d`,
 /// `r = 1/√(σ² + ε)`, `x̂ = (x − μ)·r` (into `xhat`), `y = x̂∘g + b` (into `y`); returns `r`.
-/// The same operations in the same order as the tape's `layer_norm`.
-pub(super) fn ln_row<T: Real>(x: &[T], g: &[T], b: &[T], eps: T, xhat: &mut [T], y: &mut [T]) -> T {
+/// The tape's `layer_norm` formulas; the two sums run on the SIMD kernels (several partial
+/// sums, so they may differ from a sequential sum in the last bits).
+pub(super) fn ln_row<T: Real>(
+    isa: Isa,
+    x: &[T],
+    g: &[T],
+    b: &[T],
+    eps: T,
+    xhat: &mut [T],
+    y: &mut [T],
+) -> T {
     let d = g.len();
-    let x = &x[..d];
+    let (x, xhat, y, b) = (&x[..d], &mut xhat[..d], &mut y[..d], &b[..d]);
     let inv_d = T::ONE / T::from_usize(d);
-    let mu = x.iter().copied().sum::<T>() * inv_d;
-    let var = x.iter().map(|&v| (v - mu) * (v - mu)).sum::<T>() * inv_d;
+    let mu = simd::sum_with(isa, x) * inv_d;
+    for (c, &v) in xhat.iter_mut().zip(x) {
+        *c = v - mu;
+    }
+    let var = simd::dot_with(isa, xhat, xhat) * inv_d;
     let r = T::ONE / (var + eps).sqrt();
-    for k in 0..d {
-        xhat[k] = (x[k] - mu) * r;
-        y[k] = xhat[k] * g[k] + b[k];
+    for (((h, o), &gk), &bk) in xhat.iter_mut().zip(y.iter_mut()).zip(g).zip(b) {
+        *h *= r;
+        *o = *h * gk + bk;
     }
     r
 }
@@ -159,6 +171,7 @@ pub(super) fn ln_row<T: Real>(x: &[T], g: &[T], b: &[T], eps: T, xhat: &mut [T],
 /// Backward of [`ln_row`] in place for the cotangent `row` of one row: `dg += dy∘x̂`,
 /// `db += dy`, and `row ← dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`.
 pub(super) fn ln_back_in_place<T: Real>(
+    isa: Isa,
     row: &mut [T],
     xhat: &[T],
     r: T,
@@ -166,28 +179,21 @@ pub(super) fn ln_back_in_place<T: Real>(
     dg: &mut [T],
     db: &mut [T],
 ) {
-    let (mgh, mghx) = ln_back_stats(row, xhat, g, dg, db);
-    for k in 0..g.len() {
-        row[k] = r * (row[k] * g[k] - mgh - xhat[k] * mghx);
-    }
-}
-
-/// Accumulates `dg`, `db` and returns `(mean(ĝ), mean(ĝ∘x̂))` for one row.
-fn ln_back_stats<T: Real>(dy: &[T], xhat: &[T], g: &[T], dg: &mut [T], db: &mut [T]) -> (T, T) {
     let d = g.len();
+    let (row, xhat, dg, db) = (&mut row[..d], &xhat[..d], &mut dg[..d], &mut db[..d]);
     let inv_d = T::ONE / T::from_usize(d);
-    // forward computed y = x̂∘g + b, so dg += dy∘x̂, db += dy, dx̂ = dy∘g
-    let mut mgh = T::ZERO;
-    let mut mghx = T::ZERO;
-    for k in 0..d {
-        dg[k] += dy[k] * xhat[k];
-        db[k] += dy[k];
-        let gh = dy[k] * g[k];
-        mgh += gh;
-        mghx += gh * xhat[k];
+    // forward computed y = x̂∘g + b, so dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place)
+    for ((((dy, &h), &gk), dgk), dbk) in row.iter_mut().zip(xhat).zip(g).zip(dg).zip(db) {
+        *dgk += *dy * h;
+        *dbk += *dy;
+        *dy *= gk;
     }
     // forward computed x̂ = (x − μ)·r, so dx = r·(dx̂ − mean(dx̂) − x̂·mean(dx̂∘x̂))
-    (mgh * inv_d, mghx * inv_d)
+    let mgh = simd::sum_with(isa, row) * inv_d;
+    let mghx = simd::dot_with(isa, row, xhat) * inv_d;
+    for (v, &h) in row.iter_mut().zip(xhat) {
+        *v = r * (*v - mgh - h * mghx);
+    }
 }
 
 /// `padded(n)` for widths of at least one (0 stays one padded block, so strides are never 0).

@@ -295,6 +295,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
     for r in 0..rq {
         let row = r * ldd..(r + 1) * ldd;
         c.rstd1[r] = ln_row(
+            isa,
             &pre[row.clone()],
             g1,
             be1,
@@ -339,6 +340,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
     for r in 0..rq {
         let row = r * ldd..(r + 1) * ldd;
         c.rstd2[r] = ln_row(
+            isa,
             &pre[row.clone()],
             g2,
             be2,
