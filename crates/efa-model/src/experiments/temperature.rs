@@ -294,7 +294,8 @@ pub struct Options {
     #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',',
         default_values_t = vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40]))]
     pub k: Vec<usize>,
-    /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop).
+    /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop); a
+    /// smaller `--epochs` caps it too.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 200))]
     pub fm_epochs: usize,
     /// Train each EFA once per seed (comma-separated, replacing --seed for the EFA) and report
@@ -462,7 +463,11 @@ impl Experiment for Temperature {
         if self.options.model != Models::Efa {
             let data = self.fm_data.as_ref().unwrap_or(&self.data);
             for &k in &self.options.k {
-                let cfg = fm_train_config(self.options.fm_epochs, s.seed);
+                // `--epochs` caps every model, the FM's own recipe length included.
+                let epochs = s
+                    .epochs
+                    .map_or(self.options.fm_epochs, |e| e.min(self.options.fm_epochs));
+                let cfg = fm_train_config(epochs, s.seed);
                 let mut spec = fm_spec(data, k, cfg, s.seed)?;
                 spec.train_config.batching = super::batching_for(s.batching, &spec);
                 out.push(spec);
