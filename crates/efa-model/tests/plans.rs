@@ -309,10 +309,19 @@ fn the_automatic_choice_follows_its_documented_rule() {
         .collect();
     c.batch = c.batch.select(&firsts);
     assert_eq!(choose(&c), ForwardPlan::TwoBlockFold);
-    // Post-norm with a feed-forward block and padding-only attention: the fused blocks.
+    // Post-norm with a feed-forward block, padding-only attention and at least two blocks:
+    // the fused blocks; with one block (queries at the target rows only) the tabled plan.
+    assert_eq!(
+        choose(&by_name("temperature L=2 lag 1")),
+        ForwardPlan::FusedBlocks
+    );
     assert_eq!(
         choose(&by_name("temperature L=1 lag 0")),
-        ForwardPlan::FusedBlocks
+        ForwardPlan::Tabled
+    );
+    assert_eq!(
+        choose(&by_name("rich Post L=1 ffn=Some(7) Padding")),
+        ForwardPlan::Tabled
     );
     assert_eq!(
         choose(&by_name("rich Post L=3 ffn=Some(7) Padding")),

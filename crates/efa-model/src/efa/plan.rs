@@ -84,7 +84,9 @@ impl EfaConfig {
     /// 2. else [`ForwardPlan::TwoBlockFold`] when it applies (two blocks, no layer norm, no
     ///    feed-forward block, no continuous inputs);
     /// 3. else [`ForwardPlan::FusedBlocks`] when it applies (post-norm with a feed-forward
-    ///    block, padding-only attention);
+    ///    block, padding-only attention) and the model has at least two blocks (with one
+    ///    block only the target rows are queried, and the tabled plan's attention kernel is
+    ///    faster for single-row queries than the fused op's);
     /// 4. else [`ForwardPlan::Tabled`].
     ///
     /// [`ForwardPlan::General`] is never chosen: it is the reference the others are checked
@@ -101,7 +103,7 @@ impl EfaConfig {
         if self.check_plan(ForwardPlan::TwoBlockFold, batch).is_ok() {
             return ForwardPlan::TwoBlockFold;
         }
-        if self.check_plan(ForwardPlan::FusedBlocks, batch).is_ok() {
+        if self.layers >= 2 && self.check_plan(ForwardPlan::FusedBlocks, batch).is_ok() {
             return ForwardPlan::FusedBlocks;
         }
         ForwardPlan::Tabled
