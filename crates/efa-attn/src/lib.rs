@@ -91,6 +91,7 @@ mod mask;
 pub mod micro;
 pub mod naive;
 mod problem;
+pub mod rows;
 
 pub use args::{Attention, AttnGrads, AttnOut, AttnOutView};
 pub use efa_num::simd::Isa;

@@ -599,10 +599,13 @@ fn temperature_efa_forward_matches_loop_reference() {
     .map(|(d, t)| TempDay {
         date: (2010, 10, d as u32 + 1),
         temps: t.to_vec(),
-        lags: vec![vec![60.0 - d as f64, 55.0, 71.0 + d as f64, 47.0]],
+        lags: vec![
+            vec![60.0 - d as f64, 55.0, 71.0 + d as f64, 47.0],
+            vec![57.5, 53.0 + d as f64, 70.5, 49.0 - d as f64],
+        ],
     })
     .collect();
-    for (layers, lag) in [(1, 0), (2, 0), (3, 1)] {
+    for (layers, lag) in [(1, 0), (2, 0), (3, 1), (1, 2), (4, 2)] {
         let mut cfg = temperature::efa_config(&cities, layers, lag);
         (cfg.item_dim, cfg.key_dim, cfg.ffn, cfg.head_hidden) = (6, 3, Some(7), vec![5, 4]);
         let inputs = cfg.continuous.as_mut().unwrap();

@@ -17,6 +17,7 @@
 mod block;
 mod continuous;
 mod fold;
+mod fused;
 mod general;
 mod inputs;
 mod plan;

@@ -39,25 +39,32 @@ pub enum ForwardPlan {
     /// once as an unmasked causal "content" stream and each target as a one-row "query"
     /// stream over the content keys before it plus its own key (see `stream.rs`).
     QueryStream,
+    /// Post-norm models with a feed-forward block and padding-only attention (the
+    /// temperature EFAs): [`ForwardPlan::Tabled`] with every block one fused tape op
+    /// (attention, output projection, residual, layer norm, feed-forward, residual, layer
+    /// norm), computed in parallel chunks of whole samples (see `fused.rs`).
+    FusedBlocks,
 }
 
 impl ForwardPlan {
     /// Every plan, in the order above.
-    pub const ALL: [ForwardPlan; 4] = [
+    pub const ALL: [ForwardPlan; 5] = [
         ForwardPlan::General,
         ForwardPlan::Tabled,
         ForwardPlan::TwoBlockFold,
         ForwardPlan::QueryStream,
+        ForwardPlan::FusedBlocks,
     ];
 
     /// The plan's name on the command line and in reports (`general`, `tabled`,
-    /// `two-block-fold`, `query-stream`).
+    /// `two-block-fold`, `query-stream`, `fused-blocks`).
     pub fn name(self) -> &'static str {
         match self {
             ForwardPlan::General => "general",
             ForwardPlan::Tabled => "tabled",
             ForwardPlan::TwoBlockFold => "two-block-fold",
             ForwardPlan::QueryStream => "query-stream",
+            ForwardPlan::FusedBlocks => "fused-blocks",
         }
     }
 }
@@ -76,7 +83,11 @@ impl EfaConfig {
     ///    average (for mostly single-target sequences the per-sample pass is cheaper);
     /// 2. else [`ForwardPlan::TwoBlockFold`] when it applies (two blocks, no layer norm, no
     ///    feed-forward block, no continuous inputs);
-    /// 3. else [`ForwardPlan::Tabled`].
+    /// 3. else [`ForwardPlan::FusedBlocks`] when it applies (post-norm with a feed-forward
+    ///    block, padding-only attention) and the model has at least two blocks (with one
+    ///    block only the target rows are queried, and the tabled plan's attention kernel is
+    ///    faster for single-row queries than the fused op's);
+    /// 4. else [`ForwardPlan::Tabled`].
     ///
     /// [`ForwardPlan::General`] is never chosen: it is the reference the others are checked
     /// against.
@@ -91,6 +102,9 @@ impl EfaConfig {
         }
         if self.check_plan(ForwardPlan::TwoBlockFold, batch).is_ok() {
             return ForwardPlan::TwoBlockFold;
+        }
+        if self.layers >= 2 && self.check_plan(ForwardPlan::FusedBlocks, batch).is_ok() {
+            return ForwardPlan::FusedBlocks;
         }
         ForwardPlan::Tabled
     }
@@ -137,6 +151,18 @@ impl EfaConfig {
                 }
                 Ok(())
             }
+            ForwardPlan::FusedBlocks => {
+                if self.norm != Norm::Post || self.ffn.is_none() {
+                    return no("it needs norm = post and a feed-forward block (ffn)".into());
+                }
+                if self.direction != Direction::Padding {
+                    return no(format!(
+                        "it needs direction = padding, the model has {:?}",
+                        self.direction
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 
@@ -155,6 +181,7 @@ impl EfaConfig {
             ForwardPlan::Tabled => self.forward_tabled(tape, vars, batch),
             ForwardPlan::TwoBlockFold => self.forward_two_blocks(tape, vars, batch),
             ForwardPlan::QueryStream => self.forward_stream(tape, vars, batch),
+            ForwardPlan::FusedBlocks => self.forward_fused(tape, vars, batch),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Primitive and fused operations, one family per module, and the backward dispatch.
 
 pub mod attention;
+pub mod block;
 pub mod elementwise;
 pub mod fused;
 pub mod gather;

@@ -1,0 +1,405 @@
+//! Attention of one short sequence on row-major projections, with the probabilities kept for
+//! the backward: the kernel of dense blocks whose whole score row fits in a few vectors (the
+//! temperature model: 1–132 queries, 44–132 keys, 2 heads of 16).
+//!
+//! For one sequence, query rows `qᵢ` (`nq` rows), key rows `kⱼ` and value rows `vⱼ` (`nk` rows)
+//! are read from row-major matrices with any row stride, head `h` owning columns
+//! `[h·dk, (h+1)·dk)` of `q` and `k` and `[h·dv, (h+1)·dv)` of `v`; the first `keys` keys are
+//! visible (key padding). Per head:
+//!
+//! - forward: `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, `Pᵢⱼ = exp(sᵢⱼ − mᵢ) / Σ_{j'<keys} exp(sᵢⱼ' − mᵢ)` with
+//!   `mᵢ = max_{j<keys} sᵢⱼ` (0 for `j ≥ keys`), `oᵢ = Σⱼ Pᵢⱼ vⱼ`. The whole score row is
+//!   formed at once (no online softmax) and `P` is written to the caller's buffer
+//!   (`heads × nq` rows of [`RowsShape::p_stride`]) so the backward does not recompute it;
+//! - backward from `P` and `dO`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`, `Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ` (which equals
+//!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
+//!
+//! With `keys = 0` every `oᵢ` is 0 and every gradient is 0. Each product is one
+//! [`crate::micro::gemm`] call; the operands it needs with contiguous padded rows (`Kᵀ`, `V`,
+//! `dO`, `Vᵀ`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
+//! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
+//! so results do not depend on the thread pool.
+
+use crate::micro::{ds_row, gemm, padded};
+use crate::AttnError;
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+
+/// The shape of one sequence's attention (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowsShape {
+    /// Query rows.
+    pub nq: usize,
+    /// Key (and value) rows.
+    pub nk: usize,
+    /// Visible keys: rows `j < keys` (at most `nk`).
+    pub keys: usize,
+    /// Heads.
+    pub heads: usize,
+    /// Query/key width per head.
+    pub dk: usize,
+    /// Value width per head.
+    pub dv: usize,
+    /// Score scale (`1/√dk` in the usual parameterisation).
+    pub scale: f64,
+}
+
+impl RowsShape {
+    /// Row stride of the kept probabilities: `nk` rounded up to the kernels' padding.
+    pub fn p_stride(&self) -> usize {
+        padded(self.nk.max(1))
+    }
+
+    /// Length of the probability buffer: `heads · nq · p_stride`.
+    pub fn p_len(&self) -> usize {
+        self.heads * self.nq * self.p_stride()
+    }
+
+    /// Floating-point operations of [`forward`]: `2·heads·nq·keys·(dk + dv)` (`QKᵀ` and `PV`;
+    /// exponentials not counted).
+    pub fn forward_flops(&self) -> u64 {
+        2 * (self.heads * self.nq * self.keys * (self.dk + self.dv)) as u64
+    }
+
+    /// Floating-point operations of [`backward`]: twice the forward (`Pᵀ·dO`, `dO·Vᵀ`, `dS·K`,
+    /// `dSᵀ·Q`; `P` is not recomputed).
+    pub fn backward_flops(&self) -> u64 {
+        2 * self.forward_flops()
+    }
+}
+
+/// A row-major matrix in a slice: row `r` starts at `data[r·ld]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a, T> {
+    /// The elements.
+    pub data: &'a [T],
+    /// Row stride.
+    pub ld: usize,
+}
+
+/// A writable row-major matrix in a slice: row `r` starts at `data[r·ld]`.
+#[derive(Debug)]
+pub struct RowsMut<'a, T> {
+    /// The elements.
+    pub data: &'a mut [T],
+    /// Row stride.
+    pub ld: usize,
+}
+
+/// Scratch buffers reused across calls (one per thread).
+#[derive(Clone, Debug, Default)]
+pub struct RowsScratch<T> {
+    a: Vec<T>,
+    b: Vec<T>,
+    c: Vec<T>,
+    d: Vec<T>,
+    e: Vec<T>,
+}
+
+impl<T: Real> RowsScratch<T> {
+    /// Empty scratch (buffers grow on first use).
+    pub fn new() -> Self {
+        RowsScratch {
+            a: Vec::new(),
+            b: Vec::new(),
+            c: Vec::new(),
+            d: Vec::new(),
+            e: Vec::new(),
+        }
+    }
+}
+
+/// At least `n` elements of `v` (grown with zeros), as a slice of exactly `n`.
+fn grow<T: Real>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    if v.len() < n {
+        v.resize(n, T::ZERO);
+    }
+    &mut v[..n]
+}
+
+/// Checks that a `rows × width` matrix fits `len` elements with row stride `ld`.
+fn fits(
+    name: &'static str,
+    len: usize,
+    ld: usize,
+    rows: usize,
+    width: usize,
+) -> Result<(), AttnError> {
+    let need = if rows == 0 {
+        0
+    } else {
+        (rows - 1) * ld + width
+    };
+    if ld < width || need > len {
+        return Err(AttnError::new(
+            name,
+            vec![rows, width],
+            format!("{rows} rows of {width} at row stride {ld} need {need} elements, the slice has {len}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_shape(s: &RowsShape) -> Result<(), AttnError> {
+    if s.keys > s.nk {
+        return Err(AttnError::new(
+            "keys",
+            vec![s.nk],
+            format!("{} visible keys of {}", s.keys, s.nk),
+        ));
+    }
+    if !s.scale.is_finite() {
+        return Err(AttnError::new(
+            "scale",
+            vec![],
+            format!("not finite: {}", s.scale),
+        ));
+    }
+    Ok(())
+}
+
+/// Copies rows `[0, rows)`, columns `[c0, c0 + w)` of `src` into `dst` (`rows × ldd`), zeroing
+/// columns `[w, ldd)`.
+fn copy_block<T: Real>(src: Rows<T>, c0: usize, w: usize, rows: usize, dst: &mut [T], ldd: usize) {
+    for r in 0..rows {
+        let s = &src.data[r * src.ld + c0..r * src.ld + c0 + w];
+        let d = &mut dst[r * ldd..(r + 1) * ldd];
+        d[..w].copy_from_slice(s);
+        d[w..].fill(T::ZERO);
+    }
+}
+
+/// Transposes rows `[0, rows)`, columns `[c0, c0 + w)` of `src` into `dst` (`w × ldd`), zeroing
+/// columns `[rows, ldd)`.
+fn transpose_block<T: Real>(
+    src: Rows<T>,
+    c0: usize,
+    w: usize,
+    rows: usize,
+    dst: &mut [T],
+    ldd: usize,
+) {
+    for c in 0..w {
+        let d = &mut dst[c * ldd..(c + 1) * ldd];
+        for (r, x) in d[..rows].iter_mut().enumerate() {
+            *x = src.data[r * src.ld + c0 + c];
+        }
+        d[rows..].fill(T::ZERO);
+    }
+}
+
+/// Writes columns `[0, w)` of `src` (`rows × lds`) into rows `[0, rows)`, columns
+/// `[c0, c0 + w)` of `dst`, and zeros in rows `[rows, total)` of those columns.
+fn put_block<T: Real>(
+    src: &[T],
+    lds: usize,
+    rows: usize,
+    total: usize,
+    dst: &mut RowsMut<T>,
+    c0: usize,
+    w: usize,
+) {
+    for r in 0..total {
+        let d = &mut dst.data[r * dst.ld + c0..r * dst.ld + c0 + w];
+        if r < rows {
+            d.copy_from_slice(&src[r * lds..r * lds + w]);
+        } else {
+            d.fill(T::ZERO);
+        }
+    }
+}
+
+/// `C ← alpha·A·B` on [`gemm`] with bounds checked: `A` `m × k` at `a[i·rsa + p·csa]`, `B`
+/// `k × n` with rows at `b[p·ldb]` (padded width), `C` rows at `c[i·ldc]` (padded width).
+#[allow(clippy::too_many_arguments)]
+fn product<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    rsa: usize,
+    csa: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+    alpha: T,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
+        "rows: A bounds"
+    );
+    assert!(k == 0 || (k - 1) * ldb + np <= b.len(), "rows: B bounds");
+    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "rows: C bounds");
+    // SAFETY: the asserts above keep every element the kernel reads or writes inside the
+    // slices (B and C rows are read/written up to the padded width); `c` is a unique borrow.
+    unsafe {
+        gemm(
+            isa,
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            ldb as isize,
+            c.as_mut_ptr(),
+            ldc as isize,
+            false,
+            alpha,
+        );
+    }
+}
+
+/// Forward of one sequence (see the [module docs](self)): writes `P` to `p`
+/// ([`RowsShape::p_len`] elements) and `oᵢ` to columns `[0, heads·dv)` of the rows of `o`.
+///
+/// # Errors
+/// `keys > nk`, a non-finite scale, or a slice too short for its rows at its row stride.
+#[allow(clippy::too_many_arguments)]
+pub fn forward<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [T],
+    mut o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
+    if p.len() < s.p_len() {
+        return Err(AttnError::new(
+            "p",
+            vec![p.len()],
+            format!("needs {} elements", s.p_len()),
+        ));
+    }
+    let isa = isa.or_scalar();
+    let (ps, keys) = (s.p_stride(), s.keys);
+    let dvp = padded(s.dv.max(1));
+    let scale = T::from_f64(s.scale);
+    let kt = grow(&mut scratch.a, s.dk * ps);
+    let vb = grow(&mut scratch.b, keys * dvp);
+    let ob = grow(&mut scratch.c, s.nq * dvp);
+    for h in 0..s.heads {
+        let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
+        if keys == 0 {
+            ph.fill(T::ZERO);
+            put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
+            continue;
+        }
+        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows.
+        transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
+        product(
+            isa,
+            (s.nq, keys, s.dk),
+            &q.data[h * s.dk..],
+            q.ld,
+            1,
+            kt,
+            ps,
+            ph,
+            ps,
+            scale,
+        );
+        for row in ph.chunks_exact_mut(ps) {
+            let (vis, rest) = row.split_at_mut(keys);
+            let m = simd::max_with(isa, vis);
+            let z = simd::exp_sub_sum_with(isa, vis, m);
+            simd::scale_with(isa, T::ONE / z, vis);
+            rest.fill(T::ZERO);
+        }
+        // O = P·V.
+        copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
+        product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
+        put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+    }
+    Ok(())
+}
+
+/// Backward of one sequence (see the [module docs](self)) from the forward's `P` and the
+/// cotangent `d_o` (columns `[0, heads·dv)`): writes `dq` (columns `[0, heads·dk)` of `nq`
+/// rows), `dk` and `dv` (of `nk` rows; 0 at rows `j ≥ keys`).
+///
+/// # Errors
+/// As [`forward`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &[T],
+    d_o: Rows<T>,
+    mut dq: RowsMut<T>,
+    mut dk: RowsMut<T>,
+    mut dv: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("d_o", d_o.data.len(), d_o.ld, s.nq, hdv)?;
+    fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
+    fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
+    fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
+    if p.len() < s.p_len() {
+        return Err(AttnError::new(
+            "p",
+            vec![p.len()],
+            format!("needs {} elements", s.p_len()),
+        ));
+    }
+    let isa = isa.or_scalar();
+    let (ps, keys, nq) = (s.p_stride(), s.keys, s.nq);
+    let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
+    let scale = T::from_f64(s.scale);
+    // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
+    // (nq × ps) and one output block at a time.
+    let dob = grow(&mut scratch.a, nq * dvp);
+    let vt = grow(&mut scratch.b, s.dv * ps);
+    let kq = grow(&mut scratch.c, (keys.max(nq)) * dkp);
+    let ds = grow(&mut scratch.d, nq * ps);
+    let out = grow(&mut scratch.e, nq.max(keys) * dkp.max(dvp));
+    for h in 0..s.heads {
+        if keys == 0 {
+            put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
+            put_block(out, dkp, 0, s.nk, &mut dk, h * s.dk, s.dk);
+            put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
+            continue;
+        }
+        let ph = &p[h * nq * ps..(h + 1) * nq * ps];
+        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ.
+        copy_block(d_o, h * s.dv, s.dv, nq, dob, dvp);
+        product(isa, (keys, s.dv, nq), ph, 1, ps, dob, dvp, out, dvp, T::ONE);
+        put_block(out, dvp, keys, s.nk, &mut dv, h * s.dv, s.dv);
+        transpose_block(v, h * s.dv, s.dv, keys, vt, ps);
+        product(isa, (nq, keys, s.dv), dob, dvp, 1, vt, ps, ds, ps, T::ONE);
+        // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
+        for (prow, drow) in ph.chunks_exact(ps).zip(ds.chunks_exact_mut(ps)) {
+            let d = simd::dot_with(isa, &prow[..keys], &drow[..keys]);
+            ds_row(isa, &prow[..keys], &mut drow[..keys], d);
+        }
+        // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
+        copy_block(k, h * s.dk, s.dk, keys, kq, dkp);
+        product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
+        put_block(out, dkp, nq, nq, &mut dq, h * s.dk, s.dk);
+        copy_block(q, h * s.dk, s.dk, nq, kq, dkp);
+        product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
+        put_block(out, dkp, keys, s.nk, &mut dk, h * s.dk, s.dk);
+    }
+    Ok(())
+}

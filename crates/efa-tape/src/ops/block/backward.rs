@@ -1,0 +1,604 @@
+//! Backward of the block op, one chunk of whole samples at a time, mirroring `forward`:
+//! each chunk writes its rows of the input gradients and returns its partial parameter
+//! gradients, summed afterwards in chunk order.
+
+use super::dense::{col_sums, grow, ld, ln_back_in_place, mm, Packed};
+use super::forward::{query_rows, slices};
+use super::{err, split, split_ref, tail_at, unpad, Config, Dims, Saved};
+use crate::TapeError;
+use efa_attn::rows::{self, Rows, RowsMut, RowsScratch};
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+use ndarray::{ArrayD, IxDyn};
+use rayon::prelude::*;
+
+/// Partial parameter gradients, in the order below (padded row strides for kernels).
+const WQ: usize = 0;
+const BQ: usize = 1;
+const WK: usize = 2;
+const BK: usize = 3;
+const WV: usize = 4;
+const BV: usize = 5;
+const WO: usize = 6;
+const BO: usize = 7;
+const G1: usize = 8;
+const BE1: usize = 9;
+const W1: usize = 10;
+const B1: usize = 11;
+const W2: usize = 12;
+const B2: usize = 13;
+const G2: usize = 14;
+const BE2: usize = 15;
+
+type Partial<T> = [Vec<T>; 16];
+
+fn zeros<T: Real>(dm: &Dims, project: bool) -> Partial<T> {
+    let (d, hk, f) = (dm.d, dm.hk, dm.f);
+    let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
+    let pq = if project { d * ldhk } else { 0 };
+    let pb = if project { hk } else { 0 };
+    let sizes = [
+        pq,
+        pb,
+        pq,
+        pb,
+        pq,
+        pb,
+        hk * ldd,
+        d,
+        d,
+        d,
+        d * ldf,
+        f,
+        f * ldd,
+        d,
+        d,
+        d,
+    ];
+    sizes.map(|n| vec![T::ZERO; n])
+}
+
+/// What a backward chunk reads: shapes, settings, inputs, saved buffers and the transposed
+/// kernels (`W_oᵀ`, `W₁ᵀ`, `W₂ᵀ`, and with projections `W_qᵀ`, `W_kᵀ`, `W_vᵀ`).
+struct Ctx<'a, T> {
+    cfg: &'a Config,
+    dm: &'a Dims,
+    isa: Isa,
+    x: &'a [T],
+    given: Option<[&'a [T]; 3]>,
+    proj_t: Option<[Packed<T>; 3]>,
+    wo_t: Packed<T>,
+    w1_t: Packed<T>,
+    w2_t: Packed<T>,
+    /// `ln1 gain, ln1 bias, ln2 gain`.
+    vecs: [&'a [T]; 3],
+}
+
+/// One chunk's rows of the saved buffers, the cotangent and the input gradients.
+struct Chunk<'a, T> {
+    s0: usize,
+    ns: usize,
+    q: &'a [T],
+    kv: &'a [T],
+    p: &'a [T],
+    o: &'a [T],
+    xhat1: &'a [T],
+    rstd1: &'a [T],
+    hid: &'a [T],
+    xhat2: &'a [T],
+    rstd2: &'a [T],
+    dy: &'a [T],
+    dx: &'a mut [T],
+    dq: &'a mut [T],
+    dk: &'a mut [T],
+    dv: &'a mut [T],
+}
+
+struct Scratch<T> {
+    xq: Vec<T>,
+    dz: Vec<T>,
+    dh: Vec<T>,
+    y1: Vec<T>,
+    dob: Vec<T>,
+    dq: Vec<T>,
+    dk: Vec<T>,
+    dv: Vec<T>,
+    dxs: Vec<T>,
+    dxq: Vec<T>,
+    attn: RowsScratch<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new() -> Self {
+        Scratch {
+            xq: Vec::new(),
+            dz: Vec::new(),
+            dh: Vec::new(),
+            y1: Vec::new(),
+            dob: Vec::new(),
+            dq: Vec::new(),
+            dk: Vec::new(),
+            dv: Vec::new(),
+            dxs: Vec::new(),
+            dxq: Vec::new(),
+            attn: RowsScratch::new(),
+        }
+    }
+}
+
+/// Runs the backward for the cotangent `dy` of the output: one gradient per input.
+pub(super) fn run<T: Real>(
+    cfg: &Config,
+    dm: &Dims,
+    inputs: &[&ArrayD<T>],
+    s: &Saved<T>,
+    dy: &ArrayD<T>,
+) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
+    let vals = slices(inputs);
+    let v = |i: usize| vals[i].as_slice().expect("standard layout");
+    let dy = dy.as_standard_layout();
+    let dy = dy.as_slice().expect("standard layout");
+    let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
+    if dy.len() != b * nq * d || s.o.len() != b * nq * ld(hk) {
+        return Err(err(format!(
+            "backward: cotangent of {} elements or saved state for another shape (B = {b}, \
+             Nq = {nq}, d = {d})",
+            dy.len()
+        )));
+    }
+    let t = tail_at(cfg.given);
+    let project = !cfg.given;
+    let cx = Ctx {
+        cfg,
+        dm,
+        isa: simd::active(),
+        x: v(0),
+        given: cfg.given.then(|| [v(1), v(2), v(3)]),
+        proj_t: project.then(|| [1, 3, 5].map(|i| Packed::transposed(v(i), d, hk))),
+        wo_t: Packed::transposed(v(t), hk, d),
+        w1_t: Packed::transposed(v(t + 4), d, f),
+        w2_t: Packed::transposed(v(t + 6), f, d),
+        vecs: [v(t + 2), v(t + 3), v(t + 8)],
+    };
+    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
+    let plen = cfg.shape(dm, 0).p_len();
+    let mut dx = vec![T::ZERO; b * n * d];
+    let (mut dq, mut dk, mut dv) = if cfg.given {
+        (
+            vec![T::ZERO; b * nq * hk],
+            vec![T::ZERO; b * n * hk],
+            vec![T::ZERO; b * n * hk],
+        )
+    } else {
+        (Vec::new(), Vec::new(), Vec::new())
+    };
+    let per = Config::per_chunk(dm);
+    let chunks: Vec<Chunk<T>> = {
+        let r = |buf, each| split_ref(buf, each, per, b).into_iter();
+        let (mut q, mut kv, mut p, mut o) = (
+            r(&s.q, nq * ldhk),
+            r(&s.kv, n * ldkv),
+            r(&s.p, plen),
+            r(&s.o, nq * ldhk),
+        );
+        let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
+            r(&s.xhat1, nq * ldd),
+            r(&s.rstd1, nq),
+            r(&s.hid, nq * ldf),
+            r(&s.xhat2, nq * ldd),
+            r(&s.rstd2, nq),
+            r(dy, nq * d),
+        );
+        let mut dxs = split(&mut dx, n * d, per, b).into_iter();
+        let mut dqs = split(&mut dq, nq * hk, per, b).into_iter();
+        let mut dks = split(&mut dk, n * hk, per, b).into_iter();
+        let mut dvs = split(&mut dv, n * hk, per, b).into_iter();
+        (0..b)
+            .step_by(per)
+            .map(|s0| Chunk {
+                s0,
+                ns: per.min(b - s0),
+                q: q.next().expect("chunk"),
+                kv: kv.next().expect("chunk"),
+                p: p.next().expect("chunk"),
+                o: o.next().expect("chunk"),
+                xhat1: xhat1.next().expect("chunk"),
+                rstd1: rstd1.next().expect("chunk"),
+                hid: hid.next().expect("chunk"),
+                xhat2: xhat2.next().expect("chunk"),
+                rstd2: rstd2.next().expect("chunk"),
+                dy: dys.next().expect("chunk"),
+                dx: dxs.next().expect("chunk"),
+                dq: dqs.next().expect("chunk"),
+                dk: dks.next().expect("chunk"),
+                dv: dvs.next().expect("chunk"),
+            })
+            .collect()
+    };
+    let parts: Vec<Partial<T>> = chunks
+        .into_par_iter()
+        .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
+        .collect::<Result<_, TapeError>>()?;
+    // Partial parameter gradients summed in chunk order (independent of the thread count).
+    let mut pg = zeros::<T>(dm, project);
+    for part in &parts {
+        for (acc, x) in pg.iter_mut().zip(part) {
+            for (a, &v) in acc.iter_mut().zip(x) {
+                *a += v;
+            }
+        }
+    }
+    let vec1 = |x: &Vec<T>| ArrayD::from_shape_vec(IxDyn(&[x.len()]), x.clone()).expect("sizes");
+    let mut out = vec![Some(
+        ArrayD::from_shape_vec(IxDyn(&[b, n, d]), dx).expect("block: sizes"),
+    )];
+    if cfg.given {
+        out.push(Some(
+            ArrayD::from_shape_vec(IxDyn(&[b, nq, hk]), dq).expect("sizes"),
+        ));
+        out.push(Some(
+            ArrayD::from_shape_vec(IxDyn(&[b, n, hk]), dk).expect("sizes"),
+        ));
+        out.push(Some(
+            ArrayD::from_shape_vec(IxDyn(&[b, n, hk]), dv).expect("sizes"),
+        ));
+    } else {
+        for (w, bias) in [(WQ, BQ), (WK, BK), (WV, BV)] {
+            out.push(Some(unpad(&pg[w], ldhk, d, hk, 0, &[d, hk])));
+            out.push(Some(vec1(&pg[bias])));
+        }
+    }
+    out.push(Some(unpad(&pg[WO], ldd, hk, d, 0, &[hk, d])));
+    out.push(Some(vec1(&pg[BO])));
+    out.push(Some(vec1(&pg[G1])));
+    out.push(Some(vec1(&pg[BE1])));
+    out.push(Some(unpad(&pg[W1], ldf, d, f, 0, &[d, f])));
+    out.push(Some(vec1(&pg[B1])));
+    out.push(Some(unpad(&pg[W2], ldd, f, d, 0, &[f, d])));
+    out.push(Some(vec1(&pg[B2])));
+    out.push(Some(vec1(&pg[G2])));
+    out.push(Some(vec1(&pg[BE2])));
+    Ok(out)
+}
+
+fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Partial<T>, TapeError> {
+    let (dm, isa) = (cx.dm, cx.isa);
+    let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
+    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
+    let (s0, ns) = (c.s0, c.ns);
+    let (rk, rq) = (ns * n, ns * nq);
+    let [g1, be1, g2] = cx.vecs;
+    let mut pg = zeros::<T>(dm, cx.proj_t.is_some());
+    let Scratch {
+        xq,
+        dz,
+        dh,
+        y1,
+        dob,
+        dq,
+        dk,
+        dv,
+        dxs,
+        dxq,
+        attn,
+    } = sc;
+    // forward computed y = LN₂(u) with u = z + h·W₂ + b₂, so du = LN₂ᵀ(dy).
+    let dz = grow(dz, rq * ldd);
+    for r in 0..rq {
+        let row = &mut dz[r * ldd..(r + 1) * ldd];
+        row[..d].copy_from_slice(&c.dy[r * d..(r + 1) * d]);
+        row[d..].fill(T::ZERO);
+        let [.., g2p, be2p] = &mut pg;
+        ln_back_in_place(isa, row, &c.xhat2[r * ldd..], c.rstd2[r], g2, g2p, be2p);
+    }
+    // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
+    col_sums(&mut pg[B2], dz, ldd, rq);
+    mm(
+        isa,
+        (f, d, rq),
+        c.hid,
+        (1, ldf),
+        dz,
+        ldd,
+        &mut pg[W2],
+        ldd,
+        true,
+    );
+    let dh = grow(dh, rq * ldf);
+    mm(
+        isa,
+        (rq, f, d),
+        dz,
+        (ldd, 1),
+        &cx.w2_t.data,
+        cx.w2_t.ld,
+        dh,
+        ldf,
+        false,
+    );
+    for r in 0..rq {
+        let hid = &c.hid[r * ldf..r * ldf + f];
+        for (g, &h) in dh[r * ldf..r * ldf + f].iter_mut().zip(hid) {
+            // forward computed h = relu(·): the derivative is 1 above 0, NaN at NaN, else 0.
+            if h.is_nan() {
+                *g = h;
+            } else if h <= T::ZERO {
+                *g = T::ZERO;
+            }
+        }
+    }
+    // h = relu(z·W₁ + b₁): db₁ = Σ dh, dW₁ = zᵀ·dh, dz = du + dh·W₁ᵀ (z recomputed from x̂₁).
+    col_sums(&mut pg[B1], dh, ldf, rq);
+    let y1 = grow(y1, rq * ldd);
+    for r in 0..rq {
+        let (row, xh) = (&mut y1[r * ldd..(r + 1) * ldd], &c.xhat1[r * ldd..]);
+        for k in 0..d {
+            row[k] = xh[k] * g1[k] + be1[k];
+        }
+        row[d..].fill(T::ZERO);
+    }
+    mm(
+        isa,
+        (d, f, rq),
+        y1,
+        (1, ldd),
+        dh,
+        ldf,
+        &mut pg[W1],
+        ldf,
+        true,
+    );
+    mm(
+        isa,
+        (rq, d, f),
+        dh,
+        (ldf, 1),
+        &cx.w1_t.data,
+        cx.w1_t.ld,
+        dz,
+        ldd,
+        true,
+    );
+    // z = LN₁(x_q + a): dr = LN₁ᵀ(dz), the gradient of both the residual and a.
+    for r in 0..rq {
+        let row = &mut dz[r * ldd..(r + 1) * ldd];
+        let (head, tail) = pg.split_at_mut(BE1);
+        ln_back_in_place(
+            isa,
+            row,
+            &c.xhat1[r * ldd..],
+            c.rstd1[r],
+            g1,
+            &mut head[G1],
+            &mut tail[0],
+        );
+    }
+    // a = o·W_o + b_o: db_o = Σ dr, dW_o = oᵀ·dr, do = dr·W_oᵀ.
+    col_sums(&mut pg[BO], dz, ldd, rq);
+    mm(
+        isa,
+        (hk, d, rq),
+        c.o,
+        (1, ldhk),
+        dz,
+        ldd,
+        &mut pg[WO],
+        ldd,
+        true,
+    );
+    let dob = grow(dob, rq * ldhk);
+    mm(
+        isa,
+        (rq, hk, d),
+        dz,
+        (ldd, 1),
+        &cx.wo_t.data,
+        cx.wo_t.ld,
+        dob,
+        ldhk,
+        false,
+    );
+    // Attention per sample, from the kept probabilities.
+    let plen = cx.cfg.shape(dm, s0).p_len();
+    let (dqb, dkb, dvb, ldg) = match cx.given {
+        Some(_) => (&mut *c.dq, &mut *c.dk, &mut *c.dv, hk),
+        None => (
+            grow(dq, rq * ldhk),
+            grow(dk, rk * ldhk),
+            grow(dv, rk * ldhk),
+            ldhk,
+        ),
+    };
+    for i in 0..ns {
+        let shape = cx.cfg.shape(dm, s0 + i);
+        let (q, k, v) = match cx.given {
+            Some([q, k, v]) => {
+                let s = s0 + i;
+                (
+                    Rows {
+                        data: &q[s * nq * hk..(s + 1) * nq * hk],
+                        ld: hk,
+                    },
+                    Rows {
+                        data: &k[s * n * hk..(s + 1) * n * hk],
+                        ld: hk,
+                    },
+                    Rows {
+                        data: &v[s * n * hk..(s + 1) * n * hk],
+                        ld: hk,
+                    },
+                )
+            }
+            None => {
+                let kv = &c.kv[i * n * ldkv..(i + 1) * n * ldkv];
+                (
+                    Rows {
+                        data: &c.q[i * nq * ldhk..(i + 1) * nq * ldhk],
+                        ld: ldhk,
+                    },
+                    Rows { data: kv, ld: ldkv },
+                    Rows {
+                        data: kv.get(hk..).unwrap_or_default(),
+                        ld: ldkv,
+                    },
+                )
+            }
+        };
+        let (qr, kr) = (
+            i * nq * ldg..(i + 1) * nq * ldg,
+            i * n * ldg..(i + 1) * n * ldg,
+        );
+        rows::backward(
+            isa,
+            &shape,
+            q,
+            k,
+            v,
+            &c.p[i * plen..(i + 1) * plen],
+            Rows {
+                data: &dob[i * nq * ldhk..(i + 1) * nq * ldhk],
+                ld: ldhk,
+            },
+            RowsMut {
+                data: &mut dqb[qr],
+                ld: ldg,
+            },
+            RowsMut {
+                data: &mut dkb[kr.clone()],
+                ld: ldg,
+            },
+            RowsMut {
+                data: &mut dvb[kr],
+                ld: ldg,
+            },
+            attn,
+        )
+        .map_err(|e| err(e.to_string()))?;
+    }
+    let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
+    let Some([wq_t, wk_t, wv_t]) = &cx.proj_t else {
+        // Given q, k, v: x reaches the output only through the residual at the query rows.
+        c.dx.fill(T::ZERO);
+        for r in 0..rq {
+            let at = query_row(cx.cfg, dm, s0, r);
+            for (g, &v) in c.dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
+                *g += v;
+            }
+        }
+        return Ok(pg);
+    };
+    // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
+    let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
+    col_sums(&mut pg[BQ], dqb, ldhk, rq);
+    mm(
+        isa,
+        (d, hk, rq),
+        xq,
+        (1, d),
+        dqb,
+        ldhk,
+        &mut pg[WQ],
+        ldhk,
+        true,
+    );
+    col_sums(&mut pg[BK], dkb, ldhk, rk);
+    mm(
+        isa,
+        (d, hk, rk),
+        xc,
+        (1, d),
+        dkb,
+        ldhk,
+        &mut pg[WK],
+        ldhk,
+        true,
+    );
+    col_sums(&mut pg[BV], dvb, ldhk, rk);
+    mm(
+        isa,
+        (d, hk, rk),
+        xc,
+        (1, d),
+        dvb,
+        ldhk,
+        &mut pg[WV],
+        ldhk,
+        true,
+    );
+    let dxs = grow(dxs, rk * ldd);
+    mm(
+        isa,
+        (rk, d, hk),
+        dkb,
+        (ldhk, 1),
+        &wk_t.data,
+        wk_t.ld,
+        dxs,
+        ldd,
+        false,
+    );
+    mm(
+        isa,
+        (rk, d, hk),
+        dvb,
+        (ldhk, 1),
+        &wv_t.data,
+        wv_t.ld,
+        dxs,
+        ldd,
+        true,
+    );
+    if cx.cfg.queries.is_none() {
+        mm(
+            isa,
+            (rq, d, hk),
+            dqb,
+            (ldhk, 1),
+            &wq_t.data,
+            wq_t.ld,
+            dxs,
+            ldd,
+            true,
+        );
+        for (out, (g, r)) in
+            c.dx.chunks_exact_mut(d.max(1))
+                .zip(dxs.chunks_exact(ldd).zip(dz.chunks_exact(ldd)))
+        {
+            for k in 0..d {
+                out[k] = g[k] + r[k];
+            }
+        }
+    } else {
+        // One query row per sample: its q-gradient and residual go to that row only.
+        for (out, g) in c.dx.chunks_exact_mut(d.max(1)).zip(dxs.chunks_exact(ldd)) {
+            out.copy_from_slice(&g[..d]);
+        }
+        let dxq = grow(dxq, rq * ldd);
+        mm(
+            isa,
+            (rq, d, hk),
+            dqb,
+            (ldhk, 1),
+            &wq_t.data,
+            wq_t.ld,
+            dxq,
+            ldd,
+            false,
+        );
+        for r in 0..rq {
+            let at = query_row(cx.cfg, dm, s0, r);
+            for k in 0..d {
+                c.dx[at * d + k] += dxq[r * ldd + k] + dz[r * ldd + k];
+            }
+        }
+    }
+    Ok(pg)
+}
+
+/// The chunk-local row of `x` that query row `r` of the chunk starting at sample `s0` reads.
+fn query_row(cfg: &Config, dm: &Dims, s0: usize, r: usize) -> usize {
+    match &cfg.queries {
+        None => r,
+        Some(pos) => r * dm.n + pos[s0 + r],
+    }
+}

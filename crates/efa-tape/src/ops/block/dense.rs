@@ -1,0 +1,210 @@
+//! Row-major building blocks of the block op: weights packed once per call, the
+//! [`efa_attn::micro::gemm`] kernel behind a bounds-checked wrapper, and the per-row steps
+//! (bias and residual initialisation, column sums, layer norm and its backward).
+//!
+//! Activations live in row-major buffers whose row stride is the width rounded up to the
+//! kernel's padding ([`padded`]); the padding columns are kept at zero by every writer, so a
+//! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
+
+use efa_attn::micro::{gemm, padded};
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+
+/// A matrix copied into a padded row-major buffer (`rows × ld`, zero padding columns): the
+/// right-hand operand layout of [`mm`].
+#[derive(Clone, Debug)]
+pub(super) struct Packed<T> {
+    pub(super) data: Vec<T>,
+    pub(super) ld: usize,
+}
+
+impl<T: Real> Packed<T> {
+    /// `w` (`rows × cols`, row-major) with rows padded to `padded(cols)`.
+    pub(super) fn new(w: &[T], rows: usize, cols: usize) -> Self {
+        Self::from_fn(rows, cols, |r, c| w[r * cols + c])
+    }
+
+    /// `wᵀ` for `w` `rows × cols`: `cols × padded(rows)`.
+    pub(super) fn transposed(w: &[T], rows: usize, cols: usize) -> Self {
+        Self::from_fn(cols, rows, |r, c| w[c * cols + r])
+    }
+
+    /// `[a | b]` for `a`, `b` both `rows × cols`: `rows × padded(2·cols)`.
+    pub(super) fn side_by_side(a: &[T], b: &[T], rows: usize, cols: usize) -> Self {
+        Self::from_fn(rows, 2 * cols, |r, c| {
+            if c < cols {
+                a[r * cols + c]
+            } else {
+                b[r * cols + c - cols]
+            }
+        })
+    }
+
+    fn from_fn(rows: usize, cols: usize, f: impl Fn(usize, usize) -> T) -> Self {
+        let ld = padded(cols.max(1));
+        let mut data = vec![T::ZERO; rows * ld];
+        for r in 0..rows {
+            for c in 0..cols {
+                data[r * ld + c] = f(r, c);
+            }
+        }
+        Packed { data, ld }
+    }
+}
+
+/// `C ← A·B` (`acc = false`) or `C ← C + A·B` (`acc = true`) on the micro kernel: `A` `m × k`
+/// at `a[i·rsa + p·csa]`, `B` `k × n` with rows at `b[p·ldb]`, `C` rows at `c[i·ldc]`. `B` and
+/// `C` rows are read and written up to `padded(n)` columns (the padding of `C` receives
+/// `A·(B's padding)`, zero for zero-padded operands). Sums run over `p` in index order.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mm<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+    acc: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
+        "block mm: A bounds"
+    );
+    assert!(
+        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
+        "block mm: B bounds"
+    );
+    assert!(
+        (m - 1) * ldc + np <= c.len() && ldc >= np,
+        "block mm: C bounds"
+    );
+    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows
+    // up to the padded width) or writes (C rows up to the padded width) inside the slices; `c`
+    // is a unique borrow, so it aliases neither `a` nor `b`.
+    unsafe {
+        gemm(
+            isa,
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            ldb as isize,
+            c.as_mut_ptr(),
+            ldc as isize,
+            acc,
+            T::ONE,
+        );
+    }
+}
+
+/// `c[i][j] = bias[j] (+ add[i][j])` for `j < bias.len()` and 0 on the padding, rows
+/// `i < rows`; `add` is a row-major matrix with its row stride.
+pub(super) fn init_rows<T: Real>(
+    c: &mut [T],
+    ldc: usize,
+    rows: usize,
+    bias: &[T],
+    add: Option<(&[T], usize)>,
+) {
+    let n = bias.len();
+    for i in 0..rows {
+        let row = &mut c[i * ldc..(i + 1) * ldc];
+        match add {
+            Some((a, lda)) => {
+                for ((y, &b), &x) in row.iter_mut().zip(bias).zip(&a[i * lda..i * lda + n]) {
+                    *y = x + b;
+                }
+            }
+            None => row[..n].copy_from_slice(bias),
+        }
+        row[n..].fill(T::ZERO);
+    }
+}
+
+/// `acc[j] += Σ_{i<rows} c[i][j]` for `j < acc.len()`, rows in order.
+pub(super) fn col_sums<T: Real>(acc: &mut [T], c: &[T], ldc: usize, rows: usize) {
+    for i in 0..rows {
+        for (a, &x) in acc.iter_mut().zip(&c[i * ldc..]) {
+            *a += x;
+        }
+    }
+}
+
+/// Layer norm of one row `x` (`d = g.len()` entries): `μ = Σx/d`, `σ² = Σ(x − μ)²/d`,
+/// `r = 1/√(σ² + ε)`, `x̂ = (x − μ)·r` (into `xhat`), `y = x̂∘g + b` (into `y`); returns `r`.
+/// The tape's `layer_norm` formulas; the two sums run on the SIMD kernels (several partial
+/// sums, so they may differ from a sequential sum in the last bits).
+pub(super) fn ln_row<T: Real>(
+    isa: Isa,
+    x: &[T],
+    g: &[T],
+    b: &[T],
+    eps: T,
+    xhat: &mut [T],
+    y: &mut [T],
+) -> T {
+    let d = g.len();
+    let (x, xhat, y, b) = (&x[..d], &mut xhat[..d], &mut y[..d], &b[..d]);
+    let inv_d = T::ONE / T::from_usize(d);
+    let mu = simd::sum_with(isa, x) * inv_d;
+    for (c, &v) in xhat.iter_mut().zip(x) {
+        *c = v - mu;
+    }
+    let var = simd::dot_with(isa, xhat, xhat) * inv_d;
+    let r = T::ONE / (var + eps).sqrt();
+    for (((h, o), &gk), &bk) in xhat.iter_mut().zip(y.iter_mut()).zip(g).zip(b) {
+        *h *= r;
+        *o = *h * gk + bk;
+    }
+    r
+}
+
+/// Backward of [`ln_row`] in place for the cotangent `row` of one row: `dg += dy∘x̂`,
+/// `db += dy`, and `row ← dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`.
+pub(super) fn ln_back_in_place<T: Real>(
+    isa: Isa,
+    row: &mut [T],
+    xhat: &[T],
+    r: T,
+    g: &[T],
+    dg: &mut [T],
+    db: &mut [T],
+) {
+    let d = g.len();
+    let (row, xhat, dg, db) = (&mut row[..d], &xhat[..d], &mut dg[..d], &mut db[..d]);
+    let inv_d = T::ONE / T::from_usize(d);
+    // forward computed y = x̂∘g + b, so dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place)
+    for ((((dy, &h), &gk), dgk), dbk) in row.iter_mut().zip(xhat).zip(g).zip(dg).zip(db) {
+        *dgk += *dy * h;
+        *dbk += *dy;
+        *dy *= gk;
+    }
+    // forward computed x̂ = (x − μ)·r, so dx = r·(dx̂ − mean(dx̂) − x̂·mean(dx̂∘x̂))
+    let mgh = simd::sum_with(isa, row) * inv_d;
+    let mghx = simd::dot_with(isa, row, xhat) * inv_d;
+    for (v, &h) in row.iter_mut().zip(xhat) {
+        *v = r * (*v - mgh - h * mghx);
+    }
+}
+
+/// `padded(n)` for widths of at least one (0 stays one padded block, so strides are never 0).
+pub(super) fn ld(n: usize) -> usize {
+    padded(n.max(1))
+}
+
+/// At least `n` elements of `v` (grown with zeros), as a slice of exactly `n`.
+pub(super) fn grow<T: Real>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    if v.len() < n {
+        v.resize(n, T::ZERO);
+    }
+    &mut v[..n]
+}

@@ -1,0 +1,353 @@
+//! Forward of the block op, one chunk of whole samples at a time (see the module docs for the
+//! formulas and `Saved` for what is kept).
+
+use super::dense::{grow, init_rows, ld, ln_row, mm, Packed};
+use super::{err, split, tail_at, Config, Dims, Saved};
+use crate::TapeError;
+use efa_attn::rows::{self, Rows, RowsMut, RowsScratch};
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+use ndarray::{ArrayD, CowArray, IxDyn};
+use rayon::prelude::*;
+
+/// Inputs as contiguous slices (copies only for inputs not in standard layout).
+pub(super) fn slices<'a, T: Real>(inputs: &[&'a ArrayD<T>]) -> Vec<CowArray<'a, T, IxDyn>> {
+    inputs.iter().map(|x| x.as_standard_layout()).collect()
+}
+
+/// Everything a forward chunk reads: shapes, settings, inputs and the packed weights.
+struct Ctx<'a, T> {
+    cfg: &'a Config,
+    dm: &'a Dims,
+    isa: Isa,
+    x: &'a [T],
+    /// Given `q, k, v`, or the packed projections `W_q` and `[W_k | W_v]` with their biases.
+    given: Option<[&'a [T]; 3]>,
+    wq: Option<Packed<T>>,
+    bq: &'a [T],
+    wkv: Option<Packed<T>>,
+    bkv: Vec<T>,
+    wo: Packed<T>,
+    w1: Packed<T>,
+    w2: Packed<T>,
+    /// `bo, ln1 gain, ln1 bias, b1, b2, ln2 gain, ln2 bias`.
+    vecs: [&'a [T]; 7],
+    eps: T,
+}
+
+/// One chunk's rows of the output and of the saved buffers.
+struct Chunk<'a, T> {
+    s0: usize,
+    ns: usize,
+    q: &'a mut [T],
+    kv: &'a mut [T],
+    p: &'a mut [T],
+    o: &'a mut [T],
+    xhat1: &'a mut [T],
+    rstd1: &'a mut [T],
+    hid: &'a mut [T],
+    xhat2: &'a mut [T],
+    rstd2: &'a mut [T],
+    y: &'a mut [T],
+}
+
+/// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output and
+/// the attention kernel's buffers.
+struct Scratch<T> {
+    xq: Vec<T>,
+    pre: Vec<T>,
+    y1: Vec<T>,
+    attn: RowsScratch<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new() -> Self {
+        Scratch {
+            xq: Vec::new(),
+            pre: Vec::new(),
+            y1: Vec::new(),
+            attn: RowsScratch::new(),
+        }
+    }
+}
+
+/// Runs the forward: the output `[B, Nq, d]` and what the backward needs.
+pub(super) fn run<T: Real>(
+    cfg: &Config,
+    dm: &Dims,
+    inputs: &[&ArrayD<T>],
+) -> Result<(ArrayD<T>, Saved<T>), TapeError> {
+    let vals = slices(inputs);
+    let v = |i: usize| vals[i].as_slice().expect("standard layout");
+    let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
+    let t = tail_at(cfg.given);
+    let cx = Ctx {
+        cfg,
+        dm,
+        isa: simd::active(),
+        x: v(0),
+        given: cfg.given.then(|| [v(1), v(2), v(3)]),
+        wq: (!cfg.given).then(|| Packed::new(v(1), d, hk)),
+        bq: if cfg.given { &[] } else { v(2) },
+        wkv: (!cfg.given).then(|| Packed::side_by_side(v(3), v(5), d, hk)),
+        bkv: if cfg.given {
+            Vec::new()
+        } else {
+            [v(4), v(6)].concat()
+        },
+        wo: Packed::new(v(t), hk, d),
+        w1: Packed::new(v(t + 4), d, f),
+        w2: Packed::new(v(t + 6), f, d),
+        vecs: [
+            v(t + 1),
+            v(t + 2),
+            v(t + 3),
+            v(t + 5),
+            v(t + 7),
+            v(t + 8),
+            v(t + 9),
+        ],
+        eps: T::from_f64(cfg.eps),
+    };
+    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
+    let plen = cfg.shape(dm, 0).p_len();
+    let rq = b * nq;
+    let project = !cfg.given;
+    let mut s = Saved {
+        q: vec![T::ZERO; if project { rq * ldhk } else { 0 }],
+        kv: vec![T::ZERO; if project { b * n * ldkv } else { 0 }],
+        p: vec![T::ZERO; b * plen],
+        o: vec![T::ZERO; rq * ldhk],
+        xhat1: vec![T::ZERO; rq * ldd],
+        rstd1: vec![T::ZERO; rq],
+        xhat2: vec![T::ZERO; rq * ldd],
+        rstd2: vec![T::ZERO; rq],
+        hid: vec![T::ZERO; rq * ldf],
+    };
+    let mut y = vec![T::ZERO; rq * d];
+    let per = Config::per_chunk(dm);
+    let chunks: Vec<Chunk<T>> = {
+        let mut q = split(&mut s.q, nq * ldhk, per, b).into_iter();
+        let mut kv = split(&mut s.kv, n * ldkv, per, b).into_iter();
+        let mut p = split(&mut s.p, plen, per, b).into_iter();
+        let mut o = split(&mut s.o, nq * ldhk, per, b).into_iter();
+        let mut xhat1 = split(&mut s.xhat1, nq * ldd, per, b).into_iter();
+        let mut rstd1 = split(&mut s.rstd1, nq, per, b).into_iter();
+        let mut hid = split(&mut s.hid, nq * ldf, per, b).into_iter();
+        let mut xhat2 = split(&mut s.xhat2, nq * ldd, per, b).into_iter();
+        let mut rstd2 = split(&mut s.rstd2, nq, per, b).into_iter();
+        let mut ys = split(&mut y, nq * d, per, b).into_iter();
+        (0..b)
+            .step_by(per)
+            .map(|s0| Chunk {
+                s0,
+                ns: per.min(b - s0),
+                q: q.next().expect("chunk"),
+                kv: kv.next().expect("chunk"),
+                p: p.next().expect("chunk"),
+                o: o.next().expect("chunk"),
+                xhat1: xhat1.next().expect("chunk"),
+                rstd1: rstd1.next().expect("chunk"),
+                hid: hid.next().expect("chunk"),
+                xhat2: xhat2.next().expect("chunk"),
+                rstd2: rstd2.next().expect("chunk"),
+                y: ys.next().expect("chunk"),
+            })
+            .collect()
+    };
+    chunks
+        .into_par_iter()
+        .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
+        .collect::<Result<Vec<()>, TapeError>>()?;
+    let y = ArrayD::from_shape_vec(IxDyn(&[b, nq, d]), y).expect("block: sizes");
+    Ok((y, s))
+}
+
+/// The query rows of `x` for the chunk's samples: `x` itself, or the gathered query row of
+/// each sample (row stride `d`).
+pub(super) fn query_rows<'a, T: Real>(
+    cfg: &Config,
+    dm: &Dims,
+    s0: usize,
+    ns: usize,
+    xc: &'a [T],
+    buf: &'a mut Vec<T>,
+) -> &'a [T] {
+    match &cfg.queries {
+        None => xc,
+        Some(pos) => {
+            let (n, d) = (dm.n, dm.d);
+            let rows = grow(buf, ns * d);
+            for i in 0..ns {
+                let at = (i * n + pos[s0 + i]) * d;
+                rows[i * d..(i + 1) * d].copy_from_slice(&xc[at..at + d]);
+            }
+            rows
+        }
+    }
+}
+
+fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+    let (dm, isa) = (cx.dm, cx.isa);
+    let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
+    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
+    let (s0, ns) = (c.s0, c.ns);
+    let (rk, rq) = (ns * n, ns * nq);
+    let [bo, g1, be1, b1, b2, g2, be2] = cx.vecs;
+    let Scratch { xq, pre, y1, attn } = sc;
+    let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
+    let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
+    // q = x_q·W_q + b_q and [k | v] = x·[W_k | W_v] + [b_k | b_v] (projection mode).
+    if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
+        init_rows(c.kv, ldkv, rk, &cx.bkv, None);
+        mm(
+            isa,
+            (rk, 2 * hk, d),
+            xc,
+            (d, 1),
+            &wkv.data,
+            wkv.ld,
+            c.kv,
+            ldkv,
+            true,
+        );
+        init_rows(c.q, ldhk, rq, cx.bq, None);
+        mm(
+            isa,
+            (rq, hk, d),
+            xq,
+            (d, 1),
+            &wq.data,
+            wq.ld,
+            c.q,
+            ldhk,
+            true,
+        );
+    }
+    // Attention per sample; probabilities kept.
+    let plen = cx.cfg.shape(dm, s0).p_len();
+    for i in 0..ns {
+        let shape = cx.cfg.shape(dm, s0 + i);
+        let (q, k, v) = match cx.given {
+            Some([q, k, v]) => {
+                let s = s0 + i;
+                (
+                    Rows {
+                        data: &q[s * nq * hk..(s + 1) * nq * hk],
+                        ld: hk,
+                    },
+                    Rows {
+                        data: &k[s * n * hk..(s + 1) * n * hk],
+                        ld: hk,
+                    },
+                    Rows {
+                        data: &v[s * n * hk..(s + 1) * n * hk],
+                        ld: hk,
+                    },
+                )
+            }
+            None => {
+                let kv = &c.kv[i * n * ldkv..(i + 1) * n * ldkv];
+                (
+                    Rows {
+                        data: &c.q[i * nq * ldhk..(i + 1) * nq * ldhk],
+                        ld: ldhk,
+                    },
+                    Rows { data: kv, ld: ldkv },
+                    Rows {
+                        data: kv.get(hk..).unwrap_or_default(),
+                        ld: ldkv,
+                    },
+                )
+            }
+        };
+        let o = RowsMut {
+            data: &mut c.o[i * nq * ldhk..(i + 1) * nq * ldhk],
+            ld: ldhk,
+        };
+        rows::forward(
+            isa,
+            &shape,
+            q,
+            k,
+            v,
+            &mut c.p[i * plen..(i + 1) * plen],
+            o,
+            attn,
+        )
+        .map_err(|e| err(e.to_string()))?;
+    }
+    // z = LN₁(x_q + o·W_o + b_o).
+    let pre = grow(pre, rq * ldd);
+    init_rows(pre, ldd, rq, bo, Some((xq, d)));
+    mm(
+        isa,
+        (rq, d, hk),
+        c.o,
+        (ldhk, 1),
+        &cx.wo.data,
+        cx.wo.ld,
+        pre,
+        ldd,
+        true,
+    );
+    let y1 = grow(y1, rq * ldd);
+    for r in 0..rq {
+        let row = r * ldd..(r + 1) * ldd;
+        c.rstd1[r] = ln_row(
+            isa,
+            &pre[row.clone()],
+            g1,
+            be1,
+            cx.eps,
+            &mut c.xhat1[row.clone()],
+            &mut y1[row],
+        );
+    }
+    // h = relu(z·W₁ + b₁); y = LN₂(z + h·W₂ + b₂).
+    init_rows(c.hid, ldf, rq, b1, None);
+    mm(
+        isa,
+        (rq, f, d),
+        y1,
+        (ldd, 1),
+        &cx.w1.data,
+        cx.w1.ld,
+        c.hid,
+        ldf,
+        true,
+    );
+    for r in 0..rq {
+        for h in &mut c.hid[r * ldf..r * ldf + f] {
+            // A NaN stays NaN (as the tape's relu).
+            if *h < T::ZERO {
+                *h = T::ZERO;
+            }
+        }
+    }
+    init_rows(pre, ldd, rq, b2, Some((y1, ldd)));
+    mm(
+        isa,
+        (rq, d, f),
+        c.hid,
+        (ldf, 1),
+        &cx.w2.data,
+        cx.w2.ld,
+        pre,
+        ldd,
+        true,
+    );
+    for r in 0..rq {
+        let row = r * ldd..(r + 1) * ldd;
+        c.rstd2[r] = ln_row(
+            isa,
+            &pre[row.clone()],
+            g2,
+            be2,
+            cx.eps,
+            &mut c.xhat2[row],
+            &mut c.y[r * d..(r + 1) * d],
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,460 @@
+//! `post_norm_block`: one post-norm transformer block (the paper's temperature model,
+//! PAPER.md §6.2) as a single fused op, computed in parallel chunks of whole samples with
+//! every intermediate kept in cache-sized row-major buffers.
+//!
+//! For `x` `[B, N, d]` and each query row `i` of sample `b` (every row, or one given row per
+//! sample), with heads `h` of width `K` and the first `len_b` keys visible:
+//!
+//! ```text
+//! qᵢ = xᵢ·W_q + b_q,  kⱼ = xⱼ·W_k + b_k,  vⱼ = xⱼ·W_v + b_v     (or given q, k, v)
+//! aᵢ = Σ_h softmax_{j<len_b}(scale·⟨qᵢₕ, kⱼₕ⟩)·vⱼₕ · W_o[h] + b_o
+//! zᵢ = LN₁(xᵢ + aᵢ)
+//! yᵢ = LN₂(zᵢ + relu(zᵢ·W₁ + b₁)·W₂ + b₂)
+//! ```
+//!
+//! with `LN(u) = (u − μ)/√(σ² + ε)∘γ + β` over the last axis (biased variance). This is
+//! exactly `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))` of a Keras post-norm block, as the tape
+//! would compute it from `linear`, `attention_heads`, `add` and `layer_norm` nodes, but with
+//! the projections run on weights packed once per call, the attention on the
+//! [`efa_attn::rows`] kernel (probabilities kept for the backward), biases, residuals and the
+//! ReLU applied in place, and the backward of the whole block in one pass per chunk.
+//!
+//! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
+//! each chunk writes its own rows and its own partial parameter gradients, which are summed in
+//! chunk order, so results are bitwise the same for any number of threads.
+
+mod backward;
+mod dense;
+mod forward;
+#[cfg(test)]
+mod tests;
+
+use crate::{FusedOp, Tape, TapeError, Var};
+use efa_attn::rows::RowsShape;
+use efa_num::Real;
+use ndarray::{ArrayD, IxDyn};
+use std::sync::Arc;
+
+const NAME: &str = "fused:post_norm_block";
+
+/// Rows per parallel chunk (rounded to whole samples; at least one sample). 256 rows of the
+/// temperature model (d = 32, H·K = 32, FFN 64) keep a chunk's activations, about 0.3 MiB with
+/// the attention probabilities, inside a 1 MiB L2 cache while its chunk-sized products still
+/// run many register blocks.
+pub const CHUNK_ROWS: usize = 256;
+
+/// Where a block's queries, keys and values come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockQkv {
+    /// Projected from the block input inside the op: `q = x·W_q + b_q`, `k = x·W_k + b_k`,
+    /// `v = x·W_v + b_v`, each kernel `[d, H·K]` and bias `[H·K]`.
+    Project {
+        /// Query kernel.
+        wq: Var,
+        /// Query bias.
+        bq: Var,
+        /// Key kernel.
+        wk: Var,
+        /// Key bias.
+        bk: Var,
+        /// Value kernel.
+        wv: Var,
+        /// Value bias.
+        bv: Var,
+    },
+    /// Already projected: `q` `[B, Nq, H·K]` (`Nq` = N, or 1 with query rows), `k`, `v`
+    /// `[B, N, H·K]` (head `h` owns columns `[h·K, (h+1)·K)`).
+    Given {
+        /// Queries.
+        q: Var,
+        /// Keys.
+        k: Var,
+        /// Values.
+        v: Var,
+    },
+}
+
+/// The parameters after the attention: output projection, first layer norm, feed-forward
+/// layers and second layer norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockTail {
+    /// Output projection `[H·K, d]`.
+    pub wo: Var,
+    /// Output bias `[d]`.
+    pub bo: Var,
+    /// First layer norm's gain `[d]`.
+    pub ln1_gain: Var,
+    /// First layer norm's shift `[d]`.
+    pub ln1_bias: Var,
+    /// Feed-forward kernel `[d, F]`.
+    pub w1: Var,
+    /// Feed-forward bias `[F]`.
+    pub b1: Var,
+    /// Feed-forward output kernel `[F, d]`.
+    pub w2: Var,
+    /// Feed-forward output bias `[d]`.
+    pub b2: Var,
+    /// Second layer norm's gain `[d]`.
+    pub ln2_gain: Var,
+    /// Second layer norm's shift `[d]`.
+    pub ln2_bias: Var,
+}
+
+/// One call of [`Tape::post_norm_block`] (formulas in the [module docs](self)).
+#[derive(Clone, Debug)]
+pub struct PostNormBlock {
+    /// Block input `[B, N, d]`.
+    pub x: Var,
+    /// Queries, keys and values: projected here or given.
+    pub qkv: BlockQkv,
+    /// Output projection, layer norms and feed-forward block.
+    pub tail: BlockTail,
+    /// Heads `H` (the projection width `H·K` must divide by it).
+    pub heads: usize,
+    /// Score scale (`1/√K` for Keras).
+    pub scale: f64,
+    /// Layer-norm ε of both norms.
+    pub eps: f64,
+    /// Visible keys per sample (`j < len_b`); `None`: all `N`.
+    pub key_lengths: Option<Vec<usize>>,
+    /// One query row per sample (e.g. the target position), giving `[B, 1, d]`; `None`: every
+    /// row is a query, giving `[B, N, d]`.
+    pub queries: Option<Vec<usize>>,
+}
+
+/// The op's settings (the inputs come from the tape).
+#[derive(Clone, Debug)]
+struct Config {
+    heads: usize,
+    scale: f64,
+    eps: f64,
+    given: bool,
+    lengths: Option<Arc<[usize]>>,
+    queries: Option<Arc<[usize]>>,
+}
+
+/// Shapes of one call, read from the inputs.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    /// Samples, positions (keys) per sample, query rows per sample.
+    b: usize,
+    n: usize,
+    nq: usize,
+    /// Model width, heads, width per head, `H·K`, feed-forward width.
+    d: usize,
+    heads: usize,
+    kd: usize,
+    hk: usize,
+    f: usize,
+}
+
+/// Input positions: `x`, then the projection (6) or given `q, k, v` (3), then the tail (10).
+fn tail_at(given: bool) -> usize {
+    if given {
+        4
+    } else {
+        7
+    }
+}
+
+fn err(message: String) -> TapeError {
+    TapeError::new(NAME, message)
+}
+
+impl Config {
+    fn dims<T: Real>(&self, inputs: &[&ArrayD<T>]) -> Result<Dims, TapeError> {
+        let t = tail_at(self.given);
+        if inputs.len() != t + 10 {
+            return Err(err(format!("{} inputs, expected {}", inputs.len(), t + 10)));
+        }
+        let x = inputs[0].shape();
+        let &[b, n, d] = x else {
+            return Err(err(format!("x must be [B, N, d], got {x:?}")));
+        };
+        let wo = inputs[t].shape();
+        let &[hk, dw] = wo else {
+            return Err(err(format!("wo must be [H·K, d], got {wo:?}")));
+        };
+        if self.heads == 0 || !hk.is_multiple_of(self.heads) || dw != d {
+            return Err(err(format!(
+                "wo {wo:?} must be [H·K, {d}] with H·K divisible by heads = {}",
+                self.heads
+            )));
+        }
+        let f = inputs[t + 4].shape().get(1).copied().unwrap_or(0);
+        let nq = if self.queries.is_some() { 1 } else { n };
+        let want = |i: usize, name: &str, shape: &[usize]| {
+            if inputs[i].shape() == shape {
+                Ok(())
+            } else {
+                Err(err(format!(
+                    "{name} must be {shape:?}, got {:?} (x {x:?}, wo {wo:?}, w1 {:?})",
+                    inputs[i].shape(),
+                    inputs[t + 4].shape()
+                )))
+            }
+        };
+        if self.given {
+            want(1, "q", &[b, nq, hk])?;
+            want(2, "k", &[b, n, hk])?;
+            want(3, "v", &[b, n, hk])?;
+        } else {
+            for (i, name) in [(1, "wq"), (3, "wk"), (5, "wv")] {
+                want(i, name, &[d, hk])?;
+                want(i + 1, &format!("b{}", &name[1..]), &[hk])?;
+            }
+        }
+        want(t + 1, "bo", &[d])?;
+        want(t + 2, "ln1_gain", &[d])?;
+        want(t + 3, "ln1_bias", &[d])?;
+        want(t + 4, "w1", &[d, f])?;
+        want(t + 5, "b1", &[f])?;
+        want(t + 6, "w2", &[f, d])?;
+        want(t + 7, "b2", &[d])?;
+        want(t + 8, "ln2_gain", &[d])?;
+        want(t + 9, "ln2_bias", &[d])?;
+        if let Some(l) = &self.lengths {
+            if l.len() != b {
+                return Err(err(format!(
+                    "key_lengths has {} entries for B = {b}",
+                    l.len()
+                )));
+            }
+            if let Some((i, &len)) = l.iter().enumerate().find(|(_, &len)| len > n) {
+                return Err(err(format!("key_lengths[{i}] = {len} exceeds N = {n}")));
+            }
+        }
+        if let Some(p) = &self.queries {
+            if p.len() != b {
+                return Err(err(format!("queries has {} entries for B = {b}", p.len())));
+            }
+            if let Some((i, &at)) = p.iter().enumerate().find(|(_, &at)| at >= n) {
+                return Err(err(format!("queries[{i}] = {at} is not below N = {n}")));
+            }
+        }
+        if !self.scale.is_finite() || !self.eps.is_finite() || self.eps < 0.0 {
+            return Err(err(format!(
+                "scale {} and eps {} must be finite, eps ≥ 0",
+                self.scale, self.eps
+            )));
+        }
+        Ok(Dims {
+            b,
+            n,
+            nq,
+            d,
+            heads: self.heads,
+            kd: hk / self.heads,
+            hk,
+            f,
+        })
+    }
+
+    /// Visible keys of sample `s`.
+    fn keys(&self, dm: &Dims, s: usize) -> usize {
+        self.lengths.as_ref().map_or(dm.n, |l| l[s])
+    }
+
+    /// The attention shape of sample `s`.
+    fn shape(&self, dm: &Dims, s: usize) -> RowsShape {
+        RowsShape {
+            nq: dm.nq,
+            nk: dm.n,
+            keys: self.keys(dm, s),
+            heads: dm.heads,
+            dk: dm.kd,
+            dv: dm.kd,
+            scale: self.scale,
+        }
+    }
+
+    /// Samples per chunk.
+    fn per_chunk(dm: &Dims) -> usize {
+        (CHUNK_ROWS / dm.n.max(1)).max(1)
+    }
+}
+
+/// What the forward keeps for the backward, row-major with padded strides (see `forward`).
+#[derive(Clone, Debug, Default)]
+struct Saved<T> {
+    /// Projected queries `[B·Nq, ld(H·K)]` and keys ‖ values `[B·N, ld(2·H·K)]` (projection
+    /// mode only).
+    q: Vec<T>,
+    kv: Vec<T>,
+    /// Attention probabilities, `RowsShape::p_len` per sample.
+    p: Vec<T>,
+    /// Attention output before its projection `[B·Nq, ld(H·K)]`.
+    o: Vec<T>,
+    /// Normalised rows and reciprocal deviations of both layer norms.
+    xhat1: Vec<T>,
+    rstd1: Vec<T>,
+    xhat2: Vec<T>,
+    rstd2: Vec<T>,
+    /// Feed-forward hidden layer after the ReLU `[B·Nq, ld(F)]`.
+    hid: Vec<T>,
+}
+
+#[derive(Clone)]
+struct BlockOp<T> {
+    cfg: Config,
+    saved: Saved<T>,
+}
+
+/// `buf` (`b` samples of `each` elements, or empty) cut into one piece per chunk of `per`
+/// samples (empty pieces for an empty buffer).
+fn split<T>(buf: &mut [T], each: usize, per: usize, b: usize) -> Vec<&mut [T]> {
+    let chunks = b.div_ceil(per);
+    if buf.is_empty() || each == 0 {
+        return (0..chunks).map(|_| <&mut [T]>::default()).collect();
+    }
+    debug_assert_eq!(buf.len(), b * each);
+    buf.chunks_mut(per * each).collect()
+}
+
+/// `buf` cut like [`split`], read-only.
+fn split_ref<T>(buf: &[T], each: usize, per: usize, b: usize) -> Vec<&[T]> {
+    let chunks = b.div_ceil(per);
+    if buf.is_empty() || each == 0 {
+        return (0..chunks).map(|_| <&[T]>::default()).collect();
+    }
+    debug_assert_eq!(buf.len(), b * each);
+    buf.chunks(per * each).collect()
+}
+
+impl<T: Real> FusedOp<T> for BlockOp<T> {
+    fn name(&self) -> &str {
+        "post_norm_block"
+    }
+
+    fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
+        let dm = self.cfg.dims(inputs)?;
+        let (y, saved) = forward::run(&self.cfg, &dm, inputs)?;
+        self.saved = saved;
+        Ok(vec![y])
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&ArrayD<T>],
+        _outputs: &[&ArrayD<T>],
+        d_outputs: &[Option<&ArrayD<T>>],
+        _needs_grad: &[bool],
+    ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
+        let dm = self.cfg.dims(inputs)?;
+        let Some(dy) = d_outputs[0] else {
+            return Ok(inputs
+                .iter()
+                .map(|x| Some(ArrayD::zeros(x.raw_dim())))
+                .collect());
+        };
+        backward::run(&self.cfg, &dm, inputs, &self.saved, dy)
+    }
+
+    /// The saved activations and probabilities.
+    fn saved_bytes(&self) -> usize {
+        let s = &self.saved;
+        let n = s.q.len()
+            + s.kv.len()
+            + s.p.len()
+            + s.o.len()
+            + s.xhat1.len()
+            + s.rstd1.len()
+            + s.xhat2.len()
+            + s.rstd2.len()
+            + s.hid.len();
+        n * std::mem::size_of::<T>()
+    }
+
+    /// Products as performed: the projections (`2·B·N·d·2HK + 2·B·Nq·d·HK` in projection
+    /// mode), attention (`2·H·Nq·len·2K` per sample), output projection
+    /// (`2·B·Nq·HK·d`) and feed-forward (`2·2·B·Nq·d·F`); backward twice each (both operand
+    /// gradients of every product; `dQ, dK, dV, dP` for attention, whose probabilities are
+    /// kept, not recomputed). Layer norms and element-wise work are not counted.
+    fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
+        let Ok(dm) = self.cfg.dims(inputs) else {
+            return 0;
+        };
+        let g = crate::stats::gemm_flops;
+        let rq = dm.b * dm.nq;
+        let proj = if self.cfg.given {
+            0
+        } else {
+            g(1, dm.b * dm.n, 2 * dm.hk, dm.d) + g(1, rq, dm.hk, dm.d)
+        };
+        let attn: u64 = (0..dm.b)
+            .map(|s| self.cfg.shape(&dm, s).forward_flops())
+            .sum();
+        let tail = g(1, rq, dm.d, dm.hk) + 2 * g(1, rq, dm.f, dm.d);
+        let fwd = proj + attn + tail;
+        if backward {
+            fwd.saturating_mul(2)
+        } else {
+            fwd
+        }
+    }
+}
+
+impl<T: Real> Tape<T> {
+    /// Records one post-norm transformer block as a single node (formulas in the
+    /// [module docs](crate::ops::block)): `[B, N, d]` out, or `[B, 1, d]` with query rows.
+    /// Inputs are recorded in the order `x`, the projection kernels and biases
+    /// (`wq, bq, wk, bk, wv, bv`) or the given `q, k, v`, then `wo, bo, ln1_gain, ln1_bias,
+    /// w1, b1, w2, b2, ln2_gain, ln2_bias`.
+    ///
+    /// # Errors
+    /// Shapes that do not fit together (naming the tensor and both shapes), `heads = 0` or not
+    /// dividing `H·K`, key lengths above `N`, query rows not below `N`, a non-finite scale or
+    /// a negative ε.
+    pub fn post_norm_block(&mut self, blk: PostNormBlock) -> Result<Var, TapeError> {
+        let mut inputs = vec![blk.x];
+        let given = match blk.qkv {
+            BlockQkv::Project {
+                wq,
+                bq,
+                wk,
+                bk,
+                wv,
+                bv,
+            } => {
+                inputs.extend([wq, bq, wk, bk, wv, bv]);
+                false
+            }
+            BlockQkv::Given { q, k, v } => {
+                inputs.extend([q, k, v]);
+                true
+            }
+        };
+        let t = blk.tail;
+        inputs.extend([
+            t.wo, t.bo, t.ln1_gain, t.ln1_bias, t.w1, t.b1, t.w2, t.b2, t.ln2_gain, t.ln2_bias,
+        ]);
+        let op = BlockOp::<T> {
+            cfg: Config {
+                heads: blk.heads,
+                scale: blk.scale,
+                eps: blk.eps,
+                given,
+                lengths: blk.key_lengths.map(Arc::from),
+                queries: blk.queries.map(Arc::from),
+            },
+            saved: Saved::default(),
+        };
+        Ok(self.fused(Box::new(op), &inputs)?[0])
+    }
+}
+
+/// `rows × cols` taken from a padded row-major buffer (row stride `ld`) as an array of `shape`.
+fn unpad<T: Real>(
+    buf: &[T],
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    c0: usize,
+    shape: &[usize],
+) -> ArrayD<T> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        out.extend_from_slice(&buf[r * ld + c0..r * ld + c0 + cols]);
+    }
+    ArrayD::from_shape_vec(IxDyn(shape), out).expect("block: sizes")
+}

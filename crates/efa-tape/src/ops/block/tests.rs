@@ -1,0 +1,320 @@
+//! The block op against the same block composed from the tape's own ops (`linear`,
+//! `attention_heads`, `add`, `layer_norm`, `relu`, `gather_positions`): output and every
+//! input gradient, in every mode (projected or given q, k, v; all rows or one query row per
+//! sample; key padding), over several chunks; finite-difference audits (tape and op level);
+//! the same bits for any thread count; errors naming the tensor.
+
+use super::*;
+use crate::audit::{audit_fused, AuditOptions};
+use crate::testutil::{assert_audit, rand_array};
+use efa_attn::{Attention, Mask};
+
+/// Modes: projection or given, every row or one query row per sample.
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    given: bool,
+    targets: bool,
+}
+
+const MODES: [Mode; 4] = [
+    Mode {
+        given: false,
+        targets: false,
+    },
+    Mode {
+        given: false,
+        targets: true,
+    },
+    Mode {
+        given: true,
+        targets: false,
+    },
+    Mode {
+        given: true,
+        targets: true,
+    },
+];
+
+/// One problem: sizes, key lengths and query rows.
+#[derive(Clone, Debug)]
+struct Case {
+    b: usize,
+    n: usize,
+    d: usize,
+    heads: usize,
+    kd: usize,
+    f: usize,
+    lengths: Option<Vec<usize>>,
+}
+
+impl Case {
+    fn queries(&self) -> Vec<usize> {
+        (0..self.b).map(|s| (3 * s + 1) % self.n).collect()
+    }
+
+    /// Inputs in the op's order for `mode`, seeded; gains near 1.
+    fn inputs(&self, mode: Mode, seed: u64) -> Vec<(String, ArrayD<f64>)> {
+        let (b, n, d, hk, f) = (self.b, self.n, self.d, self.heads * self.kd, self.f);
+        let nq = if mode.targets { 1 } else { n };
+        let mut k = seed;
+        let mut r = |name: &str, shape: &[usize], lo: f64, hi: f64| {
+            k += 1;
+            (name.to_string(), rand_array(shape, k, lo, hi))
+        };
+        let mut v = vec![r("x", &[b, n, d], -1.5, 1.5)];
+        if mode.given {
+            v.push(r("q", &[b, nq, hk], -1.5, 1.5));
+            v.push(r("k", &[b, n, hk], -1.5, 1.5));
+            v.push(r("v", &[b, n, hk], -1.0, 1.0));
+        } else {
+            for name in ["q", "k", "v"] {
+                v.push(r(&format!("w{name}"), &[d, hk], -0.8, 0.8));
+                v.push(r(&format!("b{name}"), &[hk], -0.3, 0.3));
+            }
+        }
+        v.push(r("wo", &[hk, d], -0.6, 0.6));
+        v.push(r("bo", &[d], -0.3, 0.3));
+        v.push(r("g1", &[d], 0.7, 1.3));
+        v.push(r("be1", &[d], -0.3, 0.3));
+        v.push(r("w1", &[d, f], -0.6, 0.6));
+        v.push(r("b1", &[f], -0.3, 0.3));
+        v.push(r("w2", &[f, d], -0.6, 0.6));
+        v.push(r("b2", &[d], -0.3, 0.3));
+        v.push(r("g2", &[d], 0.7, 1.3));
+        v.push(r("be2", &[d], -0.3, 0.3));
+        v
+    }
+
+    fn args(&self, mode: Mode, v: &[Var]) -> PostNormBlock {
+        let t = tail_at(mode.given);
+        PostNormBlock {
+            x: v[0],
+            qkv: if mode.given {
+                BlockQkv::Given {
+                    q: v[1],
+                    k: v[2],
+                    v: v[3],
+                }
+            } else {
+                BlockQkv::Project {
+                    wq: v[1],
+                    bq: v[2],
+                    wk: v[3],
+                    bk: v[4],
+                    wv: v[5],
+                    bv: v[6],
+                }
+            },
+            tail: BlockTail {
+                wo: v[t],
+                bo: v[t + 1],
+                ln1_gain: v[t + 2],
+                ln1_bias: v[t + 3],
+                w1: v[t + 4],
+                b1: v[t + 5],
+                w2: v[t + 6],
+                b2: v[t + 7],
+                ln2_gain: v[t + 8],
+                ln2_bias: v[t + 9],
+            },
+            heads: self.heads,
+            scale: 1.0 / (self.kd as f64).sqrt(),
+            eps: 1e-3,
+            key_lengths: self.lengths.clone(),
+            queries: mode.targets.then(|| self.queries()),
+        }
+    }
+
+    /// The same block from the tape's own ops.
+    fn composed<T: Real>(&self, mode: Mode, t: &mut Tape<T>, v: &[Var]) -> Result<Var, TapeError> {
+        let (b, d) = (self.b, self.d);
+        let tl = tail_at(mode.given);
+        let x = v[0];
+        let xq = if mode.targets {
+            let rows = t.gather_positions(x, &self.queries())?;
+            t.reshape(rows, &[b, 1, d])?
+        } else {
+            x
+        };
+        let (q, k, vv) = if mode.given {
+            (v[1], v[2], v[3])
+        } else {
+            (
+                t.linear(xq, v[1], Some(v[2]))?,
+                t.linear(x, v[3], Some(v[4]))?,
+                t.linear(x, v[5], Some(v[6]))?,
+            )
+        };
+        let lengths = self.lengths.clone().unwrap_or(vec![self.n; b]);
+        let args = Attention::new(q, k, vv)
+            .mask(Mask::none().key_lengths(lengths))
+            .scale(1.0 / (self.kd as f64).sqrt());
+        let o = t.attention_heads(args, self.heads)?.o;
+        let a = t.linear(o, v[tl], Some(v[tl + 1]))?;
+        let r = t.add(xq, a)?;
+        let eps = T::from_f64(1e-3);
+        let z = t.layer_norm(r, v[tl + 2], v[tl + 3], eps)?;
+        let h = t.linear(z, v[tl + 4], Some(v[tl + 5]))?;
+        let h = t.relu(h)?;
+        let u = t.linear(h, v[tl + 6], Some(v[tl + 7]))?;
+        let u = t.add(z, u)?;
+        t.layer_norm(u, v[tl + 8], v[tl + 9], eps)
+    }
+}
+
+/// Output and every input's gradient of `Σ c∘y` for seeded `c`.
+fn run<T: Real>(case: &Case, mode: Mode, fused: bool, seed: u64) -> Vec<ArrayD<f64>> {
+    let inputs = case.inputs(mode, seed);
+    let mut t = Tape::<T>::new();
+    let v: Vec<Var> = inputs
+        .iter()
+        .map(|(name, x)| t.param(name, x.mapv(T::from_f64)).unwrap())
+        .collect();
+    let y = if fused {
+        t.post_norm_block(case.args(mode, &v)).unwrap()
+    } else {
+        case.composed(mode, &mut t, &v).unwrap()
+    };
+    let c = rand_array(t.value(y).shape(), seed + 100, -1.0, 1.0);
+    let c = t.constant(c.mapv(T::from_f64));
+    let l = t.mul(y, c).unwrap();
+    let l = t.sum_all(l).unwrap();
+    let g = t.backward(l).unwrap();
+    let mut out = vec![t.value(y).mapv(|x| x.to_f64())];
+    out.extend(v.iter().map(|&x| g.wrt(x).unwrap().mapv(|x| x.to_f64())));
+    out
+}
+
+fn cases() -> Vec<Case> {
+    let c = |b, n, d, heads, kd, f, lengths: Option<Vec<usize>>| Case {
+        b,
+        n,
+        d,
+        heads,
+        kd,
+        f,
+        lengths,
+    };
+    vec![
+        c(3, 5, 6, 2, 3, 7, None),
+        c(4, 6, 5, 1, 4, 3, Some(vec![6, 2, 0, 5])),
+        // Several chunks (per chunk: ⌊256/100⌋ = 2 samples; 5 samples → 2, 2, 1).
+        c(5, 100, 4, 2, 2, 5, Some(vec![100, 7, 100, 1, 64])),
+        // The temperature widths at 44 positions (one chunk of 5 samples, then 1).
+        c(6, 44, 32, 2, 16, 64, None),
+    ]
+}
+
+#[test]
+fn the_block_equals_its_composition_from_tape_ops_in_every_mode() {
+    for (i, case) in cases().iter().enumerate() {
+        for mode in MODES {
+            let seed = 10 * i as u64;
+            let want = run::<f64>(case, mode, false, seed);
+            let got = run::<f64>(case, mode, true, seed);
+            let got32 = run::<f32>(case, mode, true, seed);
+            for (k, ((a, w), a32)) in got.iter().zip(&want).zip(&got32).enumerate() {
+                assert_eq!(a.shape(), w.shape(), "{case:?} {mode:?} #{k}");
+                let scale = w.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                for ((x, y), z) in a.iter().zip(w.iter()).zip(a32.iter()) {
+                    assert!(
+                        (x - y).abs() <= 1e-12 * scale,
+                        "{case:?} {mode:?} #{k} (0 = output, then inputs): {x} vs {y}"
+                    );
+                    assert!(
+                        (z - y).abs() <= 2e-4 * scale,
+                        "f32 {case:?} {mode:?} #{k}: {z} vs {y}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_block_passes_the_finite_difference_audit_in_every_mode() {
+    let case = Case {
+        b: 2,
+        n: 4,
+        d: 5,
+        heads: 2,
+        kd: 2,
+        f: 3,
+        lengths: Some(vec![4, 3]),
+    };
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let inputs = case.inputs(mode, 50 + i as u64);
+        let params: Vec<(&str, ArrayD<f64>)> = inputs
+            .iter()
+            .map(|(n, x)| (n.as_str(), x.clone()))
+            .collect();
+        let c = rand_array(&[2, if mode.targets { 1 } else { 4 }, 5], 7, -1.0, 1.0);
+        assert_audit(&params, |t, v| {
+            let y = t.post_norm_block(case.args(mode, v))?;
+            let c = t.constant(c.clone());
+            let p = t.mul(y, c)?;
+            t.sum_all(p)
+        });
+        // The op on its own (seeded cotangent), as `audit_fused` checks every fused op.
+        let op = BlockOp::<f64> {
+            cfg: Config {
+                heads: case.heads,
+                scale: 1.0 / (case.kd as f64).sqrt(),
+                eps: 1e-3,
+                given: mode.given,
+                lengths: case.lengths.clone().map(Arc::from),
+                queries: mode.targets.then(|| Arc::from(case.queries())),
+            },
+            saved: Saved::default(),
+        };
+        let values: Vec<ArrayD<f64>> = inputs.into_iter().map(|(_, x)| x).collect();
+        let report = audit_fused(&op, &values, 3, &AuditOptions::default()).unwrap();
+        assert!(report.passed(), "{mode:?}:\n{report}");
+    }
+}
+
+#[test]
+fn results_are_the_same_bits_for_one_and_two_threads() {
+    let case = &cases()[2];
+    for mode in MODES {
+        let bits = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| run::<f32>(case, mode, true, 4))
+                .iter()
+                .flat_map(|a| a.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                .collect::<Vec<u64>>()
+        };
+        assert_eq!(bits(1), bits(2), "{mode:?}");
+    }
+}
+
+#[test]
+fn shapes_that_do_not_fit_are_errors_naming_the_tensor() {
+    let case = &cases()[0];
+    let mode = MODES[0];
+    let mut inputs = case.inputs(mode, 1);
+    let fail = |inputs: &[(String, ArrayD<f64>)], f: &dyn Fn(&mut PostNormBlock)| {
+        let mut t = Tape::<f64>::new();
+        let v: Vec<Var> = inputs
+            .iter()
+            .map(|(n, x)| t.param(n, x.clone()).unwrap())
+            .collect();
+        let mut args = case.args(mode, &v);
+        f(&mut args);
+        t.post_norm_block(args).unwrap_err().to_string()
+    };
+    let e = fail(&inputs, &|a| a.key_lengths = Some(vec![5, 6, 1]));
+    assert!(e.contains("key_lengths[1] = 6 exceeds N = 5"), "{e}");
+    let e = fail(&inputs, &|a| a.queries = Some(vec![0, 5, 1]));
+    assert!(e.contains("queries[1] = 5 is not below N = 5"), "{e}");
+    let e = fail(&inputs, &|a| a.heads = 4);
+    assert!(e.contains("divisible by heads = 4"), "{e}");
+    inputs[11].1 = rand_array(&[6, 3], 1, -1.0, 1.0);
+    let e = fail(&inputs, &|_| {});
+    assert!(e.starts_with("fused:post_norm_block:"), "{e}");
+    // w1 sets F = 3, so the bias of 7 no longer fits.
+    assert!(e.contains("b1 must be [3], got [7]"), "{e}");
+}
