@@ -16,7 +16,8 @@ use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
 use efa_model::checkpoint::{
-    load_model_layout, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy, InputDigest,
+    load_model_layout, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
+    InputDigest,
 };
 use efa_model::runlock::RunLock;
 use efa_model::train::{check_resume, fit, FitOptions};

@@ -244,7 +244,11 @@ fn huge_sizes_in_a_config_or_model_file_are_refused_before_building() {
     // A configuration file claiming 2^40 items.
     let text = std::fs::read_to_string(&cfg).unwrap();
     let huge = dir.join("huge.toml");
-    std::fs::write(&huge, text.replacen("items = 6 ", "items = 1099511627776 ", 1)).unwrap();
+    std::fs::write(
+        &huge,
+        text.replacen("items = 6 ", "items = 1099511627776 ", 1),
+    )
+    .unwrap();
     let out = dir.join("out");
     let o = train(&huge, &data, &data, &[p("--out"), &out]);
     let limit = "is beyond the limit of 268435456 (the most parameter values a model may have)";

@@ -122,6 +122,9 @@ fn meta_crc(meta: &BTreeMap<String, String>) -> u32 {
     c.finish()
 }
 
+/// A tensor to write: (name, dtype name, element size, shape, bytes).
+type Entry = (String, &'static str, usize, Vec<usize>, Vec<u8>);
+
 /// Serialises named f32 tensors (prefixed), raw byte tensors and metadata, with checksums.
 fn serialize(
     groups: &[(&str, &Params<f32>)],
@@ -136,8 +139,7 @@ fn serialize(
             "metadata key `{k}` is reserved for checksums"
         )));
     }
-    // (name, dtype name, element size, shape, bytes)
-    let mut tensors: Vec<(String, &str, usize, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut tensors: Vec<Entry> = Vec::new();
     for (prefix, params) in groups {
         for (name, v) in params.iter() {
             let shape = v.shape().to_vec();
