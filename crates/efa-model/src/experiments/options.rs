@@ -64,8 +64,10 @@ pub enum Protocol {
     /// that drops every user id ≥ the number of users; exp-2's per-sample validation split).
     #[default]
     Paper,
-    /// Every kept user used (a correct random user split, numpy seed 42) and the validation
-    /// split made by user, so no user's ratings are in both train and validation.
+    /// MovieLens: every kept user used (a correct random user split, numpy seed 42) and the
+    /// validation split made by user, so no user's ratings are in both train and validation.
+    /// Temperature: standardised temperatures and coordinates, minibatches and early stopping
+    /// on validation (the MSE still in °F²). Elsewhere the same as the paper protocol.
     Clean,
 }
 
