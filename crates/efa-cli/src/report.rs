@@ -216,11 +216,38 @@ fn render(f: &Figure) -> String {
     }
 }
 
-/// Writes a file atomically (temporary file, then rename), naming it in errors.
+/// Writes a file atomically ([`efa_model::checkpoint::write_atomic`]: `<file>.tmp`, fsync,
+/// rename; a failed write removes `<file>.tmp`), naming it in errors.
 pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents)
-        .map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+    efa_model::checkpoint::write_atomic(path, contents.as_bytes())
+        .map_err(|e| CliError::new(e.to_string()))
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::write_file;
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("efa-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // The target is a non-empty directory: the temporary file is written, the rename
+        // over the directory fails.
+        let target = dir.join("results.json");
+        std::fs::create_dir_all(target.join("x")).unwrap();
+        let e = write_file(&target, "{}").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{}: cannot rename the temporary file over it: ",
+                target.display()
+            )),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["results.json"], "only the directory remains");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

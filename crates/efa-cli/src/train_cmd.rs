@@ -3,20 +3,27 @@
 //!
 //! Output directory: `config.toml` (a copy of the configuration), `checkpoint.safetensors`
 //! (every `--checkpoint-every` epochs and at the end), `model.safetensors` (the restored best
-//! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`) and
-//! `result.json` (history, best epoch, validation and test nll).
+//! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`),
+//! `result.json` (history, best epoch, validation and test nll), and `train.lock` while a
+//! process runs there (a second one is refused; see `efa_model::runlock`).
+//!
+//! A resume (`--resume`) is checked completely (checkpoint checksums and state, configuration,
+//! training settings, sample counts, size and CRC-32 of the `--data` and `--valid` files, the
+//! optimizer's step count) before anything in the output directory is written.
 
 use crate::common::{set_threads, user};
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
 use efa_model::checkpoint::{
-    load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
+    load_model_layout, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
+    InputDigest,
 };
-use efa_model::train::{fit, FitOptions};
+use efa_model::runlock::RunLock;
+use efa_model::train::{check_resume, fit, FitOptions};
 use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
 use efa_model::Params;
-use efa_model::{Evaluator, Objective};
+use efa_model::{Evaluator, ModelError, Objective};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -103,7 +110,9 @@ pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, Params<f32>), CliEr
         .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
     cfg.validate()
         .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
-    let (params, _) = load_model(&file, &cfg.model.init::<f32>(0)).map_err(user)?;
+    // The configuration's sizes were checked (`validate`); the tensors are checked against
+    // its layout before any parameter is built.
+    let (params, _) = load_model_layout(&file, &cfg.model.layout()).map_err(user)?;
     Ok((cfg, params))
 }
 
@@ -136,6 +145,11 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         Some(p) => Some(load_split(p, &cfg)?),
         None => None,
     };
+    // The identity of the inputs, stored in checkpoints: a resume must see the same bytes.
+    let inputs = vec![
+        InputDigest::of_file("--data", &args.data).map_err(user)?,
+        InputDigest::of_file("--valid", args.valid.as_ref().unwrap_or(&args.data)).map_err(user)?,
+    ];
     let out = args
         .out
         .clone()
@@ -147,14 +161,17 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
             out.display()
         ))
     })?;
+    // One process per output directory; released (and its file removed) when `run` returns,
+    // and by the operating system if the process dies.
+    let _lock = RunLock::acquire(&out).map_err(user)?;
     let config_json = serde_json::to_string(&cfg).map_err(user)?;
-    let text = std::fs::read(&args.config).map_err(user)?;
-    write_atomic(&out.join("config.toml"), &text).map_err(user)?;
+    let val_samples = valid.as_ref().unwrap_or(&train);
 
     let family = cfg.family.family();
     let objective = Objective::Nll(family);
     let eval = Evaluator::new(&cfg.model, &objective).with_detect_anomaly(args.detect_anomaly);
     let mut params = cfg.model.init::<f32>(cfg.init_seed);
+    // Every check of a resume comes before the first write into the output directory.
     let resume = match &args.resume {
         Some(dir) => {
             let path = dir.join(CHECKPOINT_FILE);
@@ -166,10 +183,27 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
                     args.config.display()
                 )));
             }
+            check_resume(
+                &ck,
+                &cfg.train,
+                &train.samples,
+                &val_samples.samples,
+                &inputs,
+            )
+            .map_err(|e| {
+                let msg = match e {
+                    ModelError::Config(s) => s,
+                    e => e.to_string(),
+                };
+                CliError::new(format!("{}: {msg}", path.display()))
+            })?;
             Some(ck)
         }
         None => None,
     };
+    let text = std::fs::read(&args.config)
+        .map_err(|e| CliError::new(format!("{}: cannot read: {e}", args.config.display())))?;
+    write_atomic(&out.join("config.toml"), &text).map_err(user)?;
     let policy = CheckpointPolicy {
         path: out.join(CHECKPOINT_FILE),
         every: args.checkpoint_every,
@@ -188,8 +222,8 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         checkpoint: Some(policy),
         resume,
         on_epoch: Some(&mut hook),
+        inputs,
     };
-    let val_samples = valid.as_ref().unwrap_or(&train);
     let fit = fit(
         &eval,
         &mut params,

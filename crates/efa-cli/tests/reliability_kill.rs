@@ -1,6 +1,7 @@
 //! A training process killed with SIGKILL at an arbitrary moment (possibly while writing a
 //! checkpoint) resumes from its last complete checkpoint to the same bits as an uninterrupted
-//! run with the same seed and thread count.
+//! run with the same seed and thread count. While it runs, a second process on the same
+//! directory is refused; the lock it leaves when killed does not block the resume.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,6 +52,19 @@ fn sigkilled_run_resumes_bit_identically() {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(150));
+    // A second process on the same directory is refused at once, naming the lock and the
+    // holder; it writes nothing.
+    let o = cmd(&config, "--out", &killed).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim_end(),
+        format!(
+            "error: {}: the output directory is in use by process {} (another efa train); \
+             wait for it to end or choose another --out",
+            killed.join("train.lock").display(),
+            child.id()
+        )
+    );
     assert!(
         child.try_wait().unwrap().is_none(),
         "the run finished before it could be killed"
@@ -58,9 +72,13 @@ fn sigkilled_run_resumes_bit_identically() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(!killed.join("model.safetensors").exists());
+    // The killed process leaves its lock file; the lock itself died with it, so the resume
+    // below is not blocked.
+    assert!(killed.join("train.lock").exists());
 
     let o = cmd(&config, "--resume", &killed).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!killed.join("train.lock").exists());
     let o = cmd(&config, "--out", &full).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let read = |d: &Path, f: &str| std::fs::read(d.join(f)).unwrap();

@@ -43,6 +43,7 @@
 pub mod audit;
 pub mod batch;
 pub mod checkpoint;
+pub mod crc32;
 pub mod efa;
 mod error;
 pub mod experiments;
@@ -54,7 +55,10 @@ pub mod model;
 pub mod objective;
 pub mod params;
 pub mod recipe;
+pub mod runlock;
+pub mod sizes;
 pub mod train;
+pub mod trainstate;
 pub mod userdata;
 
 pub use batch::{SampleSet, Samples, Targets};

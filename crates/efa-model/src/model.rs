@@ -40,12 +40,14 @@ pub struct Registered {
 }
 
 impl ModelConfig {
-    /// Checks for impossible shapes.
+    /// Checks for impossible shapes, then that the parameters can be built
+    /// ([`crate::sizes::check_sizes`]: no size beyond the limit, no overflow).
     pub fn validate(&self) -> Result<(), ModelError> {
         match self {
-            ModelConfig::Efa(c) => c.validate(),
-            ModelConfig::Fm(c) => c.validate(),
+            ModelConfig::Efa(c) => c.validate()?,
+            ModelConfig::Fm(c) => c.validate()?,
         }
+        crate::sizes::check_sizes(self)
     }
 
     /// Declares every parameter to `s` in order (see [`crate::params`]).

@@ -6,7 +6,9 @@
 //! `efa_model::train::{loss_and_grads, evaluate, predict, TrainConfig, …}` keep working.
 
 use crate::batch::SampleSet;
-use crate::checkpoint::{Checkpoint, CheckpointPolicy, EpochBits, ShuffleState, TrainState};
+use crate::checkpoint::{
+    Checkpoint, CheckpointPolicy, EpochBits, InputDigest, ShuffleState, TrainState,
+};
 use crate::params::Params;
 use crate::ModelError;
 use ndarray::ArrayD;
@@ -36,13 +38,54 @@ pub struct FitOptions<'a> {
     /// Called after each epoch and its checkpoint (progress bars; tests use an error to
     /// simulate a crash); an error ends training with that error.
     pub on_epoch: Option<EpochHook<'a>>,
+    /// Identities of the run's inputs (e.g. [`InputDigest::of_file`] of the training and
+    /// validation files), stored in checkpoints; a resume with other inputs is refused.
+    pub inputs: Vec<InputDigest>,
 }
 
-/// Checks that a checkpoint belongs to this run (same settings and training-set size).
-fn check_resume(state: &TrainState, cfg: &TrainConfig, n_train: usize) -> Result<(), ModelError> {
+fn refuse(msg: String) -> ModelError {
+    ModelError::Config(format!("cannot resume: {msg}"))
+}
+
+/// What a resumed run continues with: the shuffle generator and order after the stored
+/// epochs, and the optimizer.
+struct Resumed {
+    rng: StdRng,
+    order: Vec<usize>,
+    adam: efa_optim::Adam<f32>,
+}
+
+/// Checks that checkpoint `ck` can continue this run, before anything is written: its state
+/// is consistent ([`TrainState::validate`]); it was trained with the same settings (`seed`,
+/// `lr`, `batch_size`, `max_epochs`, `patience`, `batching`; `eval_batch` does not change
+/// results and may differ), the same numbers of training and validation samples and the same
+/// `inputs` (role, size and CRC-32 of each); its optimizer has the settings of
+/// [`new_adam`]`(cfg)` and took exactly as many steps as the stored epochs make on this data
+/// (the epochs' batches are replayed from the seed). The error names the field.
+pub fn check_resume(
+    ck: &Checkpoint,
+    cfg: &TrainConfig,
+    train: &dyn SampleSet,
+    val: &dyn SampleSet,
+    inputs: &[InputDigest],
+) -> Result<(), ModelError> {
+    resume_state(ck, cfg, train, val, inputs).map(|_| ())
+}
+
+fn resume_state(
+    ck: &Checkpoint,
+    cfg: &TrainConfig,
+    train: &dyn SampleSet,
+    val: &dyn SampleSet,
+    inputs: &[InputDigest],
+) -> Result<Resumed, ModelError> {
+    let state = &ck.state;
+    state
+        .validate()
+        .map_err(|e| refuse(format!("checkpoint state: {e}")))?;
     let differ = |field: &str, a: String, b: String| {
-        Err(ModelError::Config(format!(
-            "cannot resume: checkpoint has train.{field} = {a}, this run has {b}"
+        Err(refuse(format!(
+            "checkpoint has train.{field} = {a}, this run has {b}"
         )))
     };
     let c = &state.train;
@@ -69,25 +112,78 @@ fn check_resume(state: &TrainState, cfg: &TrainConfig, n_train: usize) -> Result
             cfg.max_epochs.to_string(),
         );
     }
-    if state.n_train != n_train {
+    if c.batching != cfg.batching {
         return differ(
-            "(training samples)",
-            state.n_train.to_string(),
-            n_train.to_string(),
+            "batching",
+            c.batching.name().into(),
+            cfg.batching.name().into(),
         );
     }
-    if state.shuffle.seed != cfg.seed
-        || state.shuffle.shuffles != state.epoch
-        || state.history.len() != state.epoch
+    for (field, what, a, b) in [
+        ("n_train", "training", state.n_train, train.len()),
+        ("n_val", "validation", state.n_val, val.len()),
+    ] {
+        if a != b {
+            return Err(refuse(format!(
+                "checkpoint has {field} = {a} {what} samples, this run has {b}"
+            )));
+        }
+    }
+    for d in &state.inputs {
+        match inputs.iter().find(|i| i.role == d.role) {
+            None => {
+                return Err(refuse(format!(
+                    "the checkpoint was trained with input `{}` ({}), this run has none",
+                    d.role,
+                    d.describe()
+                )))
+            }
+            Some(i) if i != d => {
+                return Err(refuse(format!(
+                    "input `{}` differs from the one the checkpoint was trained on ({} there, \
+                     {} now)",
+                    d.role,
+                    d.describe(),
+                    i.describe()
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(i) = inputs
+        .iter()
+        .find(|i| !state.inputs.iter().any(|d| d.role == i.role))
     {
-        return Err(ModelError::Config(format!(
-            "cannot resume: inconsistent checkpoint state (epoch {}, {} shuffles, {} history entries)",
-            state.epoch,
-            state.shuffle.shuffles,
-            state.history.len()
+        return Err(refuse(format!(
+            "this run has input `{}`, the checkpoint records none",
+            i.role
         )));
     }
-    Ok(())
+    let adam = efa_optim::Adam::<f32>::load(&ck.adam)
+        .map_err(|e| ModelError::Optim(format!("checkpoint optimizer state: {e}")))?;
+    let fresh = new_adam(cfg)?;
+    if adam.config != fresh.config {
+        return Err(refuse(format!(
+            "the checkpoint's optimizer settings {:?} differ from this run's {:?}",
+            adam.config, fresh.config
+        )));
+    }
+    // Replay the stored epochs' shuffles (rebuilding the generator and the order), counting
+    // the minibatches, i.e. the Adam steps they took.
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut order: Vec<usize> = (0..train.len()).collect();
+    let mut steps = 0u64;
+    for _ in 0..state.shuffle.shuffles {
+        steps += epoch_batches(train, cfg, &mut rng, &mut order)?.len() as u64;
+    }
+    if adam.steps() != steps {
+        return Err(refuse(format!(
+            "the checkpoint's optimizer took {} steps, but {} epochs of this run take {steps}",
+            adam.steps(),
+            state.epoch
+        )));
+    }
+    Ok(Resumed { rng, order, adam })
 }
 
 /// Trains `params` in place: each epoch reshuffles the training samples from a seeded RNG,
@@ -135,12 +231,8 @@ pub fn fit(
     let mut finished = false;
     let mut plan_counts: BTreeMap<String, usize> = BTreeMap::new();
     if let Some(ck) = opts.resume.take() {
-        check_resume(&ck.state, cfg, train.len())?;
-        for _ in 0..ck.state.shuffle.shuffles {
-            order.shuffle(&mut rng);
-        }
-        adam = efa_optim::Adam::load(&ck.adam)
-            .map_err(|e| ModelError::Optim(format!("checkpoint optimizer state: {e}")))?;
+        let r = resume_state(&ck, cfg, train, val, &opts.inputs)?;
+        (rng, order, adam) = (r.rng, r.order, r.adam);
         *params = ck.params;
         best_params = ck.best;
         stopper = ck.state.stopper();
@@ -196,6 +288,8 @@ pub fn fit(
                     finished: last,
                     train: cfg.clone(),
                     n_train: train.len(),
+                    n_val: val.len(),
+                    inputs: opts.inputs.clone(),
                 };
                 let ck = Checkpoint {
                     params: params.clone(),
