@@ -49,16 +49,18 @@ pub struct ReproduceArgs {
 /// Runs `efa reproduce`.
 pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
     set_threads(a.threads)?;
-    let exp = a.experiment.build().map_err(cli)?;
-    for line in exp.describe() {
-        errln!("{line}");
-    }
     let settings = RunSettings {
         epochs: a.epochs,
         seed: a.seed,
         plan: a.plan,
         batching: a.batching,
     };
+    // Bad settings (`--epochs 0`) fail before any data are read.
+    settings.validate().map_err(cli)?;
+    let exp = a.experiment.build().map_err(cli)?;
+    for line in exp.describe() {
+        errln!("{line}");
+    }
     let specs = exp.runs(&settings).map_err(cli)?;
     let mut done = Vec::with_capacity(specs.len());
     for spec in &specs {

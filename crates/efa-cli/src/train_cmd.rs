@@ -6,7 +6,7 @@
 //! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`) and
 //! `result.json` (history, best epoch, validation and test nll).
 
-use crate::common::{set_threads, user};
+use crate::common::{cli, set_threads, user};
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
@@ -14,7 +14,7 @@ use efa_model::checkpoint::{
     load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
 };
 use efa_model::train::{fit, FitOptions};
-use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
+use efa_model::userdata::{build, check_job_memory, read_csv, UserConfig, UserSamples};
 use efa_model::Params;
 use efa_model::{Evaluator, Objective};
 use serde::Serialize;
@@ -74,13 +74,12 @@ pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
     UserConfig::from_toml(&text, path).map_err(user)
 }
 
-/// Reads a CSV split into samples, checked against the model.
+/// Reads a CSV split into samples (stored as sequences), checked against the model, and
+/// checks that training and evaluating on it fits in the available memory.
 pub(crate) fn load_split(path: &Path, cfg: &UserConfig) -> Result<UserSamples, CliError> {
     let data = read_csv(path, cfg).map_err(user)?;
     let s = build(&data, cfg);
-    s.samples
-        .validate(&path.display().to_string())
-        .map_err(CliError::new)?;
+    check_job_memory(&data, &s.samples, cfg, rayon::current_num_threads()).map_err(cli)?;
     Ok(s)
 }
 

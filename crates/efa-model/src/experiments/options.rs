@@ -133,3 +133,10 @@ pub fn resolve_data_dir(data: Option<&PathBuf>) -> Result<PathBuf, ModelError> {
         }),
     }
 }
+
+/// The first value of `v` that occurs a second time (a repeated `--k` or `--seeds` entry),
+/// in O(n log n).
+pub fn first_repeat<T: Ord + Copy>(v: &[T]) -> Option<T> {
+    let mut seen = std::collections::BTreeSet::new();
+    v.iter().copied().find(|x| !seen.insert(*x))
+}

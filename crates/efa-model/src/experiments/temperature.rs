@@ -3,6 +3,7 @@
 //! §6.2–§6.3, and the k-nearest-city factor model of §6.4 (a best guess: its code was never
 //! published).
 
+use super::options::first_repeat;
 use super::{
     plan_of, Analysis, DataOptions, Experiment, Figure, Models, RunSettings, RunSpec, TrainedRun,
 };
@@ -321,6 +322,45 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Checks the options before any data are read, naming the flag: `--layers` in
+    /// `1..=MAX_LAYERS`; `--lag` at most 2; where the FM runs, `--fm-epochs` at least 1 and
+    /// `--k` not empty, every k at least 1 and none repeated (the upper bound, the number of
+    /// cities − 1, is checked once the cities are known); `--seeds` without repeats.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |s: String| Err(ModelError::Config(s));
+        if let Some(l) = self.layers {
+            if l == 0 || l > crate::limits::MAX_LAYERS {
+                return bad(format!(
+                    "--layers {l}: must be in 1..={}",
+                    crate::limits::MAX_LAYERS
+                ));
+            }
+        }
+        if self.lag > 2 {
+            return bad(format!(
+                "--lag {}: the paper's models use 0, 1 or 2 lag days",
+                self.lag
+            ));
+        }
+        if self.model != Models::Efa {
+            if self.fm_epochs == 0 {
+                return bad("--fm-epochs 0: must be at least 1".into());
+            }
+            if self.k.is_empty() || self.k.contains(&0) {
+                return bad(format!("--k {:?}: needs neighbour counts of at least 1", self.k));
+            }
+            if let Some(k) = first_repeat(&self.k) {
+                return bad(format!("--k: {k} is given twice"));
+            }
+        }
+        if let Some(s) = first_repeat(&self.seeds) {
+            return bad(format!("--seeds: {s} is given twice"));
+        }
+        Ok(())
+    }
+}
+
 /// The temperature experiment with its data (and, for lag models, the lag-0 data of the FM).
 pub struct Temperature {
     options: Options,
@@ -337,9 +377,7 @@ impl Temperature {
                     .into(),
             ));
         }
-        if options.layers == Some(0) {
-            return Err(ModelError::Config("--layers must be at least 1".into()));
-        }
+        options.validate()?;
         let dir = options.data.dir()?;
         let data = load(&dir, options.lag)?;
         let fm_data = if options.lag > 0 && options.model != Models::Efa {
@@ -437,6 +475,7 @@ impl Experiment for Temperature {
     }
 
     fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        s.validate()?;
         let lag = self.options.lag;
         let mut out = Vec::new();
         if self.options.model != Models::Fm {
