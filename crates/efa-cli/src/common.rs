@@ -14,7 +14,9 @@ pub fn max_threads() -> usize {
 /// the error (e.g. `"efa bench attention: "`).
 pub fn check_threads(t: usize, context: &str) -> Result<usize, CliError> {
     if t == 0 {
-        return Err(CliError::new(format!("{context}--threads must be at least 1")));
+        return Err(CliError::new(format!(
+            "{context}--threads must be at least 1"
+        )));
     }
     let max = max_threads();
     if t > max {

@@ -51,7 +51,15 @@ fn threads_beyond_the_bound_are_errors_for_every_command() {
     );
     let runs: Vec<(Vec<&str>, &str)> = vec![
         (
-            vec!["train", "--config", s(&cfg), "--data", s(&csv), "--out", s(&out)],
+            vec![
+                "train",
+                "--config",
+                s(&cfg),
+                "--data",
+                s(&csv),
+                "--out",
+                s(&out),
+            ],
             "",
         ),
         (vec!["evaluate", "--model", s(&out), "--data", s(&csv)], ""),
@@ -67,14 +75,25 @@ fn threads_beyond_the_bound_are_errors_for_every_command() {
     }
     // 2⁶⁴ − 1 threads: the same error, not an attempt to start them.
     let o = efa(&["bench", "attention", "--threads", "18446744073709551615"]);
-    fails(&o, "efa bench attention: --threads 18446744073709551615: at most", "");
+    fails(
+        &o,
+        "efa bench attention: --threads 18446744073709551615: at most",
+        "",
+    );
     assert!(!out.exists(), "nothing was written");
 }
 
 #[test]
 fn bench_attention_sizes_are_checked_before_allocating() {
     // Overflowing B·H·N·D (it panicked with a shape overflow before).
-    let o = efa(&["bench", "attention", "--batch", "4611686018427387904", "--heads", "4"]);
+    let o = efa(&[
+        "bench",
+        "attention",
+        "--batch",
+        "4611686018427387904",
+        "--heads",
+        "4",
+    ]);
     fails(
         &o,
         "efa bench attention: --batch 4611686018427387904 × --heads 4 × --len 512 × --dim 64 \
@@ -91,7 +110,16 @@ fn bench_attention_sizes_are_checked_before_allocating() {
     );
     // Small arrays, endless work: 4·10¹² FLOPs per forward, 22 forwards.
     let o = efa(&[
-        "bench", "attention", "--batch", "1", "--heads", "1", "--len", "1000000", "--dim", "1",
+        "bench",
+        "attention",
+        "--batch",
+        "1",
+        "--heads",
+        "1",
+        "--len",
+        "1000000",
+        "--dim",
+        "1",
     ]);
     fails(
         &o,
@@ -103,8 +131,18 @@ fn bench_attention_sizes_are_checked_before_allocating() {
     // timing each: it aborted on allocation before).
     for reps in ["0", "1000000000000000000"] {
         let o = efa(&[
-            "bench", "attention", "--batch", "1", "--heads", "1", "--len", "1", "--dim", "1",
-            "--reps", reps,
+            "bench",
+            "attention",
+            "--batch",
+            "1",
+            "--heads",
+            "1",
+            "--len",
+            "1",
+            "--dim",
+            "1",
+            "--reps",
+            reps,
         ]);
         fails(
             &o,
@@ -113,7 +151,11 @@ fn bench_attention_sizes_are_checked_before_allocating() {
         );
     }
     let o = efa(&["bench", "train", "synthetic", "--sgemm-size", "100000000"]);
-    fails(&o, "efa bench train: --sgemm-size 100000000: at most 8192", "");
+    fails(
+        &o,
+        "efa bench train: --sgemm-size 100000000: at most 8192",
+        "",
+    );
 }
 
 #[test]
@@ -144,11 +186,17 @@ fn huge_config_dims_and_degenerate_settings_are_errors_when_the_config_is_read()
     );
     fails(
         &o,
-        &format!("invalid model configuration: {}: not enough memory: the job needs about", p.display()),
+        &format!(
+            "invalid model configuration: {}: not enough memory: the job needs about",
+            p.display()
+        ),
         "the largest part is field `items` = 1000000000000 × `item_dim` = 8",
     );
     // 10⁸ blocks: it ran without end before.
-    let (p, o) = run("layers.toml", base.replace("layers = 1", "layers = 100000000"));
+    let (p, o) = run(
+        "layers.toml",
+        base.replace("layers = 1", "layers = 100000000"),
+    );
     fails(
         &o,
         &format!(
@@ -160,7 +208,10 @@ fn huge_config_dims_and_degenerate_settings_are_errors_when_the_config_is_read()
     );
     // Degenerate settings: errors naming the field, not a later CSV line or a model trained
     // for no epochs.
-    let (p, o) = run("epochs.toml", base.replace("max_epochs = 6", "max_epochs = 0"));
+    let (p, o) = run(
+        "epochs.toml",
+        base.replace("max_epochs = 6", "max_epochs = 0"),
+    );
     fails(
         &o,
         &format!(
@@ -244,7 +295,9 @@ fn a_model_file_claiming_huge_sizes_is_checked_before_anything_is_built() {
     );
     // 10¹² item rows claimed (the tensors in the file are 6 rows): the model was built from
     // the metadata first and the process aborted before.
-    edit_config(&model, |c| c["model"]["efa"]["items"] = 1_000_000_000_000u64.into());
+    edit_config(&model, |c| {
+        c["model"]["efa"]["items"] = 1_000_000_000_000u64.into()
+    });
     for cmd in ["evaluate", "predict"] {
         let o = efa(&[cmd, "--model", s(&run), "--data", s(&test)]);
         fails(
@@ -300,7 +353,13 @@ fn reproduce_with_zero_epochs_is_an_error_naming_the_flag() {
         "",
     );
     assert!(!out.exists());
-    let o = efa(&["reproduce", "synthetic", "--users", "4000000000000", "--quiet"]);
+    let o = efa(&[
+        "reproduce",
+        "synthetic",
+        "--users",
+        "4000000000000",
+        "--quiet",
+    ]);
     fails(
         &o,
         "--users 4000000000000: must be a multiple of 4, at least 8 and at most 1000000",
@@ -357,7 +416,15 @@ fn a_long_sequence_among_short_ones_predicts_like_the_short_ones_alone() {
     let predict = |p: &Path| {
         let o = efa_limited(
             3_000_000,
-            &["predict", "--threads", "2", "--model", s(&run), "--data", s(p)],
+            &[
+                "predict",
+                "--threads",
+                "2",
+                "--model",
+                s(&run),
+                "--data",
+                s(p),
+            ],
         );
         assert!(
             o.status.success(),
@@ -371,5 +438,8 @@ fn a_long_sequence_among_short_ones_predicts_like_the_short_ones_alone() {
     let lines: Vec<&str> = pb.lines().collect();
     // Unidirectional: every row but the first of each sequence is a target.
     assert_eq!(lines.len(), 1 + (70 - 20) + 29_999);
-    assert!(pb.starts_with(&pa), "the short sequences' rows come first, unchanged");
+    assert!(
+        pb.starts_with(&pa),
+        "the short sequences' rows come first, unchanged"
+    );
 }

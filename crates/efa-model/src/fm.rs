@@ -71,10 +71,12 @@ impl FmConfig {
             )));
         }
         // Every table's element count and the total, with overflow-safe products.
-        crate::limits::count_params(&crate::ModelConfig::Fm(self.clone())).map_err(|e| match e {
-            ModelError::Config(s) => ModelError::Config(format!("FM config {s}")),
-            e => e,
-        })?;
+        crate::limits::count_params(&crate::ModelConfig::Fm(self.clone())).map_err(
+            |e| match e {
+                ModelError::Config(s) => ModelError::Config(format!("FM config {s}")),
+                e => e,
+            },
+        )?;
         Ok(())
     }
 

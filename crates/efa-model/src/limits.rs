@@ -291,11 +291,9 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64) {
             (f, ft, rows.saturating_mul(hk).saturating_mul(3))
         }
         ModelConfig::Fm(FmConfig::Rating { dim, .. }) => (3, u(*dim).saturating_mul(4), 0),
-        ModelConfig::Fm(FmConfig::Item { dim, classes, .. }) => (
-            3,
-            u(*dim).saturating_mul(4).saturating_add(u(*classes)),
-            0,
-        ),
+        ModelConfig::Fm(FmConfig::Item { dim, classes, .. }) => {
+            (3, u(*dim).saturating_mul(4).saturating_add(u(*classes)), 0)
+        }
     }
 }
 

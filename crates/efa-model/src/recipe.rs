@@ -70,7 +70,10 @@ impl TrainConfig {
             )))
         };
         if !(self.lr > 0.0 && self.lr.is_finite()) {
-            return bad("lr", format!("{} must be a finite positive number", self.lr));
+            return bad(
+                "lr",
+                format!("{} must be a finite positive number", self.lr),
+            );
         }
         for (field, v) in [
             ("batch_size", self.batch_size),

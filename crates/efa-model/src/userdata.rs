@@ -211,9 +211,10 @@ impl UserConfig {
             FamilySpec::GaussianKnownVar { s2 } if !(s2 > 0.0 && s2.is_finite()) => {
                 bad("s2", format!("{s2} must be a finite positive variance"))
             }
-            FamilySpec::NegativeBinomial { r } if !(r > 0.0 && r.is_finite()) => {
-                bad("r", format!("{r} must be a finite positive number of failures"))
-            }
+            FamilySpec::NegativeBinomial { r } if !(r > 0.0 && r.is_finite()) => bad(
+                "r",
+                format!("{r} must be a finite positive number of failures"),
+            ),
             FamilySpec::Categorical { k } if k < 2 => bad(
                 "k",
                 format!(

@@ -22,7 +22,10 @@ fn config_error(text: &str) -> String {
 }
 
 fn efa(text: &str) -> EfaConfig {
-    match UserConfig::from_toml(text, Path::new("c.toml")).unwrap().model {
+    match UserConfig::from_toml(text, Path::new("c.toml"))
+        .unwrap()
+        .model
+    {
         ModelConfig::Efa(c) => c,
         ModelConfig::Fm(_) => unreachable!(),
     }
@@ -107,13 +110,19 @@ fn huge_dims_are_errors_naming_the_field_before_anything_is_allocated() {
     ];
     for (from, to, expected) in cases {
         let e = config_error(&BASE.replace(from, to));
-        assert!(e.starts_with("invalid model configuration: c.toml: "), "{e}");
+        assert!(
+            e.starts_with("invalid model configuration: c.toml: "),
+            "{e}"
+        );
         assert!(e.contains(expected), "{to}: {e}");
     }
     // The memory error states the estimate, the parameters and the available memory.
     let e = config_error(&BASE.replace("items = 6", "items = 1000000000000"));
     assert!(e.contains("not enough memory: the job needs about "), "{e}");
-    assert!(e.contains("(8000000000632 parameters: 160.0 TB for parameters,"), "{e}");
+    assert!(
+        e.contains("(8000000000632 parameters: 160.0 TB for parameters,"),
+        "{e}"
+    );
     assert!(e.contains("is available ("), "{e}");
     // Factor models too.
     let fm = "[family]\nkind = \"gaussian_known_var\"\ns2 = 1.0\n[model.fm]\nkind = \"rating\"\nitems = 100000000000\ndim = 50\n[train]\nlr = 0.1\nbatch_size = 2\nmax_epochs = 1\npatience = 1\nseed = 0\n";
@@ -131,7 +140,9 @@ fn huge_dims_are_errors_naming_the_field_before_anything_is_allocated() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("FM config field `tokens` = 1099511627776 × `dim` = 1099511627776: parameter `alpha`"),
+        e.contains(
+            "FM config field `tokens` = 1099511627776 × `dim` = 1099511627776: parameter `alpha`"
+        ),
         "{e}"
     );
 }
@@ -141,10 +152,9 @@ fn parameter_counts_match_the_declared_layout() {
     // The counting walk against the layout the model declares (its shapes, multiplied here).
     let mut models = vec![
         ModelConfig::Efa(efa(BASE)),
-        ModelConfig::Efa(efa(&BASE.replace(
-            "layers = 1",
-            "layers = 3\nffn = 5\nnorm = \"post\"",
-        ))),
+        ModelConfig::Efa(efa(
+            &BASE.replace("layers = 1", "layers = 3\nffn = 5\nnorm = \"post\"")
+        )),
         ModelConfig::Fm(FmConfig::Rating { items: 7, dim: 3 }),
         ModelConfig::Fm(FmConfig::Item {
             tokens: 9,
@@ -213,7 +223,10 @@ fn the_memory_estimate_follows_its_formula() {
     // One long sample: the micro-batch holds one sample of 100,000 positions (above the
     // budget), the evaluation chunk min(64·100000, max(64·512, 100000)) = 100,000 positions.
     let job = Job::new(&t, 100, 100_000, 1);
-    assert_eq!((job.train_positions, job.eval_positions), (100_000, 100_000));
+    assert_eq!(
+        (job.train_positions, job.eval_positions),
+        (100_000, 100_000)
+    );
     // Checked against a given amount of memory: just enough passes, one byte less fails.
     let job = Job::new(&t, 100, 5, 2);
     assert!(check_memory_against(&m, &job, "five rows", (18112, "test")).is_ok());
@@ -350,7 +363,9 @@ fn experiment_options_are_checked_before_any_data_are_read() {
     .unwrap()
     .to_string();
     assert!(
-        e.ends_with("--users 4000000000000: must be a multiple of 4, at least 8 and at most 1000000"),
+        e.ends_with(
+            "--users 4000000000000: must be a multiple of 4, at least 8 and at most 1000000"
+        ),
         "{e}"
     );
     // Temperature flags, with a data directory that does not exist: the flag is named
@@ -362,12 +377,8 @@ fn experiment_options_are_checked_before_any_data_are_read() {
         },
         ..Default::default()
     };
-    let err = |o: temperature::Options| {
-        temperature::Temperature::new(&o)
-            .err()
-            .unwrap()
-            .to_string()
-    };
+    let err =
+        |o: temperature::Options| temperature::Temperature::new(&o).err().unwrap().to_string();
     let cases = [
         (
             temperature::Options {
@@ -427,10 +438,7 @@ fn experiment_options_are_checked_before_any_data_are_read() {
         ),
     ];
     for (o, expected) in cases {
-        assert_eq!(
-            err(o),
-            format!("invalid model configuration: {expected}")
-        );
+        assert_eq!(err(o), format!("invalid model configuration: {expected}"));
     }
     // An EFA-only run does not need FM flags.
     let e = err(temperature::Options {
@@ -438,5 +446,8 @@ fn experiment_options_are_checked_before_any_data_are_read() {
         k: vec![],
         ..base.clone()
     });
-    assert!(e.contains("--data /nonexistent-efa-data: not a directory"), "{e}");
+    assert!(
+        e.contains("--data /nonexistent-efa-data: not a directory"),
+        "{e}"
+    );
 }

@@ -58,10 +58,7 @@ fn user_samples_are_stored_once_and_built_at_each_minibatch_width() {
     let first = 2 + 3 + 4; // s0, s1, s2
     let b = set.select(&[first, first + 2]);
     assert_eq!(b.width(), 5);
-    assert_eq!(
-        b.tokens,
-        ndarray::array![[4, 5, 1, 2, 3], [4, 5, 1, 2, 3]]
-    );
+    assert_eq!(b.tokens, ndarray::array![[4, 5, 1, 2, 3], [4, 5, 1, 2, 3]]);
     assert_eq!(
         b.values.unwrap(),
         ndarray::array![[5, 4, 3, 2, 1], [1, 4, 5, 2, 1]]
@@ -85,7 +82,11 @@ fn user_samples_are_stored_once_and_built_at_each_minibatch_width() {
         short.values.unwrap(),
         full.values.as_ref().unwrap().slice(ndarray::s![.., ..4])
     );
-    assert!(full.tokens.slice(ndarray::s![.., 4..]).iter().all(|&t| t == 0));
+    assert!(full
+        .tokens
+        .slice(ndarray::s![.., 4..])
+        .iter()
+        .all(|&t| t == 0));
 }
 
 #[test]
@@ -194,8 +195,14 @@ fn a_binding_budget_gives_the_per_sample_mean_with_the_same_bits_on_any_thread_c
         .flat_map(|g| g.iter())
         .fold(0.0f64, |m, v| m.max(v.abs()));
     for (l, g, e) in &runs {
-        assert!((l - ref_loss).abs() <= 1e-12 * ref_loss.abs(), "{l} vs {ref_loss}");
-        assert!((e - ref_loss).abs() <= 1e-12 * ref_loss.abs(), "{e} vs {ref_loss}");
+        assert!(
+            (l - ref_loss).abs() <= 1e-12 * ref_loss.abs(),
+            "{l} vs {ref_loss}"
+        );
+        assert!(
+            (e - ref_loss).abs() <= 1e-12 * ref_loss.abs(),
+            "{e} vs {ref_loss}"
+        );
         for (a, b) in g.iter().zip(&ref_grads) {
             for (x, y) in a.iter().zip(b.iter()) {
                 assert!((x - y).abs() <= 1e-12 * scale, "{x} vs {y}");
@@ -234,12 +241,10 @@ fn the_position_budget_never_binds_for_the_paper_experiments() {
     };
     let mut experiments = vec![ExperimentOptions::Synthetic(synthetic::Options::default())];
     if data.join("movielens/u.data").is_file() {
-        experiments.push(ExperimentOptions::MovielensItems(
-            movielens::ItemsOptions {
-                data: data_options.clone(),
-                ..Default::default()
-            },
-        ));
+        experiments.push(ExperimentOptions::MovielensItems(movielens::ItemsOptions {
+            data: data_options.clone(),
+            ..Default::default()
+        }));
         for variant in [movielens::Variant::V1, movielens::Variant::V2] {
             experiments.push(ExperimentOptions::MovielensRatings(
                 movielens::RatingsOptions {

@@ -275,7 +275,11 @@ impl EfaConfig {
         for (a, b, what) in [
             (self.heads, self.key_dim, "heads × key_dim"),
             (self.heads, d, "heads × model width (item_dim + values.dim)"),
-            (self.key_dim, d, "key_dim × model width (item_dim + values.dim)"),
+            (
+                self.key_dim,
+                d,
+                "key_dim × model width (item_dim + values.dim)",
+            ),
         ] {
             if fits(a.checked_mul(b)).is_none() {
                 return bad(

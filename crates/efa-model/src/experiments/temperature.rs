@@ -348,7 +348,10 @@ impl Options {
                 return bad("--fm-epochs 0: must be at least 1".into());
             }
             if self.k.is_empty() || self.k.contains(&0) {
-                return bad(format!("--k {:?}: needs neighbour counts of at least 1", self.k));
+                return bad(format!(
+                    "--k {:?}: needs neighbour counts of at least 1",
+                    self.k
+                ));
             }
             if let Some(k) = first_repeat(&self.k) {
                 return bad(format!("--k: {k} is given twice"));
