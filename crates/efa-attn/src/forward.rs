@@ -323,7 +323,8 @@ fn tile<T: Real>(
             }
         }
     }
-    // Finish: o = acc / l, lse = m + ln l; rows that saw nothing keep o = 0, lse = −∞.
+    // Finish: o = acc / l, lse = m + ln l; rows that saw nothing keep o = 0, lse = −∞; rows with
+    // a NaN score get NaN.
     for r in 0..mq {
         let l = sc.l[r];
         let out = &mut o[r * dv..(r + 1) * dv];
@@ -339,6 +340,11 @@ fn tile<T: Real>(
                 }
             }
             lse[r].write(sc.m[r] + l.ln());
+        } else if l.is_nan() {
+            // A NaN score (from a NaN query or key element) reaches l through exp: the row's
+            // output and log-normaliser are NaN, never the fully-masked 0 and −∞.
+            out.fill(MaybeUninit::new(T::NAN));
+            lse[r].write(T::NAN);
         } else {
             out.fill(MaybeUninit::new(T::ZERO));
             lse[r].write(T::NEG_INFINITY);

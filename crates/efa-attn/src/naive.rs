@@ -30,8 +30,24 @@ fn probs<T: Real>(
                     .sum::<f64>()
                     * scale;
                 p[[i, j]] = s;
-                m = m.max(s);
+                // `f64::max` ignores NaN; a NaN score must poison the whole row instead.
+                m = if s.is_nan() || m.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(s)
+                };
             }
+        }
+        if m.is_nan() {
+            for j in 0..nk {
+                p[[i, j]] = if rules.visible(b, h, i, j) {
+                    f64::NAN
+                } else {
+                    0.0
+                };
+            }
+            lse[i] = f64::NAN;
+            continue;
         }
         if m == f64::NEG_INFINITY {
             p.row_mut(i).fill(0.0);

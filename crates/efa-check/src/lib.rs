@@ -46,6 +46,15 @@ pub use fd::{
 pub use jacobian::{numeric_jacobian, Jacobian};
 pub use report::{Compared, Failure, Location, ParamSummary, Report, Skipped, Verbose};
 
+/// The audit entry points, options and report types in one import:
+/// `use efa_check::prelude::*;`.
+pub mod prelude {
+    pub use crate::audit::{audit_params, check_gradient, CheckOptions, Mode, ParamSpec};
+    pub use crate::fd::{central_difference, central_gradient, FdOptions};
+    pub use crate::report::{Compared, Failure, Location, ParamSummary, Report};
+    pub use crate::Tolerance;
+}
+
 /// Per-element acceptance rule: an analytic value `a` passes against a numeric value `n` iff
 /// `|a − n| ≤ abs + rel·|n|`.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -40,7 +40,7 @@ pub struct AuditArgs {
     plan: Option<ForwardPlan>,
     /// Parameters with at most this many elements are checked element by element, larger ones
     /// along seeded random directions.
-    #[arg(long, global = true, default_value_t = 2048)]
+    #[arg(long, global = true, default_value_t = 512)]
     max_full: usize,
     /// Random directions per large parameter.
     #[arg(long, global = true, default_value_t = 16)]

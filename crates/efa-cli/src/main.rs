@@ -16,6 +16,7 @@ mod plot;
 mod predict_cmd;
 mod report;
 mod reproduce;
+mod runner;
 mod train_cmd;
 
 pub use error::CliError;

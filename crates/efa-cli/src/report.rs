@@ -1,11 +1,10 @@
 //! Shared output of the `reproduce` commands: progress bars, the results table, `results.json`
 //! and the loss-curve SVG.
 
-use crate::plot::{heat_map, line_chart, Series};
+use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
-use efa_model::experiments::{run, Analysis, Figure, RunResult, RunSpec};
+use efa_model::experiments::{Analysis, Figure, RunResult};
 use efa_model::train::EpochLog;
-use efa_model::Params;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -34,25 +33,6 @@ pub fn on_epoch(bar: &ProgressBar, log: &EpochLog) {
         "train {:.4}  val {:.4}  {:.0} samples/s",
         log.train_loss, log.val_loss, log.samples_per_s
     ));
-}
-
-/// Trains one run behind a progress bar and prints its summary line (with seconds per
-/// epoch); returns the result and the trained (best-validation) parameters.
-pub fn train_with_bar(spec: &RunSpec, quiet: bool) -> Result<(RunResult, Params<f32>), CliError> {
-    let bar = epoch_bar(
-        &format!("{} {}", spec.model.kind(), spec.setting),
-        spec.train_config.max_epochs,
-        quiet,
-    );
-    let (r, p) = run(spec, &mut |log| on_epoch(&bar, log)).map_err(crate::common::cli)?;
-    bar.finish_and_clear();
-    let per_epoch =
-        r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
-    errln!(
-        "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s ({:.2} s/epoch, {} train samples)",
-        r.model, r.setting, r.metric, r.value, r.paper, r.epochs, r.best_epoch, r.seconds, per_epoch, spec.train.len()
-    );
-    Ok((r, p))
 }
 
 /// Prints `setting | model | metric | ours | paper` with the epochs and time of each run.
@@ -125,6 +105,7 @@ pub fn write_outputs<C: Serialize>(
     rows: &[RunResult],
     config: &C,
     analysis: &Analysis,
+    log_y: bool,
 ) -> Result<(), CliError> {
     std::fs::create_dir_all(out).map_err(|e| {
         CliError::new(format!(
@@ -184,12 +165,18 @@ pub fn write_outputs<C: Serialize>(
         });
     }
     let metric = rows.first().map_or("loss", |r| r.metric.as_str());
-    let svg = line_chart(
-        &format!("{experiment}: loss per epoch"),
-        "epoch",
+    let (title, y) = (
+        format!("{experiment}: loss per epoch"),
         metric.trim_start_matches("test_"),
-        &series,
     );
+    let svg = match line_chart_with(&title, "epoch", y, &series, &ChartOptions { log_y }) {
+        Ok(svg) => svg,
+        Err(e) => {
+            // The runs are done: draw the curves on a linear axis rather than lose them.
+            errln!("warning: {e}; loss_curves.svg drawn with a linear y axis");
+            line_chart(&title, "epoch", y, &series)
+        }
+    };
     write_file(&out.join("loss_curves.svg"), &svg)?;
     for f in &analysis.figures {
         write_file(&out.join(f.file()), &render(f))?;

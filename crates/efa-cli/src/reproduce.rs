@@ -1,22 +1,27 @@
-//! `efa reproduce <experiment>`: train every run of one of the paper's experiments behind a
-//! progress bar, print ours beside the paper's numbers, and write `results.json`, the loss
-//! curves and the experiment's own figures.
+//! `efa reproduce <experiment>` and `efa reproduce all`: train every run of the paper's
+//! experiments behind a progress bar each (runs side by side, one per thread), print ours
+//! beside the paper's numbers, and write `results.json`, the loss curves and the experiments'
+//! own figures.
 
 use crate::common::{cli, set_threads};
-use crate::report::{print_table, train_with_bar, write_outputs};
+use crate::report::{print_table, write_outputs};
+use crate::runner::run_all;
 use crate::CliError;
-use clap::Args;
-use efa_model::experiments::{ExperimentOptions, RunSettings, TrainedRun};
+use clap::{Args, Subcommand};
+use efa_model::experiments::{
+    temperature, DataOptions, Experiment, ExperimentOptions, Models, RunResult, RunSettings,
+    RunSpec, TrainedRun,
+};
 use efa_model::train::Batching;
 use efa_model::ForwardPlan;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `efa reproduce`.
 #[derive(Args)]
 pub struct ReproduceArgs {
     #[command(subcommand)]
-    experiment: ExperimentOptions,
+    target: Target,
     /// Most epochs per model (default: the paper's for the experiment; early stopping usually
     /// ends runs sooner).
     #[arg(long, global = true)]
@@ -35,7 +40,8 @@ pub struct ReproduceArgs {
     /// Every other run keeps sample batches; results.json says what ran.
     #[arg(long, global = true, value_enum, default_value_t = Batching::Samples)]
     batching: Batching,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default: all cores). Runs go side by side, one per thread; results do
+    /// not depend on the thread count.
     #[arg(long, global = true)]
     threads: Option<usize>,
     /// Output directory for results.json and the SVG plots (default: out/<experiment>).
@@ -44,31 +50,80 @@ pub struct ReproduceArgs {
     /// No progress bars.
     #[arg(long, global = true)]
     quiet: bool,
+    /// Draw the loss curves on a logarithmic y axis (losses must be positive; otherwise the
+    /// curves are drawn on a linear axis with a warning).
+    #[arg(long, global = true)]
+    log_y: bool,
 }
 
-/// Runs `efa reproduce`.
-pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
+/// What to reproduce.
+#[derive(Subcommand)]
+enum Target {
+    #[command(flatten)]
+    Experiment(ExperimentOptions),
+    /// Every experiment of the paper with one seed under the paper protocol, and the
+    /// temperature EFAs without lags over several seeds (their paper figures are single runs
+    /// of an unstable recipe); one results.json and one summary table, ours beside the paper.
+    All(AllArgs),
+}
+
+/// Options of `efa reproduce all`.
+#[derive(Args)]
+struct AllArgs {
+    /// Data directory holding movielens/, instacart/ and temperature/ (default
+    /// ../shared/data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Seeds 0..N of the temperature EFAs without lags (L = 1, 2, 4), reported as a spread
+    /// (1 to 100).
+    #[arg(long, default_value_t = 5)]
+    spread_seeds: u64,
+}
+
+/// Most `--spread-seeds`: 100 (three EFA trainings per seed).
+const MAX_SPREAD_SEEDS: u64 = 100;
+
+fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
     set_threads(a.threads)?;
-    let settings = RunSettings {
+    Ok(a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }))
+}
+
+fn settings(a: &ReproduceArgs) -> RunSettings {
+    RunSettings {
         epochs: a.epochs,
         seed: a.seed,
         plan: a.plan,
         batching: a.batching,
-    };
-    // Bad settings (`--epochs 0`) fail before any data are read.
-    settings.validate().map_err(cli)?;
-    let exp = a.experiment.build().map_err(cli)?;
-    for line in exp.describe() {
-        errln!("{line}");
     }
-    let specs = exp.runs(&settings).map_err(cli)?;
-    let mut done = Vec::with_capacity(specs.len());
-    for spec in &specs {
-        done.push(train_with_bar(spec, a.quiet)?);
-    }
+}
+
+/// `results.json`'s configuration: the experiment's options and the shared settings.
+fn config(a: &ReproduceArgs, options: &ExperimentOptions) -> Result<serde_json::Value, CliError> {
+    let mut config = serde_json::to_value(options).map_err(|e| CliError::new(e.to_string()))?;
+    config["epochs"] = json!(a.epochs);
+    config["seed"] = json!(a.seed);
+    config["plan"] = json!(a.plan.map(ForwardPlan::name));
+    config["threads"] = json!(a.threads);
+    config["batching"] = json!(a.batching.name());
+    Ok(config)
+}
+
+/// One experiment's runs done: its analysis, table and files.
+fn finish(
+    a: &ReproduceArgs,
+    exp: &dyn Experiment,
+    options: &ExperimentOptions,
+    specs: &[RunSpec],
+    done: &[(RunResult, efa_model::Params<f32>)],
+    out: &Path,
+) -> Result<serde_json::Value, CliError> {
     let trained: Vec<TrainedRun<'_>> = specs
         .iter()
-        .zip(&done)
+        .zip(done)
         .map(|(spec, (result, params))| TrainedRun {
             spec,
             result,
@@ -76,23 +131,182 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
         })
         .collect();
     let analysis = exp.analyse(&trained).map_err(cli)?;
-    let rows: Vec<_> = done.iter().map(|(r, _)| r.clone()).collect();
+    let rows: Vec<RunResult> = done.iter().map(|(r, _)| r.clone()).collect();
     print_table(&rows)?;
     for line in &analysis.lines {
         outln!("{line}")?;
     }
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("out").join(exp.name()));
-    let mut config =
-        serde_json::to_value(&a.experiment).map_err(|e| CliError::new(e.to_string()))?;
-    config["epochs"] = json!(a.epochs);
-    config["seed"] = json!(a.seed);
-    config["plan"] = json!(a.plan.map(ForwardPlan::name));
-    config["threads"] = json!(a.threads);
-    config["batching"] = json!(a.batching.name());
-    write_outputs(&out, &exp.name(), &rows, &config, &analysis)?;
+    write_outputs(
+        out,
+        &exp.name(),
+        &rows,
+        &config(a, options)?,
+        &analysis,
+        a.log_y,
+    )?;
     errln!("wrote {}/results.json and loss_curves.svg", out.display());
+    Ok(
+        json!({"experiment": exp.name(), "rows": rows.iter().map(|r| json!({
+        "setting": r.setting, "model": r.model, "metric": r.metric, "value": r.value,
+        "paper": r.paper, "epochs": r.epochs, "best_epoch": r.best_epoch, "seconds": r.seconds,
+    })).collect::<Vec<_>>(), "analysis": analysis.json}),
+    )
+}
+
+/// Runs `efa reproduce`.
+pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
+    // Bad settings (`--epochs 0`, `--spread-seeds 0`) fail before any data are read.
+    settings(&a).validate().map_err(cli)?;
+    if let Target::All(all) = &a.target {
+        if all.spread_seeds == 0 || all.spread_seeds > MAX_SPREAD_SEEDS {
+            return Err(CliError::new(format!(
+                "--spread-seeds {}: must be in 1..={MAX_SPREAD_SEEDS}",
+                all.spread_seeds
+            )));
+        }
+    }
+    match &a.target {
+        Target::Experiment(options) => {
+            let threads = threads(&a)?;
+            let exp = options.build().map_err(cli)?;
+            for line in exp.describe() {
+                errln!("{line}");
+            }
+            let specs = exp.runs(&settings(&a)).map_err(cli)?;
+            let done = run_all(&specs, threads, a.quiet)?;
+            let out = a
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("out").join(exp.name()));
+            finish(&a, exp.as_ref(), options, &specs, &done, &out)?;
+            Ok(())
+        }
+        Target::All(all) => reproduce_all(&a, all),
+    }
+}
+
+/// The experiments of `efa reproduce all`, in table order.
+fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
+    use efa_model::experiments::{instacart, movielens, synthetic};
+    let data = DataOptions {
+        data: all.data.clone(),
+        ..DataOptions::default()
+    };
+    let temp = |lag: usize, model: Models, seeds: Vec<u64>| {
+        ExperimentOptions::Temperature(temperature::Options {
+            lag,
+            model,
+            seeds,
+            data: data.clone(),
+            ..temperature::Options::default()
+        })
+    };
+    let ratings = |variant| {
+        ExperimentOptions::MovielensRatings(movielens::RatingsOptions {
+            variant,
+            data: data.clone(),
+            ..movielens::RatingsOptions::default()
+        })
+    };
+    vec![
+        ExperimentOptions::Synthetic(synthetic::Options::default()),
+        ExperimentOptions::MovielensItems(movielens::ItemsOptions {
+            data: data.clone(),
+            ..movielens::ItemsOptions::default()
+        }),
+        ratings(movielens::Variant::V1),
+        ratings(movielens::Variant::V2),
+        ExperimentOptions::Instacart(instacart::Options {
+            data: data.clone(),
+            ..instacart::Options::default()
+        }),
+        temp(0, Models::Both, (0..all.spread_seeds).collect()),
+        temp(1, Models::Efa, Vec::new()),
+        temp(2, Models::Efa, Vec::new()),
+    ]
+}
+
+/// Runs `efa reproduce all`: every run of every experiment in one queue (runs side by side,
+/// longest first), then each experiment's outputs under `OUT/<experiment>/` and the summary in
+/// `OUT/results.json`.
+fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
+    let start = std::time::Instant::now();
+    let threads = threads(a)?;
+    let options = all_experiments(all);
+    let mut exps: Vec<Box<dyn Experiment>> = Vec::new();
+    let mut specs: Vec<RunSpec> = Vec::new();
+    let mut ranges = Vec::new();
+    for o in &options {
+        let exp = o.build().map_err(cli)?;
+        for line in exp.describe() {
+            errln!("{line}");
+        }
+        let runs = exp.runs(&settings(a)).map_err(cli)?;
+        ranges.push(specs.len()..specs.len() + runs.len());
+        specs.extend(runs);
+        exps.push(exp);
+    }
+    errln!(
+        "reproduce all: {} runs of {} experiments, {} side by side",
+        specs.len(),
+        exps.len(),
+        crate::runner::workers(threads, specs.len())
+    );
+    let done = run_all(&specs, threads, a.quiet)?;
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
+    let mut summary = Vec::new();
+    let mut experiments = Vec::new();
+    for ((exp, o), range) in exps.iter().zip(&options).zip(ranges) {
+        outln!("\n{}", exp.name())?;
+        let dir = out.join(exp.name());
+        experiments.push(finish(
+            a,
+            exp.as_ref(),
+            o,
+            &specs[range.clone()],
+            &done[range.clone()],
+            &dir,
+        )?);
+        for (r, _) in &done[range] {
+            summary.push((exp.name(), r.clone()));
+        }
+    }
+    outln!("\nsummary (ours beside the paper; the temperature EFAs without lags over seeds):")?;
+    outln!(
+        "{:<22} {:<22} {:<5} {:<10} {:>12} {:>10} {:>8}",
+        "experiment",
+        "setting",
+        "model",
+        "metric",
+        "ours",
+        "paper",
+        "ours/paper"
+    )?;
+    for (name, r) in &summary {
+        outln!(
+            "{:<22} {:<22} {:<5} {:<10} {:>12.6} {:>10.3} {:>8.4}",
+            name,
+            r.setting,
+            r.model,
+            r.metric,
+            r.value,
+            r.paper,
+            r.value / r.paper
+        )?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    outln!(
+        "wall time {:.1} min with {threads} thread(s)",
+        seconds / 60.0
+    )?;
+    std::fs::create_dir_all(&out)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", out.display())))?;
+    let json = json!({"wall_seconds": seconds, "threads": threads,
+        "experiments": experiments});
+    crate::report::write_file(
+        &out.join("results.json"),
+        &serde_json::to_string_pretty(&json).map_err(|e| CliError::new(e.to_string()))?,
+    )?;
+    errln!("wrote {}/results.json", out.display());
     Ok(())
 }

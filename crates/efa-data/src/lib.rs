@@ -16,6 +16,15 @@
 //! and [`temperature::TemperatureTable::summary`]). Every real-valued field read from a file
 //! goes through [`parse_real`], which rejects values that are finite in f64 but overflow the
 //! f32 the models train in.
+//!
+//! ```
+//! use efa_data::prelude::*;
+//! // numpy's RandomState(42).permutation(5): [1, 4, 2, 0, 3] (as numpy prints it).
+//! assert_eq!(NumpyRng::seed(42).permutation(5), vec![1, 4, 2, 0, 3]);
+//! // A field that overflows the f32 training dtype is an error naming file, line and field.
+//! let e = parse_real(std::path::Path::new("t.csv"), 7, "temp", "1e39").unwrap_err();
+//! assert!(e.to_string().starts_with("t.csv:7: field `temp` = \"1e39\""));
+//! ```
 
 #![warn(missing_docs)]
 
@@ -44,6 +53,15 @@ pub use samples::{
 pub use synthetic::{generate_synthetic, sequences_by_user, RatingRow, SyntheticConfig};
 
 use std::path::PathBuf;
+
+/// The loaders' common types in one import: `use efa_data::prelude::*;`.
+pub mod prelude {
+    pub use crate::default_data_dir;
+    pub use crate::error::{parse_real, DataError, Location};
+    pub use crate::rng::{train_test_split, NumpyRng};
+    pub use crate::samples::{Direction, RatingData, Split};
+    pub use crate::user_csv::{read_user_csv, UserTable};
+}
 
 /// The default data directory: `../shared/data` relative to the current directory, if it
 /// exists (the CLI overrides it with `--data DIR`).

@@ -17,6 +17,21 @@
 //! * [`log_partition_batch`], [`mean_batch`], [`hessian_batch`]: A, ∇A and ∇²A over the rows
 //!   of an η matrix, parallel for large batches.
 //! * One module per family with the formulas.
+//!
+//! ```
+//! use efa_expfam::prelude::*;
+//! // Poisson: t(y) = y, log h(y) = −ln y!, A(η) = eᶯ, ∇A = ∇²A = eᶯ.
+//! let p = Family::Poisson.eval();
+//! let eta = [0.5f64];
+//! assert!((p.log_partition(&eta).unwrap() - 0.5f64.exp()).abs() < 1e-15);
+//! // nll(y; η) = A(η) − y·η + ln y!, and ∂nll/∂η = ∇A(η) − y.
+//! let (nll, g) = p.nll_grad(&[3.0], &eta).unwrap();
+//! let ln_fact3 = 6f64.ln();
+//! assert!((nll - (0.5f64.exp() - 1.5 + ln_fact3)).abs() < 1e-14);
+//! assert!((g[0] - (0.5f64.exp() - 3.0)).abs() < 1e-15);
+//! // Out of the support: an error naming the family and the value, never a NaN.
+//! assert!(p.nll(&[-1.0f64], &eta).unwrap_err().to_string().contains("poisson"));
+//! ```
 
 #![warn(missing_docs)]
 
@@ -43,6 +58,18 @@ pub mod refcheck;
 
 pub use batch::{nll_batch, ordinal_nll_batch, PAR_MIN_ROWS};
 pub use efa_num::Real;
+
+/// The family type, its one-off evaluator, the batched routines and the scalar trait in one
+/// import: `use efa_expfam::prelude::*;`.
+pub mod prelude {
+    pub use crate::batch::{nll_batch, ordinal_nll_batch};
+    pub use crate::error::ExpfamError;
+    pub use crate::eval::Eval;
+    pub use crate::family::Family;
+    pub use crate::link::{natural_rows, steps, LinkStep};
+    pub use crate::moments::{hessian_batch, log_partition_batch, mean_batch};
+    pub use efa_num::Real;
+}
 pub use error::{ExpfamError, Num};
 pub use eval::Eval;
 pub use family::Family;

@@ -60,9 +60,27 @@ pub mod userdata;
 
 pub use batch::{SampleSet, Samples, Targets};
 pub use efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
+pub use efa_num::Real;
 pub use error::ModelError;
 pub use fm::FmConfig;
 pub use grads::Evaluator;
 pub use model::{ModelConfig, ModelVars, Registered};
 pub use objective::Objective;
 pub use params::Params;
+
+/// Models, plans, objectives, evaluation and training in one import:
+/// `use efa_model::prelude::*;`.
+pub mod prelude {
+    pub use crate::batch::{SampleSet, Samples, Targets};
+    pub use crate::efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
+    pub use crate::experiments::{Experiment, ExperimentOptions, RunSettings, RunSpec};
+    pub use crate::fm::{FmConfig, FmVars};
+    pub use crate::grads::{evaluate, loss_and_grads, predict, Evaluator};
+    pub use crate::model::{ModelConfig, ModelVars, Registered};
+    pub use crate::objective::Objective;
+    pub use crate::params::Params;
+    pub use crate::recipe::{Batching, TrainConfig};
+    pub use crate::train::{fit, FitOptions};
+    pub use crate::ModelError;
+    pub use efa_num::Real;
+}

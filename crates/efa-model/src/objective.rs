@@ -15,6 +15,14 @@ use ndarray::{ArrayD, IxDyn};
 pub enum Objective {
     /// mean (y − η)² (Keras `mean_squared_error`; the Gaussian nll with σ² = ½ up to a constant).
     Mse,
+    /// `σ²·mean (z − η)²` for standardised targets `z = (y − μ)/σ`: the mean squared error of
+    /// the prediction `μ + σ·η` in the units of `y`, so losses and the test metric read as
+    /// [`Objective::Mse`] on the raw scale while the model works on the standardised one.
+    /// `std` is σ (finite, positive).
+    StandardisedMse {
+        /// σ, the standard deviation the targets were divided by.
+        std: f64,
+    },
     /// mean −log softmax(η)\[y\] (categorical nll).
     CrossEntropy,
     /// PAPER.md §4.3 v1: λ = e^η, mean(λ − (y−1)·ln(λ + 1e-8)) (Poisson on y − 1, no ln y!).
@@ -33,7 +41,7 @@ impl Objective {
     /// Name of the reported test metric.
     pub fn metric(&self) -> &'static str {
         match self {
-            Objective::Mse => "test_mse",
+            Objective::Mse | Objective::StandardisedMse { .. } => "test_mse",
             Objective::CrossEntropy => "test_ce",
             Objective::PoissonShifted | Objective::PoissonOnePlus => "test_loss",
             Objective::Nll(_) => "test_nll",
@@ -47,7 +55,7 @@ impl Objective {
         eta: Var,
         targets: &Targets,
     ) -> Result<Var, ModelError> {
-        let shape = tape.shape(eta).to_vec();
+        let shape = tape.try_value(eta)?.shape().to_vec();
         let b = shape[0];
         if targets.len() != b {
             return Err(ModelError::Batch(format!(
@@ -72,6 +80,15 @@ impl Objective {
         }
         match self {
             Objective::Mse => Ok(tape.mse(eta, &real(targets)?)?),
+            Objective::StandardisedMse { std } => {
+                if !(std.is_finite() && *std > 0.0) {
+                    return Err(ModelError::Config(format!(
+                        "standardised MSE: σ must be finite and positive, got {std}"
+                    )));
+                }
+                let mse = tape.mse(eta, &real(targets)?)?;
+                Ok(tape.scale(mse, T::from_f64(std * std))?)
+            }
             Objective::CrossEntropy => match targets {
                 Targets::Class(y) => Ok(tape.softmax_cross_entropy(eta, y)?),
                 Targets::Real(_) => Err(ModelError::Batch(

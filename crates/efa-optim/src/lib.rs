@@ -23,7 +23,20 @@ pub mod state;
 
 pub use adam::{Adam, AdamConfig, EpsPlacement, Moments, StepInfo, WeightDecay};
 pub use clip::{clip_global_norm, clip_scale, global_norm};
+pub use efa_num::Real;
 pub use error::OptimError;
 pub use param::Param;
 pub use schedule::Schedule;
 pub use sgd::Sgd;
+
+/// The optimizers, their settings and parameter views in one import:
+/// `use efa_optim::prelude::*;`.
+pub mod prelude {
+    pub use crate::adam::{Adam, AdamConfig, EpsPlacement, WeightDecay};
+    pub use crate::clip::{clip_global_norm, global_norm};
+    pub use crate::error::OptimError;
+    pub use crate::param::Param;
+    pub use crate::schedule::Schedule;
+    pub use crate::sgd::Sgd;
+    pub use efa_num::Real;
+}

@@ -82,19 +82,14 @@ pub fn assert_close<D: Dimension, A: Real>(
     }
 }
 
-/// Central differences of `f` at `x` (f64), step `eps·max(1, |xᵢ|)`.
+/// Central differences of `f` at `x` (f64), step `1e-6·max(1, |xᵢ|)`, through the project's
+/// one implementation (`efa_check::central_gradient`).
 pub fn central_diff(x: &ArrayD<f64>, f: impl Fn(&ArrayD<f64>) -> f64) -> ArrayD<f64> {
-    let mut g = ArrayD::zeros(x.raw_dim());
-    let mut xp = x.clone();
-    for (i, gi) in g.iter_mut().enumerate() {
-        let orig = x.as_slice().unwrap()[i];
-        let h = 1e-6 * orig.abs().max(1.0);
-        xp.as_slice_mut().unwrap()[i] = orig + h;
-        let fp = f(&xp);
-        xp.as_slice_mut().unwrap()[i] = orig - h;
-        let fm = f(&xp);
-        xp.as_slice_mut().unwrap()[i] = orig;
-        *gi = (fp - fm) / (2.0 * h);
-    }
-    g
+    let flat: Vec<f64> = x.iter().copied().collect();
+    let mut eval = |v: &[f64]| {
+        let a = ArrayD::from_shape_vec(x.raw_dim(), v.to_vec()).expect("same size");
+        f(&a)
+    };
+    let g = efa_check::central_gradient(&mut eval, &flat, &efa_check::FdOptions::default());
+    ArrayD::from_shape_vec(x.raw_dim(), g).expect("same size")
 }

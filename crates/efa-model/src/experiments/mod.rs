@@ -12,6 +12,7 @@ pub mod movielens;
 pub mod options;
 pub mod synthetic;
 pub mod temperature;
+pub mod temperature_clean;
 
 pub use analysis::{Analysis, Figure, TrainedRun};
 pub use options::{DataOptions, Directions, Models, Protocol};

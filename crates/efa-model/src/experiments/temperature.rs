@@ -3,14 +3,16 @@
 //! §6.2–§6.3, and the k-nearest-city factor model of §6.4 (a best guess: its code was never
 //! published).
 
-use super::options::first_repeat;
+use super::temperature_clean::{clean_train_config, Standardiser, CLEAN_BATCH, CLEAN_PATIENCE};
 use super::{
-    plan_of, Analysis, DataOptions, Experiment, Figure, Models, RunSettings, RunSpec, TrainedRun,
+    plan_of, Analysis, DataOptions, Experiment, Figure, Models, Protocol, RunSettings, RunSpec,
+    TrainedRun,
 };
 use crate::batch::{Samples, Targets};
 use crate::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
 use crate::fm::FmConfig;
 use crate::objective::Objective;
+use crate::recipe::Batching;
 use crate::train::TrainConfig;
 use crate::{ModelConfig, ModelError};
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
@@ -295,7 +297,8 @@ pub struct Options {
     #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',',
         default_values_t = vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40]))]
     pub k: Vec<usize>,
-    /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop).
+    /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop); a
+    /// smaller `--epochs` caps it too.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 200))]
     pub fm_epochs: usize,
     /// Train each EFA once per seed (comma-separated, replacing --seed for the EFA) and report
@@ -322,53 +325,13 @@ impl Default for Options {
     }
 }
 
-impl Options {
-    /// Checks the options before any data are read, naming the flag: `--layers` in
-    /// `1..=MAX_LAYERS`; `--lag` at most 2; where the FM runs, `--fm-epochs` at least 1 and
-    /// `--k` not empty, every k at least 1 and none repeated (the upper bound, the number of
-    /// cities − 1, is checked once the cities are known); `--seeds` without repeats.
-    pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |s: String| Err(ModelError::Config(s));
-        if let Some(l) = self.layers {
-            if l == 0 || l > crate::limits::MAX_LAYERS {
-                return bad(format!(
-                    "--layers {l}: must be in 1..={}",
-                    crate::limits::MAX_LAYERS
-                ));
-            }
-        }
-        if self.lag > 2 {
-            return bad(format!(
-                "--lag {}: the paper's models use 0, 1 or 2 lag days",
-                self.lag
-            ));
-        }
-        if self.model != Models::Efa {
-            if self.fm_epochs == 0 {
-                return bad("--fm-epochs 0: must be at least 1".into());
-            }
-            if self.k.is_empty() || self.k.contains(&0) {
-                return bad(format!(
-                    "--k {:?}: needs neighbour counts of at least 1",
-                    self.k
-                ));
-            }
-            if let Some(k) = first_repeat(&self.k) {
-                return bad(format!("--k: {k} is given twice"));
-            }
-        }
-        if let Some(s) = first_repeat(&self.seeds) {
-            return bad(format!("--seeds: {s} is given twice"));
-        }
-        Ok(())
-    }
-}
-
-/// The temperature experiment with its data (and, for lag models, the lag-0 data of the FM).
+/// The temperature experiment with its data (and, for lag models, the lag-0 data of the FM);
+/// under the clean protocol the data are standardised (see `temperature_clean`).
 pub struct Temperature {
     options: Options,
     data: TemperatureData,
     fm_data: Option<TemperatureData>,
+    clean: Option<Standardiser>,
 }
 
 impl Temperature {
@@ -382,16 +345,27 @@ impl Temperature {
         }
         options.validate()?;
         let dir = options.data.dir()?;
-        let data = load(&dir, options.lag)?;
-        let fm_data = if options.lag > 0 && options.model != Models::Efa {
+        let mut data = load(&dir, options.lag)?;
+        let mut fm_data = if options.lag > 0 && options.model != Models::Efa {
             Some(load(&dir, 0)?)
         } else {
             None
+        };
+        let clean = match options.data.protocol {
+            Protocol::Paper => None,
+            Protocol::Clean => {
+                // μ, σ from the training days' own temperatures, the same for the FM's data.
+                let st = Standardiser::fit(&data)?;
+                data = st.data(&data);
+                fm_data = fm_data.map(|d| st.data(&d));
+                Some(st)
+            }
         };
         Ok(Self {
             options: options.clone(),
             data,
             fm_data,
+            clean,
         })
     }
 
@@ -456,8 +430,17 @@ impl Experiment for Temperature {
 
     fn describe(&self) -> Vec<String> {
         let d = &self.data;
+        let protocol = match &self.clean {
+            None => self.options.data.protocol.describe(false).to_string(),
+            Some(st) => format!(
+                "protocol: clean (temperatures standardised with μ = {:.3} °F, σ = {:.3} °F from \
+                 the training days, coordinates standardised; minibatches of {CLEAN_BATCH} (FM \
+                 256), early stopping with patience {CLEAN_PATIENCE}; MSE in °F²)",
+                st.temp_mean, st.temp_std
+            ),
+        };
         let mut lines = vec![
-            self.options.data.protocol.describe(false).to_string(),
+            protocol,
             format!(
                 "temperature: {} cities, {} / {} / {} samples, lag {}",
                 d.table.cities.len(),
@@ -490,12 +473,25 @@ impl Experiment for Temperature {
             };
             for l in self.layer_list() {
                 for &seed in seeds {
-                    let cfg = efa_train_config(lag, s.epochs, seed);
+                    let cfg = match self.clean {
+                        None => efa_train_config(lag, s.epochs, seed),
+                        Some(_) => clean_train_config(CLEAN_BATCH, s.epochs, seed),
+                    };
                     let mut spec = efa_spec(&self.data, l, lag, cfg, seed)?;
+                    if let (Some(st), ModelConfig::Efa(c)) = (&self.clean, &spec.model) {
+                        spec.model = ModelConfig::Efa(st.sites(c.clone()));
+                        spec.objective = st.objective();
+                        // Minibatches of whole days: a day's 44 targets share their inputs.
+                        let c = self.data.table.cities.len();
+                        spec.train.group = Some((0..spec.train.len()).map(|r| r / c).collect());
+                        spec.train_config.batching = Batching::Sequences;
+                    }
                     if seeds.len() > 1 {
                         spec.setting = format!("{} seed {seed}", spec.setting);
                     }
-                    spec.train_config.batching = super::batching_for(s.batching, &spec);
+                    if self.clean.is_none() {
+                        spec.train_config.batching = super::batching_for(s.batching, &spec);
+                    }
                     spec.plan = plan_of(&spec.model, s);
                     out.push(spec);
                 }
@@ -504,8 +500,18 @@ impl Experiment for Temperature {
         if self.options.model != Models::Efa {
             let data = self.fm_data.as_ref().unwrap_or(&self.data);
             for &k in &self.options.k {
-                let cfg = fm_train_config(self.options.fm_epochs, s.seed);
+                // `--epochs` caps every model, the FM's own recipe length included.
+                let epochs = s
+                    .epochs
+                    .map_or(self.options.fm_epochs, |e| e.min(self.options.fm_epochs));
+                let cfg = match self.clean {
+                    None => fm_train_config(epochs, s.seed),
+                    Some(_) => clean_train_config(256, Some(epochs), s.seed),
+                };
                 let mut spec = fm_spec(data, k, cfg, s.seed)?;
+                if let Some(st) = &self.clean {
+                    spec.objective = st.objective();
+                }
                 spec.train_config.batching = super::batching_for(s.batching, &spec);
                 out.push(spec);
             }
