@@ -258,7 +258,7 @@ fn edit_config(file: &Path, edit: impl Fn(&mut serde_json::Value)) {
     edit(&mut cfg);
     header["__metadata__"]["efa.config"] = serde_json::Value::String(cfg.to_string());
     let mut text = header.to_string().into_bytes();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();

@@ -254,7 +254,12 @@ fn the_memory_estimate_follows_its_formula() {
     let dp = 5994 * 8 * 4;
     assert_eq!(b.resident - a.resident, 5 * dp);
     assert_eq!(b.train_tape - a.train_tape, 3 * dp + 2 * 4 * 5994 * 3 * 8);
-    assert!(MAX_ELEMENTS > 1 << 59 && MAX_LAYERS == 1024);
+    assert_eq!(MAX_LAYERS, 1024);
+    // The documented property: an f64 copy of the largest tensor has a byte size ndarray and
+    // the allocator can represent.
+    assert!(MAX_ELEMENTS
+        .checked_mul(8)
+        .is_some_and(|b| b <= isize::MAX as u64));
 }
 
 #[test]
