@@ -71,7 +71,7 @@ struct AttentionArgs {
     /// Print exactly one JSON object.
     #[arg(long)]
     json: bool,
-    /// Timed repetitions (the median is reported).
+    /// Timed repetitions (the median is reported; 1 to 10,000).
     #[arg(long, default_value_t = 20)]
     reps: usize,
     /// Element type.
@@ -186,22 +186,83 @@ pub(crate) fn sgemm_ceiling_n(n: usize) -> f64 {
     s.flops() / (ms * 1e-3) / 1e9
 }
 
-fn attention(a: AttentionArgs) -> Result<(), CliError> {
+/// Most FLOPs one `efa bench attention` run may ask for: 10¹³ (the forward's FLOPs, times
+/// 4.5 with `--backward`, times the timed repetitions plus two warm-ups): minutes on a
+/// small machine, not days.
+const MAX_BENCH_FLOPS: f64 = 1e13;
+
+/// Most `--reps` of `efa bench attention`: 10,000 (a median of more timings says nothing
+/// new, and every repetition's time is kept).
+const MAX_BENCH_REPS: usize = 10_000;
+
+/// Checks the `efa bench attention` sizes before anything is allocated: every size positive,
+/// `B·H·N·D` formed with overflow-safe products, the arrays (q, k, v, the cotangent, the
+/// output and with `--backward` three gradients, `B·H·N·D` elements each, plus the
+/// log-partition rows) within the available memory, and the work within
+/// [`MAX_BENCH_FLOPS`], `--reps` in `1..=MAX_BENCH_REPS`. Errors name the flags.
+fn check_attention_sizes(a: &AttentionArgs) -> Result<(), CliError> {
     if a.batch == 0 || a.heads == 0 || a.len == 0 || a.dim == 0 {
         return Err(CliError::new(
             "efa bench attention: --batch, --heads, --len and --dim must be positive",
         ));
     }
+    if a.reps == 0 || a.reps > MAX_BENCH_REPS {
+        return Err(CliError::new(format!(
+            "efa bench attention: --reps {}: must be in 1..={MAX_BENCH_REPS}",
+            a.reps
+        )));
+    }
+    let sizes = format!(
+        "--batch {} × --heads {} × --len {} × --dim {}",
+        a.batch, a.heads, a.len, a.dim
+    );
+    let elems = [a.batch, a.heads, a.len, a.dim]
+        .iter()
+        .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
+        .filter(|&n| n <= efa_model::limits::MAX_ELEMENTS)
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "efa bench attention: {sizes} overflows the largest array ({} elements)",
+                efa_model::limits::MAX_ELEMENTS
+            ))
+        })?;
+    let width: u64 = if a.dtype == Dtype::F32 { 4 } else { 8 };
+    let arrays: u64 = if a.backward { 8 } else { 5 };
+    let rows = (a.batch as u64) * (a.heads as u64) * (a.len as u64);
+    let bytes = elems
+        .saturating_mul(arrays)
+        .saturating_add(rows.saturating_mul(2))
+        .saturating_mul(width);
+    let (available, source) = efa_model::limits::available_memory();
+    if bytes > available {
+        return Err(CliError::new(format!(
+            "efa bench attention: {sizes} = {elems} elements per array needs about {} ({arrays} \
+             arrays), but {} is available ({source})",
+            efa_model::limits::human_bytes(bytes),
+            efa_model::limits::human_bytes(available)
+        )));
+    }
+    let (b, h, n, d) = (a.batch as f64, a.heads as f64, a.len as f64, a.dim as f64);
+    let per_rep = 4.0 * b * h * n * n * d * if a.backward { 4.5 } else { 1.0 };
+    let total = per_rep * (a.reps as f64 + 2.0);
+    if total > MAX_BENCH_FLOPS {
+        return Err(CliError::new(format!(
+            "efa bench attention: {sizes} with --reps {} is about {total:.2e} FLOPs, above the \
+             limit of {MAX_BENCH_FLOPS:.0e}; lower the sizes or --reps",
+            a.reps
+        )));
+    }
+    Ok(())
+}
+
+fn attention(a: AttentionArgs) -> Result<(), CliError> {
+    check_attention_sizes(&a)?;
     let threads = a.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    if threads == 0 {
-        return Err(CliError::new(
-            "efa bench attention: --threads must be positive",
-        ));
-    }
+    crate::common::check_threads(threads, "efa bench attention: ")?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

@@ -51,6 +51,9 @@ pub struct TrainBenchArgs {
     no_baselines: bool,
 }
 
+/// Largest `--sgemm-size`: 8192 (three 268 MB matrices, 1.1 TFLOP per run).
+const MAX_SGEMM_SIZE: usize = 8192;
+
 /// One timed model.
 struct Row {
     setting: String,
@@ -150,11 +153,16 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    if threads == 0 {
-        return Err(CliError::new("efa bench train: --threads must be positive"));
-    }
+    crate::common::check_threads(threads, "efa bench train: ")?;
     if a.epochs == Some(0) {
         return Err(CliError::new("efa bench train: --epochs must be positive"));
+    }
+    if a.sgemm_size > MAX_SGEMM_SIZE {
+        return Err(CliError::new(format!(
+            "efa bench train: --sgemm-size {}: at most {MAX_SGEMM_SIZE} (three n² f32 matrices \
+             and 2n³ FLOPs per run)",
+            a.sgemm_size
+        )));
     }
     if a.sgemm_size == 0 {
         return Err(CliError::new(

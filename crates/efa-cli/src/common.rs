@@ -2,12 +2,38 @@
 
 use crate::CliError;
 
-/// Configures rayon's global pool once (`None`: all cores).
+/// Most worker threads `--threads` accepts: 4 × the available cores, at least 4 and at most
+/// 1024 (more threads than that only add memory, one micro-batch tape each, and scheduling
+/// overhead; an unbounded count can exhaust the process's threads).
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_mul(4).clamp(4, 1024)
+}
+
+/// Checks a `--threads` value: at least 1 and at most [`max_threads`]; `context` prefixes
+/// the error (e.g. `"efa bench attention: "`).
+pub fn check_threads(t: usize, context: &str) -> Result<usize, CliError> {
+    if t == 0 {
+        return Err(CliError::new(format!(
+            "{context}--threads must be at least 1"
+        )));
+    }
+    let max = max_threads();
+    if t > max {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return Err(CliError::new(format!(
+            "{context}--threads {t}: at most {max} are allowed (4 × the {cores} available \
+             core(s), at least 4, at most 1024)"
+        )));
+    }
+    Ok(t)
+}
+
+/// Configures rayon's global pool once (`None`: all cores); `--threads` is checked by
+/// [`check_threads`].
 pub fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
     if let Some(t) = threads {
-        if t == 0 {
-            return Err(CliError::new("--threads must be at least 1"));
-        }
+        check_threads(t, "")?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build_global()

@@ -75,7 +75,8 @@ struct AllArgs {
     /// ../shared/data).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Seeds 0..N of the temperature EFAs without lags (L = 1, 2, 4), reported as a spread.
+    /// Seeds 0..N of the temperature EFAs without lags (L = 1, 2, 4), reported as a spread
+    /// (1 to 100).
     #[arg(long, default_value_t = 5)]
     spread_seeds: u64,
     /// Also run the temperature experiment under `--protocol clean` (standardised data,
@@ -84,6 +85,9 @@ struct AllArgs {
     #[arg(long, default_value_t = 3)]
     clean_seeds: u64,
 }
+
+/// Most `--spread-seeds`: 100 (three EFA trainings per seed).
+const MAX_SPREAD_SEEDS: u64 = 100;
 
 fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
     set_threads(a.threads)?;
@@ -157,6 +161,16 @@ fn finish(
 
 /// Runs `efa reproduce`.
 pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
+    // Bad settings (`--epochs 0`, `--spread-seeds 0`) fail before any data are read.
+    settings(&a).validate().map_err(cli)?;
+    if let Target::All(all) = &a.target {
+        if all.spread_seeds == 0 || all.spread_seeds > MAX_SPREAD_SEEDS {
+            return Err(CliError::new(format!(
+                "--spread-seeds {}: must be in 1..={MAX_SPREAD_SEEDS}",
+                all.spread_seeds
+            )));
+        }
+    }
     match &a.target {
         Target::Experiment(options) => {
             let threads = threads(&a)?;
@@ -212,7 +226,7 @@ fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
             data: data.clone(),
             ..instacart::Options::default()
         }),
-        temp(0, Models::Both, (0..all.spread_seeds.max(1)).collect()),
+        temp(0, Models::Both, (0..all.spread_seeds).collect()),
         temp(1, Models::Efa, Vec::new()),
         temp(2, Models::Efa, Vec::new()),
     ];

@@ -11,7 +11,7 @@
 //! training settings, sample counts, size and CRC-32 of the `--data` and `--valid` files, the
 //! optimizer's step count) before anything in the output directory is written.
 
-use crate::common::{set_threads, user};
+use crate::common::{cli, set_threads, user};
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
@@ -21,7 +21,7 @@ use efa_model::checkpoint::{
 };
 use efa_model::runlock::RunLock;
 use efa_model::train::{check_resume, fit, FitOptions};
-use efa_model::userdata::{build, read_csv, UserConfig, UserSamples};
+use efa_model::userdata::{build, check_job_memory, read_csv, UserConfig, UserSamples};
 use efa_model::Params;
 use efa_model::{Evaluator, ModelError, Objective};
 use serde::Serialize;
@@ -81,13 +81,12 @@ pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
     UserConfig::from_toml(&text, path).map_err(user)
 }
 
-/// Reads a CSV split into samples, checked against the model.
+/// Reads a CSV split into samples (stored as sequences), checked against the model, and
+/// checks that training and evaluating on it fits in the available memory.
 pub(crate) fn load_split(path: &Path, cfg: &UserConfig) -> Result<UserSamples, CliError> {
     let data = read_csv(path, cfg).map_err(user)?;
     let s = build(&data, cfg);
-    s.samples
-        .validate(&path.display().to_string())
-        .map_err(CliError::new)?;
+    check_job_memory(&data, &s.samples, cfg, rayon::current_num_threads()).map_err(cli)?;
     Ok(s)
 }
 

@@ -230,3 +230,37 @@ pub fn length_order(set: &dyn SampleSet, idx: &[usize]) -> Vec<usize> {
     });
     idx
 }
+
+/// Cuts `order` (sample indices of `set`) into consecutive pieces of at most `max_samples`
+/// samples and at most `max_positions` positions, greedily from the front. A piece's
+/// positions are its sample count times its longest valid length (the width it is built
+/// at); a sample longer than the budget alone is a piece of its own. Returns the pieces as
+/// ranges of `order`.
+///
+/// With samples no longer than `max_positions / max_samples` the budget never binds and the
+/// pieces are exactly `order.chunks(max_samples)`.
+pub fn micro_batches(
+    set: &dyn SampleSet,
+    order: &[usize],
+    max_samples: usize,
+    max_positions: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let max_samples = max_samples.max(1);
+    let mut pieces = Vec::new();
+    let (mut start, mut widest) = (0, 0usize);
+    for (k, &i) in order.iter().enumerate() {
+        let w = widest.max(set.length(i));
+        let count = k - start + 1;
+        if count > 1 && (count > max_samples || count.saturating_mul(w) > max_positions) {
+            pieces.push(start..k);
+            start = k;
+            widest = set.length(i);
+        } else {
+            widest = w;
+        }
+    }
+    if start < order.len() {
+        pieces.push(start..order.len());
+    }
+    pieces
+}

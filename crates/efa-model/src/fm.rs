@@ -54,7 +54,8 @@ pub enum FmConfig {
 }
 
 impl FmConfig {
-    /// Checks for impossible shapes.
+    /// Checks for impossible shapes: every size at least 1, every table's element count and
+    /// the total within [`crate::limits::MAX_ELEMENTS`] (overflow-safe products).
     pub fn validate(&self) -> Result<(), ModelError> {
         let ok = match self {
             FmConfig::Rating { items, dim } => *items > 0 && *dim > 0,
@@ -64,13 +65,19 @@ impl FmConfig {
                 classes,
             } => *tokens > 0 && *dim > 0 && *classes > 0,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(ModelError::Config(format!(
+        if !ok {
+            return Err(ModelError::Config(format!(
                 "FM config {self:?}: every size must be at least 1"
-            )))
+            )));
         }
+        // Every table's element count and the total, with overflow-safe products.
+        crate::limits::count_params(&crate::ModelConfig::Fm(self.clone())).map_err(
+            |e| match e {
+                ModelError::Config(s) => ModelError::Config(format!("FM config {s}")),
+                e => e,
+            },
+        )?;
+        Ok(())
     }
 
     /// Creates the parameters (Keras defaults), in declaration order.

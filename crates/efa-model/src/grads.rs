@@ -2,7 +2,7 @@
 //! objective, forward plan, unused-parameter policy, anomaly mode) behind training,
 //! evaluation and audits, with data-parallel fixed micro-batches.
 
-use crate::batch::{length_order, SampleSet, Samples};
+use crate::batch::{length_order, micro_batches, SampleSet, Samples};
 use crate::efa::ForwardPlan;
 use crate::model::{ModelConfig, Registered};
 use crate::objective::Objective;
@@ -19,6 +19,23 @@ use std::collections::BTreeMap;
 /// core on a 2-core machine; smaller pieces (64) would feed more cores at the same
 /// determinism but measured 11–26% slower here on the synthetic models (more, smaller tapes).
 pub const MICRO_BATCH: usize = 128;
+
+/// Most positions (samples × their longest valid length) of one training micro-batch, so
+/// that the samples of one long sequence do not build a huge batch. The paper's widths are
+/// at most 132 positions, so their micro-batches of 128 (at most 16,896 positions) never
+/// reach it and are cut by count alone, as before the budget existed.
+pub const MICRO_POSITIONS: usize = 65_536;
+
+/// Position budget per sample of an evaluation or prediction chunk: a chunk of up to
+/// `eval_batch` samples holds at most `eval_batch · 512` positions (the training
+/// micro-batch's ratio, `MICRO_POSITIONS / MICRO_BATCH`), so it never binds for samples of
+/// at most 512 positions (the paper's) and the chunks stay those of `eval_batch` alone.
+pub const EVAL_POSITIONS_PER_SAMPLE: usize = MICRO_POSITIONS / MICRO_BATCH;
+
+/// The position budget of an evaluation or prediction chunk of `batch_size` samples.
+pub fn eval_positions(batch_size: usize) -> usize {
+    batch_size.max(1).saturating_mul(EVAL_POSITIONS_PER_SAMPLE)
+}
 
 /// Evaluates a model's loss, gradients and predictions.
 #[derive(Clone, Copy, Debug)]
@@ -151,7 +168,8 @@ impl<'a> Evaluator<'a> {
 
     /// Mean loss of one minibatch and the gradient of every parameter, in parameter order.
     ///
-    /// Data parallelism over fixed micro-batches of [`MICRO_BATCH`]: the mean loss is
+    /// Data parallelism over fixed micro-batches of at most [`MICRO_BATCH`] samples and
+    /// [`MICRO_POSITIONS`] positions ([`micro_batches`]): the mean loss is
     /// Σ_c (n_c/B)·mean_c and its gradient Σ_c (n_c/B)·∇mean_c. The split depends only on
     /// the minibatch, and the sums run in micro-batch order, so results are bitwise
     /// independent of the thread count. Micro-batches are cut in [`length_order`] so that
@@ -161,17 +179,23 @@ impl<'a> Evaluator<'a> {
         params: &Params<T>,
         batch: &Samples,
     ) -> Result<(f64, Vec<ArrayD<T>>), ModelError> {
-        if batch.len() <= MICRO_BATCH {
+        let all: Vec<usize> = (0..batch.len()).collect();
+        if micro_batches(batch, &all, MICRO_BATCH, MICRO_POSITIONS).len() <= 1 {
             let g = self.micro(params, batch)?;
             return Ok((g.loss, g.grads));
         }
-        let all: Vec<usize> = (0..batch.len()).collect();
         let g = self.loss_and_grads_at(params, batch, &all)?;
         Ok((g.loss, g.grads))
     }
 
     /// [`Evaluator::loss_and_grads`] for the minibatch `set[idx]`, cutting the micro-batches
     /// straight out of `set` (no intermediate minibatch copy).
+    ///
+    /// The micro-batches run in waves of as many as there are worker threads, each wave's
+    /// gradients summed in micro-batch order before the next starts: the same sums in the
+    /// same order as computing all first, with at most one wave of micro-batch gradients
+    /// alive (a minibatch cut into many micro-batches by the position budget does not hold
+    /// a gradient copy per micro-batch).
     pub(crate) fn loss_and_grads_at<T: Real>(
         &self,
         params: &Params<T>,
@@ -179,10 +203,7 @@ impl<'a> Evaluator<'a> {
         idx: &[usize],
     ) -> Result<BatchGrad<T>, ModelError> {
         let order = length_order(set, idx);
-        let parts: Vec<MicroGrad<T>> = order
-            .par_chunks(MICRO_BATCH)
-            .map(|c| self.micro(params, &set.select(c)))
-            .collect::<Result<_, _>>()?;
+        let pieces = micro_batches(set, &order, MICRO_BATCH, MICRO_POSITIONS);
         let n = idx.len() as f64;
         let mut out = BatchGrad {
             loss: 0.0,
@@ -192,14 +213,21 @@ impl<'a> Evaluator<'a> {
                 .collect(),
             plans: BTreeMap::new(),
         };
-        for (c, part) in order.chunks(MICRO_BATCH).zip(parts) {
-            let w = c.len() as f64 / n;
-            out.loss += w * part.loss;
-            let wt = T::from_f64(w);
-            for (acc, gi) in out.grads.iter_mut().zip(part.grads) {
-                acc.scaled_add(wt, &gi);
+        let wave = rayon::current_num_threads().max(1);
+        for group in pieces.chunks(wave) {
+            let parts: Vec<MicroGrad<T>> = group
+                .par_iter()
+                .map(|r| self.micro(params, &set.select(&order[r.clone()])))
+                .collect::<Result<_, _>>()?;
+            for (r, part) in group.iter().zip(parts) {
+                let w = r.len() as f64 / n;
+                out.loss += w * part.loss;
+                let wt = T::from_f64(w);
+                for (acc, gi) in out.grads.iter_mut().zip(part.grads) {
+                    acc.scaled_add(wt, &gi);
+                }
+                *out.plans.entry(part.plan.name().to_string()).or_default() += 1;
             }
-            *out.plans.entry(part.plan.name().to_string()).or_default() += 1;
         }
         Ok(out)
     }
@@ -218,7 +246,9 @@ impl<'a> Evaluator<'a> {
 
     /// Exact mean loss over a whole split: Σ_batches (batch mean × batch size) / n,
     /// accumulated in f64 in batch order (so the result does not depend on the thread
-    /// count). Batches are cut in [`length_order`], so each is trimmed to its longest sample.
+    /// count). Batches are cut in [`length_order`], so each is trimmed to its longest sample,
+    /// into pieces of at most `batch_size` samples and [`eval_positions`]`(batch_size)`
+    /// positions ([`micro_batches`]).
     pub fn evaluate<T: Real>(
         &self,
         params: &Params<T>,
@@ -232,7 +262,11 @@ impl<'a> Evaluator<'a> {
             ));
         }
         let idx = length_order(set, &(0..n).collect::<Vec<_>>());
-        let chunks: Vec<&[usize]> = idx.chunks(batch_size.max(1)).collect();
+        let chunks: Vec<&[usize]> =
+            micro_batches(set, &idx, batch_size, eval_positions(batch_size))
+                .into_iter()
+                .map(|r| &idx[r])
+                .collect();
         let sums: Vec<f64> = chunks
             .par_iter()
             .map(|c| Ok(self.batch_loss(params, &set.select(c))? * c.len() as f64))
@@ -268,6 +302,8 @@ pub fn evaluate<T: Real>(
 }
 
 /// η `[n, width]` for every sample of a split (forward only, automatic plan), as f64.
+/// Samples run in index order in chunks of at most `batch_size` samples and
+/// [`eval_positions`]`(batch_size)` positions ([`micro_batches`]).
 pub fn predict<T: Real>(
     model: &ModelConfig,
     params: &Params<T>,
@@ -276,9 +312,13 @@ pub fn predict<T: Real>(
 ) -> Result<ndarray::Array2<f64>, ModelError> {
     let n = set.len();
     let idx: Vec<usize> = (0..n).collect();
-    let parts: Vec<ndarray::Array2<f64>> = idx
-        .par_chunks(batch_size.max(1))
-        .map(|c| {
+    let chunks: Vec<&[usize]> = micro_batches(set, &idx, batch_size, eval_positions(batch_size))
+        .into_iter()
+        .map(|r| &idx[r])
+        .collect();
+    let parts: Vec<ndarray::Array2<f64>> = chunks
+        .par_iter()
+        .map(|&c| {
             let batch = set.select(c);
             let mut tape = Tape::new();
             let reg = model.register(&mut tape, params)?;

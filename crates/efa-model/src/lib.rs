@@ -51,6 +51,7 @@ pub mod fm;
 pub mod grads;
 pub mod history;
 pub mod layers;
+pub mod limits;
 pub mod model;
 pub mod objective;
 pub mod params;

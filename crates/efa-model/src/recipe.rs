@@ -59,6 +59,35 @@ impl TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// Checks the settings, naming the field (`train.<field>`): `lr` finite and positive,
+    /// `batch_size`, `eval_batch` and `max_epochs` at least 1. `patience = 0` is accepted and
+    /// behaves as 1 (Keras 3: the first epoch without improvement stops training).
+    pub fn validate(&self) -> Result<(), crate::ModelError> {
+        let bad = |field: &str, why: String| {
+            Err(crate::ModelError::Config(format!(
+                "field `train.{field}`: {why}"
+            )))
+        };
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return bad(
+                "lr",
+                format!("{} must be a finite positive number", self.lr),
+            );
+        }
+        for (field, v) in [
+            ("batch_size", self.batch_size),
+            ("eval_batch", self.eval_batch),
+            ("max_epochs", self.max_epochs),
+        ] {
+            if v == 0 {
+                return bad(field, "0 must be at least 1".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Batching {
     /// `"samples"` or `"sequences"`, as reported in outputs.
     pub fn name(self) -> &'static str {

@@ -18,13 +18,17 @@
 //! bidirectionally (pseudo-likelihood) with all other rows as context, unidirectionally
 //! (`direction = "uni"`) with the rows before it as context (so the first row is never a target).
 
-use crate::batch::{Samples, Targets};
+mod set;
+
+pub use set::UserSet;
+
+use crate::batch::Samples;
 use crate::fm::FmConfig;
+use crate::limits::{check_memory, Job, MemoryEstimate};
 use crate::train::TrainConfig;
 use crate::{ModelConfig, ModelError};
 use efa_data::DataError;
 use efa_expfam::{ExpfamError, Family};
-use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -127,14 +131,17 @@ impl UserConfig {
         Ok(cfg)
     }
 
-    /// Checks shapes and settings, naming the offending field.
+    /// Checks shapes and settings, naming the offending field: the model's sizes
+    /// ([`ModelConfig::validate`]), the family's parameters (no degenerate family: at least
+    /// 2 categorical classes and 1 binomial trial), the training settings
+    /// ([`TrainConfig::validate`]), and the memory of the smallest job the configuration can
+    /// run (one sample as long as the model's positions allow, one thread;
+    /// [`crate::limits`]) against the available memory.
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |s: String| Err(ModelError::Config(s));
         self.model.validate()?;
+        self.validate_family()?;
         let family = self.family.family();
-        if let Err(e) = family.validate() {
-            return bad(format!("field `family`: {e}"));
-        }
         match &self.model {
             ModelConfig::Efa(c) => {
                 if c.out_dim != family.eta_dim() {
@@ -175,17 +182,56 @@ impl UserConfig {
                 );
             }
         }
-        let t = &self.train;
-        if t.batch_size == 0 || t.eval_batch == 0 {
-            return bad("field `train.batch_size`/`train.eval_batch` must be at least 1".into());
-        }
-        if !(t.lr > 0.0 && t.lr.is_finite()) {
-            return bad(format!(
-                "field `train.lr` = {} must be a finite positive number",
-                t.lr
-            ));
-        }
+        self.train.validate()?;
+        let (longest, origin) = match &self.model {
+            ModelConfig::Efa(c) => match &c.positions {
+                Some(p) => (
+                    p.max_len,
+                    format!(
+                        "one sample as long as field `model.efa.positions.max_len` = {} allows",
+                        p.max_len
+                    ),
+                ),
+                None => (2, "one sample of 2 rows".to_string()),
+            },
+            ModelConfig::Fm(_) => (1, "one sample of 2 rows".to_string()),
+        };
+        check_memory(&self.model, &Job::new(&self.train, 1, longest, 1), &origin)?;
         Ok(())
+    }
+
+    /// The family's parameters, each error naming `family.<field>`: a finite positive `s2`
+    /// and `r`, at least 2 categorical classes `k` and at least 1 binomial trial `n` (with
+    /// one class or no trial every value has probability 1: nothing to learn).
+    fn validate_family(&self) -> Result<(), ModelError> {
+        let bad = |field: &str, why: String| {
+            Err(ModelError::Config(format!("field `family.{field}`: {why}")))
+        };
+        match self.family {
+            FamilySpec::GaussianKnownVar { s2 } if !(s2 > 0.0 && s2.is_finite()) => {
+                bad("s2", format!("{s2} must be a finite positive variance"))
+            }
+            FamilySpec::NegativeBinomial { r } if !(r > 0.0 && r.is_finite()) => bad(
+                "r",
+                format!("{r} must be a finite positive number of failures"),
+            ),
+            FamilySpec::Categorical { k } if k < 2 => bad(
+                "k",
+                format!(
+                    "{k} classes; at least 2 are needed (with fewer every value has \
+                     probability 1)"
+                ),
+            ),
+            FamilySpec::Binomial { n: 0 } => bad(
+                "n",
+                "0 trials; at least 1 is needed (with none every value is 0 with probability 1)"
+                    .into(),
+            ),
+            _ => match self.family.family().validate() {
+                Ok(()) => Ok(()),
+                Err(e) => Err(ModelError::Config(format!("field `family`: {e}"))),
+            },
+        }
     }
 
     /// Rows of the item table (`items` of the model).
@@ -317,93 +363,64 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
 /// Model samples built from a CSV, with the row each sample predicts.
 #[derive(Clone, Debug)]
 pub struct UserSamples {
-    /// The samples.
-    pub samples: Samples,
+    /// The samples, stored as sequences (memory grows with the rows).
+    pub samples: UserSet,
     /// For each sample, the target row.
     pub targets: Vec<Row>,
 }
 
 /// One sample per target row (see the module docs), in file order of sequences and then by
-/// `order`. EFA: tokens are the sequence's items (the context prefix for `uni`), values the
-/// value rows with the target's replaced by `[MASK]`. Rating FM: the context items with their
-/// values as weights and the target's item as center.
+/// `order`, as one dense [`Samples`] of width the longest sample (memory: samples × longest;
+/// for small data and tests, see [`UserSet::dense`]). EFA: tokens are the sequence's items
+/// (the context prefix for `uni`), values the value rows with the target's replaced by
+/// `[MASK]`. Rating FM: the context items with their values as weights and the target's item
+/// as center.
 pub fn build_samples(data: &UserData, cfg: &UserConfig) -> Samples {
-    build(data, cfg).samples
+    UserSet::new(data, cfg).dense()
 }
 
-/// [`build_samples`] keeping the target rows.
+/// The samples of `data` as a [`UserSet`] (each minibatch built on demand) with their target
+/// rows.
 pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
+    let samples = UserSet::new(data, cfg);
     let uni = cfg.direction == SeqDirection::Uni;
-    let mut cases: Vec<(&[Row], usize)> = Vec::new();
-    for s in &data.sequences {
-        for t in usize::from(uni)..s.len() {
-            cases.push((s, t));
-        }
-    }
-    let n = cases.len();
-    let longest = data.sequences.iter().map(Vec::len).max().unwrap_or(0);
-    let targets: Vec<Row> = cases.iter().map(|(s, t)| s[*t].clone()).collect();
-    let y = Targets::Real(targets.iter().map(|r| r.value).collect());
-    let samples = match &cfg.model {
-        ModelConfig::Efa(c) => {
-            let mut tokens = Array2::zeros((n, longest));
-            let mut values = c.values.as_ref().map(|_| Array2::zeros((n, longest)));
-            let mask_row = c.values.as_ref().map_or(0, |v| v.rows - 1);
-            let mut lengths = Vec::with_capacity(n);
-            for (i, (s, t)) in cases.iter().enumerate() {
-                let len = if uni { t + 1 } else { s.len() };
-                for j in 0..len {
-                    tokens[[i, j]] = s[j].item;
-                    if let Some(v) = values.as_mut() {
-                        v[[i, j]] = if j == *t {
-                            mask_row
-                        } else {
-                            s[j].value as usize + 1
-                        };
-                    }
-                }
-                lengths.push(len);
-            }
-            Samples {
-                tokens,
-                values,
-                weights: None,
-                center: None,
-                lengths,
-                pred_idx: cases.iter().map(|c| c.1).collect(),
-                targets: y,
-                group: None,
-            }
-        }
-        ModelConfig::Fm(_) => {
-            let w = longest.saturating_sub(1);
-            let mut tokens = Array2::zeros((n, w));
-            let mut weights = Array2::zeros((n, w));
-            let mut lengths = Vec::with_capacity(n);
-            for (i, (s, t)) in cases.iter().enumerate() {
-                let ctx = s
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| if uni { j < t } else { j != t });
-                let mut k = 0;
-                for (_, r) in ctx {
-                    tokens[[i, k]] = r.item;
-                    weights[[i, k]] = r.value;
-                    k += 1;
-                }
-                lengths.push(k);
-            }
-            Samples {
-                tokens,
-                values: None,
-                weights: Some(weights),
-                center: Some(targets.iter().map(|r| r.item).collect()),
-                lengths,
-                pred_idx: vec![0; n],
-                targets: y,
-                group: None,
-            }
-        }
-    };
+    let targets = data
+        .sequences
+        .iter()
+        .flat_map(|s| s[usize::from(uni)..].iter().cloned())
+        .collect();
     UserSamples { samples, targets }
+}
+
+/// Checks that training and evaluating `cfg`'s model on `set` (read from `data`) fits in the
+/// available memory with `threads` workers ([`crate::limits::Job::new`] with the set's
+/// sample count and longest sample); the error names the file and, when the tapes'
+/// positions dominate, the longest sequence with its `seq` id, line and row count.
+pub fn check_job_memory(
+    data: &UserData,
+    set: &UserSet,
+    cfg: &UserConfig,
+    threads: usize,
+) -> Result<MemoryEstimate, ModelError> {
+    let job = Job::new(&cfg.train, set.len(), set.longest(), threads);
+    let origin = data
+        .sequences
+        .iter()
+        .max_by_key(|s| s.len())
+        .and_then(|s| s.iter().min_by_key(|r| r.line).map(|r| (r, s.len())))
+        .map_or(String::new(), |(r, n)| {
+            format!(
+                "the longest sequence `{}` (first row at line {}, {n} rows) among {} samples",
+                r.seq,
+                r.line,
+                set.len()
+            )
+        });
+    check_memory(&cfg.model, &job, &origin).map_err(|e| {
+        let e = match e {
+            ModelError::Config(s) => s,
+            e => e.to_string(),
+        };
+        ModelError::Config(format!("{}: {e}", data.file.display()))
+    })
 }

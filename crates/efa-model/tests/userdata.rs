@@ -31,7 +31,7 @@ fn efa_samples_bidirectional_and_unidirectional() {
         .map(|s| s.iter().map(|r| r.order).collect())
         .collect();
     assert_eq!(orders, vec![vec![10, 20, 30], vec![5, 7]]);
-    let s = build(&data, &cfg).samples;
+    let s = build(&data, &cfg).samples.dense();
     assert_eq!(
         s.tokens,
         array![[1, 2, 3], [1, 2, 3], [1, 2, 3], [4, 5, 0], [4, 5, 0]]
@@ -51,7 +51,7 @@ fn efa_samples_bidirectional_and_unidirectional() {
     let cfg = config(&EFA.replace("DIR", "uni"));
     assert_eq!(cfg.direction, SeqDirection::Uni);
     let u = build(&read_csv(&path, &cfg).unwrap(), &cfg);
-    let s = u.samples;
+    let s = u.samples.dense();
     assert_eq!(s.tokens, array![[1, 2, 0], [1, 2, 3], [4, 5, 0]]);
     assert_eq!(s.values.unwrap(), array![[1, 5, 0], [1, 4, 5], [2, 5, 0]]);
     assert_eq!(s.lengths, vec![2, 3, 2]);
@@ -71,7 +71,7 @@ fn rating_fm_samples() {
     let path = write_csv("fm");
     let text = "[family]\nkind = \"gaussian_known_var\"\ns2 = 1.0\n[model.fm]\nkind = \"rating\"\nitems = 6\ndim = 2\n[train]\nlr = 0.1\nbatch_size = 2\nmax_epochs = 1\npatience = 1\nseed = 0\n";
     let cfg = config(text);
-    let s = build(&read_csv(&path, &cfg).unwrap(), &cfg).samples;
+    let s = build(&read_csv(&path, &cfg).unwrap(), &cfg).samples.dense();
     assert_eq!(s.tokens, array![[2, 3], [1, 3], [1, 2], [5, 0], [4, 0]]);
     assert_eq!(
         s.weights.unwrap(),

@@ -67,6 +67,19 @@ pub struct RunSettings {
     pub batching: Batching,
 }
 
+impl RunSettings {
+    /// Checks the settings, naming the flag: `--epochs` at least 1 (0 would train nothing
+    /// and report the initial weights).
+    pub fn validate(&self) -> Result<(), ModelError> {
+        if self.epochs == Some(0) {
+            return Err(ModelError::Config(
+                "--epochs 0: must be at least 1 (0 epochs would train nothing)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The experiment and its options, one variant per experiment (the `efa reproduce`,
 /// `efa bench train` and `efa audit` subcommands).
 #[derive(Clone, Debug, Serialize)]
@@ -168,6 +181,7 @@ pub fn run(
     observer: &mut dyn FnMut(&EpochLog),
 ) -> Result<(RunResult, Params<f32>), ModelError> {
     spec.model.validate()?;
+    spec.train_config.validate()?;
     for (name, s) in [
         ("train", &spec.train),
         ("val", &spec.val),

@@ -135,3 +135,52 @@ pub fn resolve_data_dir(data: Option<&PathBuf>) -> Result<PathBuf, ModelError> {
         }),
     }
 }
+
+/// The first value of `v` that occurs a second time (a repeated `--k` or `--seeds` entry),
+/// in O(n log n).
+pub fn first_repeat<T: Ord + Copy>(v: &[T]) -> Option<T> {
+    let mut seen = std::collections::BTreeSet::new();
+    v.iter().copied().find(|x| !seen.insert(*x))
+}
+
+impl super::temperature::Options {
+    /// Checks the options before any data are read, naming the flag: `--layers` in
+    /// `1..=MAX_LAYERS`; `--lag` at most 2; where the FM runs, `--fm-epochs` at least 1 and
+    /// `--k` not empty, every k at least 1 and none repeated (the upper bound, the number of
+    /// cities − 1, is checked once the cities are known); `--seeds` without repeats.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |s: String| Err(ModelError::Config(s));
+        if let Some(l) = self.layers {
+            if l == 0 || l > crate::limits::MAX_LAYERS {
+                return bad(format!(
+                    "--layers {l}: must be in 1..={}",
+                    crate::limits::MAX_LAYERS
+                ));
+            }
+        }
+        if self.lag > 2 {
+            return bad(format!(
+                "--lag {}: the paper's models use 0, 1 or 2 lag days",
+                self.lag
+            ));
+        }
+        if self.model != super::Models::Efa {
+            if self.fm_epochs == 0 {
+                return bad("--fm-epochs 0: must be at least 1".into());
+            }
+            if self.k.is_empty() || self.k.contains(&0) {
+                return bad(format!(
+                    "--k {:?}: needs neighbour counts of at least 1",
+                    self.k
+                ));
+            }
+            if let Some(k) = first_repeat(&self.k) {
+                return bad(format!("--k: {k} is given twice"));
+            }
+        }
+        if let Some(s) = first_repeat(&self.seeds) {
+            return bad(format!("--seeds: {s} is given twice"));
+        }
+        Ok(())
+    }
+}

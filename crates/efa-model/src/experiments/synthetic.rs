@@ -194,6 +194,10 @@ pub fn audit_batch(uni: bool, efa: bool, n: usize) -> Result<(ModelConfig, Sampl
     Ok((spec.model, spec.train.select(&idx)))
 }
 
+/// Most `--users`: 1,000,000, a hundred times the paper's 10,000 (the generated splits take
+/// memory in proportion).
+pub const MAX_USERS: usize = 1_000_000;
+
 /// Options of the synthetic experiment.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
@@ -205,7 +209,7 @@ pub struct Options {
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
     pub model: Models,
     /// Number of users to generate (the paper: 10,000; smaller values are for quick checks,
-    /// with the same 75/25 user split; a multiple of 4, at least 8).
+    /// with the same 75/25 user split; a multiple of 4, at least 8, at most 1,000,000).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 10_000))]
     pub users: usize,
 }
@@ -229,9 +233,9 @@ pub struct Synthetic {
 impl Synthetic {
     /// Generates the data (numpy seed 42).
     pub fn new(options: &Options) -> Result<Self, ModelError> {
-        if options.users < 8 || !options.users.is_multiple_of(4) {
+        if options.users < 8 || !options.users.is_multiple_of(4) || options.users > MAX_USERS {
             return Err(ModelError::Config(format!(
-                "--users {}: must be a multiple of 4, at least 8",
+                "--users {}: must be a multiple of 4, at least 8 and at most {MAX_USERS}",
                 options.users
             )));
         }
@@ -257,6 +261,7 @@ impl Experiment for Synthetic {
     }
 
     fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        s.validate()?;
         let epochs = s.epochs.unwrap_or(1000);
         let mut out = Vec::new();
         for &uni in self.options.direction.unidirectional() {

@@ -343,9 +343,7 @@ impl Temperature {
                     .into(),
             ));
         }
-        if options.layers == Some(0) {
-            return Err(ModelError::Config("--layers must be at least 1".into()));
-        }
+        options.validate()?;
         let dir = options.data.dir()?;
         let mut data = load(&dir, options.lag)?;
         let mut fm_data = if options.lag > 0 && options.model != Models::Efa {
@@ -464,6 +462,7 @@ impl Experiment for Temperature {
     }
 
     fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        s.validate()?;
         let lag = self.options.lag;
         let mut out = Vec::new();
         if self.options.model != Models::Fm {

@@ -237,6 +237,7 @@ impl Experiment for Items {
     }
 
     fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        s.validate()?;
         let epochs = s.epochs.unwrap_or(2000);
         let mut out = Vec::new();
         for &uni in self.options.direction.unidirectional() {

@@ -256,6 +256,7 @@ impl Experiment for Ratings {
     }
 
     fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
+        s.validate()?;
         let epochs = s.epochs.unwrap_or(1000);
         let mut out = Vec::new();
         for &uni in self.options.direction.unidirectional() {
