@@ -185,6 +185,43 @@ fn run<T: Real>(case: &Case, mode: Mode, fused: bool, seed: u64) -> Vec<ArrayD<f
     out
 }
 
+/// The output of the block (fused or composed) with `inputs[which]` element 0 set to NaN.
+fn output_with_nan(case: &Case, mode: Mode, fused: bool, which: usize) -> ArrayD<f64> {
+    let mut inputs = case.inputs(mode, 7);
+    inputs[which].1.as_slice_mut().unwrap()[0] = f64::NAN;
+    let mut t = Tape::<f64>::new();
+    let v: Vec<Var> = inputs
+        .iter()
+        .map(|(name, x)| t.param(name, x.clone()).unwrap())
+        .collect();
+    let y = if fused {
+        t.post_norm_block(case.args(mode, &v)).unwrap()
+    } else {
+        case.composed(mode, &mut t, &v).unwrap()
+    };
+    t.value(y).clone()
+}
+
+/// A NaN in any input reaches the fused block's output exactly where it reaches the
+/// composition of tape ops (each of which propagates NaN, tested in tests/nan.rs); it is
+/// never absorbed (by a ReLU, a max or a masked-out score) where the definition keeps it.
+#[test]
+fn a_nan_in_any_input_reaches_the_output_as_in_the_composition() {
+    let case = &cases()[1];
+    for mode in MODES {
+        for which in 0..case.inputs(mode, 7).len() {
+            let fused = output_with_nan(case, mode, true, which);
+            let composed = output_with_nan(case, mode, false, which);
+            let pattern = |a: &ArrayD<f64>| a.iter().map(|x| x.is_nan()).collect::<Vec<_>>();
+            assert_eq!(
+                pattern(&fused),
+                pattern(&composed),
+                "{mode:?}: NaN in input #{which}"
+            );
+        }
+    }
+}
+
 fn cases() -> Vec<Case> {
     let c = |b, n, d, heads, kd, f, lengths: Option<Vec<usize>>| Case {
         b,
