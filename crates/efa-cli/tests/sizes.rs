@@ -266,8 +266,10 @@ fn edit_config(file: &Path, edit: impl Fn(&mut serde_json::Value)) {
     let mut c = efa_model::crc32::Crc32::new();
     for k in keys {
         let v = meta[k].as_str().unwrap();
-        c.update(&(k.len() as u64).to_le_bytes()).update(k.as_bytes());
-        c.update(&(v.len() as u64).to_le_bytes()).update(v.as_bytes());
+        c.update(&(k.len() as u64).to_le_bytes())
+            .update(k.as_bytes());
+        c.update(&(v.len() as u64).to_le_bytes())
+            .update(v.as_bytes());
     }
     header["__metadata__"]["efa.meta_crc32"] =
         serde_json::Value::String(efa_model::crc32::to_hex(c.finish()));
