@@ -285,6 +285,63 @@ pub unsafe fn gemm<T: Real>(
     })
 }
 
+/// [`gemm`] on slices with every bound checked: `C ← alpha·A·B` (`accumulate = false`) or
+/// `C ← C + A·B` (`accumulate = true`), `A` `m × k` at `a[i·rsa + p·csa]`, `B` `k × n` with
+/// rows at `b[p·ldb]`, `C` rows at `c[i·ldc]`; `B` and `C` rows are read and written up to
+/// `padded(n)` columns, so `ldb` and `ldc` must be at least that.
+///
+/// # Panics
+/// If a slice is too short for its shape and strides (an internal invariant of the callers:
+/// the kernels size their buffers from the same shapes).
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn gemm_checked<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    alpha: T,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
+        "gemm: A bounds"
+    );
+    assert!(
+        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
+        "gemm: B bounds"
+    );
+    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "gemm: C bounds");
+    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows
+    // up to the padded width) or writes (C rows up to the padded width) inside the slices; `c`
+    // is a unique borrow, so it aliases neither `a` nor `b`.
+    unsafe {
+        gemm(
+            isa,
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            ldb as isize,
+            c.as_mut_ptr(),
+            ldc as isize,
+            accumulate,
+            alpha,
+        );
+    }
+}
+
 #[inline(always)]
 unsafe fn ds_body<V: SimdVec>(p: *const V::Elem, dp: *mut V::Elem, d: V::Elem, n: usize) {
     unsafe {

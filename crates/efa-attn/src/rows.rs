@@ -20,7 +20,7 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use crate::micro::{ds_row, gemm, padded};
+use crate::micro::{ds_row, gemm_checked, padded};
 use crate::AttnError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -209,12 +209,12 @@ fn put_block<T: Real>(
     }
 }
 
-/// `C ← alpha·A·B` on [`gemm`] with bounds checked: `A` `m × k` at `a[i·rsa + p·csa]`, `B`
-/// `k × n` with rows at `b[p·ldb]` (padded width), `C` rows at `c[i·ldc]` (padded width).
+/// `C ← alpha·A·B` ([`gemm_checked`]): `A` `m × k` at `a[i·rsa + p·csa]`, `B` `k × n` with
+/// rows at `b[p·ldb]` (padded width), `C` rows at `c[i·ldc]` (padded width).
 #[allow(clippy::too_many_arguments)]
 fn product<T: Real>(
     isa: Isa,
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     a: &[T],
     rsa: usize,
     csa: usize,
@@ -224,35 +224,7 @@ fn product<T: Real>(
     ldc: usize,
     alpha: T,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    let np = padded(n);
-    assert!(
-        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
-        "rows: A bounds"
-    );
-    assert!(k == 0 || (k - 1) * ldb + np <= b.len(), "rows: B bounds");
-    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "rows: C bounds");
-    // SAFETY: the asserts above keep every element the kernel reads or writes inside the
-    // slices (B and C rows are read/written up to the padded width); `c` is a unique borrow.
-    unsafe {
-        gemm(
-            isa,
-            m,
-            n,
-            k,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            ldb as isize,
-            c.as_mut_ptr(),
-            ldc as isize,
-            false,
-            alpha,
-        );
-    }
+    gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
 /// Forward of one sequence (see the [module docs](self)): writes `P` to `p`

@@ -3,7 +3,7 @@
 //! gradients, summed afterwards in chunk order.
 
 use super::dense::{col_sums, grow, ld, ln_back_in_place, mm, Packed};
-use super::forward::{query_rows, slices};
+use super::forward::{query_rows, sample_qkv, slices};
 use super::{err, split, split_ref, tail_at, unpad, Config, Dims, Saved};
 use crate::TapeError;
 use efa_attn::rows::{self, Rows, RowsMut, RowsScratch};
@@ -264,7 +264,7 @@ pub(super) fn run<T: Real>(
 fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Partial<T>, TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
-    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
+    let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2] = cx.vecs;
@@ -411,39 +411,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
     };
     for i in 0..ns {
         let shape = cx.cfg.shape(dm, s0 + i);
-        let (q, k, v) = match cx.given {
-            Some([q, k, v]) => {
-                let s = s0 + i;
-                (
-                    Rows {
-                        data: &q[s * nq * hk..(s + 1) * nq * hk],
-                        ld: hk,
-                    },
-                    Rows {
-                        data: &k[s * n * hk..(s + 1) * n * hk],
-                        ld: hk,
-                    },
-                    Rows {
-                        data: &v[s * n * hk..(s + 1) * n * hk],
-                        ld: hk,
-                    },
-                )
-            }
-            None => {
-                let kv = &c.kv[i * n * ldkv..(i + 1) * n * ldkv];
-                (
-                    Rows {
-                        data: &c.q[i * nq * ldhk..(i + 1) * nq * ldhk],
-                        ld: ldhk,
-                    },
-                    Rows { data: kv, ld: ldkv },
-                    Rows {
-                        data: kv.get(hk..).unwrap_or_default(),
-                        ld: ldkv,
-                    },
-                )
-            }
-        };
+        let (q, k, v) = sample_qkv(cx.given, c.q, c.kv, *dm, s0, i);
         let (qr, kr) = (
             i * nq * ldg..(i + 1) * nq * ldg,
             i * n * ldg..(i + 1) * n * ldg,

@@ -1,12 +1,12 @@
 //! Row-major building blocks of the block op: weights packed once per call, the
-//! [`efa_attn::micro::gemm`] kernel behind a bounds-checked wrapper, and the per-row steps
+//! [`efa_attn::micro::gemm_checked`] kernel, and the per-row steps
 //! (bias and residual initialisation, column sums, layer norm and its backward).
 //!
 //! Activations live in row-major buffers whose row stride is the width rounded up to the
 //! kernel's padding ([`padded`]); the padding columns are kept at zero by every writer, so a
 //! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
 
-use efa_attn::micro::{gemm, padded};
+use efa_attn::micro::{gemm_checked, padded};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 
@@ -59,51 +59,16 @@ impl<T: Real> Packed<T> {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn mm<T: Real>(
     isa: Isa,
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     a: &[T],
-    (rsa, csa): (usize, usize),
+    strides: (usize, usize),
     b: &[T],
     ldb: usize,
     c: &mut [T],
     ldc: usize,
     acc: bool,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    let np = padded(n);
-    assert!(
-        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
-        "block mm: A bounds"
-    );
-    assert!(
-        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
-        "block mm: B bounds"
-    );
-    assert!(
-        (m - 1) * ldc + np <= c.len() && ldc >= np,
-        "block mm: C bounds"
-    );
-    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows
-    // up to the padded width) or writes (C rows up to the padded width) inside the slices; `c`
-    // is a unique borrow, so it aliases neither `a` nor `b`.
-    unsafe {
-        gemm(
-            isa,
-            m,
-            n,
-            k,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            ldb as isize,
-            c.as_mut_ptr(),
-            ldc as isize,
-            acc,
-            T::ONE,
-        );
-    }
+    gemm_checked(isa, mnk, a, strides, b, ldb, c, ldc, acc, T::ONE);
 }
 
 /// `c[i][j] = bias[j] (+ add[i][j])` for `j < bias.len()` and 0 on the padding, rows

@@ -228,39 +228,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
     let plen = cx.cfg.shape(dm, s0).p_len();
     for i in 0..ns {
         let shape = cx.cfg.shape(dm, s0 + i);
-        let (q, k, v) = match cx.given {
-            Some([q, k, v]) => {
-                let s = s0 + i;
-                (
-                    Rows {
-                        data: &q[s * nq * hk..(s + 1) * nq * hk],
-                        ld: hk,
-                    },
-                    Rows {
-                        data: &k[s * n * hk..(s + 1) * n * hk],
-                        ld: hk,
-                    },
-                    Rows {
-                        data: &v[s * n * hk..(s + 1) * n * hk],
-                        ld: hk,
-                    },
-                )
-            }
-            None => {
-                let kv = &c.kv[i * n * ldkv..(i + 1) * n * ldkv];
-                (
-                    Rows {
-                        data: &c.q[i * nq * ldhk..(i + 1) * nq * ldhk],
-                        ld: ldhk,
-                    },
-                    Rows { data: kv, ld: ldkv },
-                    Rows {
-                        data: kv.get(hk..).unwrap_or_default(),
-                        ld: ldkv,
-                    },
-                )
-            }
-        };
+        let (q, k, v) = sample_qkv(cx.given, c.q, c.kv, *dm, s0, i);
         let o = RowsMut {
             data: &mut c.o[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
@@ -350,4 +318,43 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
         );
     }
     Ok(())
+}
+
+/// Sample `s0 + i`'s queries, keys and values as rows: slices of the given `[q, k, v]`
+/// (width `H·K`), or of chunk `i`'s projections `q` (stride `ld(H·K)`) and `[k | v]` (stride
+/// `ld(2·H·K)`, values from column `H·K` on).
+pub(super) fn sample_qkv<'a, T: Real>(
+    given: Option<[&'a [T]; 3]>,
+    q: &'a [T],
+    kv: &'a [T],
+    dm: Dims,
+    s0: usize,
+    i: usize,
+) -> (Rows<'a, T>, Rows<'a, T>, Rows<'a, T>) {
+    let (n, nq, hk) = (dm.n, dm.nq, dm.hk);
+    match given {
+        Some([q, k, v]) => {
+            let s = s0 + i;
+            let rows = |x: &'a [T], r: usize| Rows {
+                data: &x[s * r * hk..(s + 1) * r * hk],
+                ld: hk,
+            };
+            (rows(q, nq), rows(k, n), rows(v, n))
+        }
+        None => {
+            let (ldhk, ldkv) = (ld(hk), ld(2 * hk));
+            let kv = &kv[i * n * ldkv..(i + 1) * n * ldkv];
+            (
+                Rows {
+                    data: &q[i * nq * ldhk..(i + 1) * nq * ldhk],
+                    ld: ldhk,
+                },
+                Rows { data: kv, ld: ldkv },
+                Rows {
+                    data: kv.get(hk..).unwrap_or_default(),
+                    ld: ldkv,
+                },
+            )
+        }
+    }
 }
