@@ -71,6 +71,12 @@ fn first_large(v: &serde_json::Value, path: &str, limit: u64) -> Option<(String,
 /// overflow and without allocating. The error names the field (`model.efa.items`) or the
 /// parameter and its shape.
 pub fn check_sizes(cfg: &ModelConfig) -> Result<(), ModelError> {
+    param_values(cfg).map(|_| ())
+}
+
+/// The number of parameter values of `cfg` (`Σ_tensors Π shape`), with the checks of
+/// [`check_sizes`] (one declaration to the counter does both).
+pub fn param_values(cfg: &ModelConfig) -> Result<usize, ModelError> {
     let v = serde_json::to_value(cfg).map_err(|e| ModelError::Config(e.to_string()))?;
     if let Some((field, x)) = first_large(&v, "model", MAX_PARAM_VALUES as u64) {
         return Err(ModelError::Config(format!(
@@ -78,13 +84,6 @@ pub fn check_sizes(cfg: &ModelConfig) -> Result<(), ModelError> {
              parameter values a model may have)"
         )));
     }
-    cfg.declare(&mut Counter::default())?;
-    Ok(())
-}
-
-/// The number of parameter values of `cfg` (`Σ_tensors Π shape`), after [`check_sizes`].
-pub fn param_values(cfg: &ModelConfig) -> Result<usize, ModelError> {
-    check_sizes(cfg)?;
     let mut c = Counter::default();
     cfg.declare(&mut c)?;
     Ok(c.total)
