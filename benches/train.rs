@@ -8,8 +8,9 @@
 //! experiments. Quick run: `cargo bench --bench train -- --warm-up-time 1 --measurement-time 3`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use efa_model::experiments::synthetic;
+use efa_data::samples::Direction;
 use efa_model::train::{new_adam, train_epoch, TrainConfig};
+use efa_paper::{synthetic, ModelKind};
 use rand::SeedableRng;
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,8 +28,9 @@ fn train(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    for uni in [true, false] {
-        let spec = synthetic::spec(&data, uni, true, TrainConfig::paper(1, 0), 0).expect("spec");
+    for (uni, dir) in [(true, Direction::Uni), (false, Direction::Bi)] {
+        let spec =
+            synthetic::spec(&data, dir, ModelKind::Efa, TrainConfig::paper(1, 0), 0).expect("spec");
         let n = SUBSET.min(spec.train.len());
         let subset = spec.train.select(&(0..n).collect::<Vec<_>>());
         let cfg = &spec.train_config;

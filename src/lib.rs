@@ -12,7 +12,8 @@
 //! | [`optim`] | Adam / AdamW, SGD, clipping, schedules, bit-exact state |
 //! | [`check`] | finite-difference audits with per-element reports |
 //! | [`data`] | the paper's data sets, their splits, the user CSV layout |
-//! | [`model`] | EFA and factor models, forward plans, training, experiments |
+//! | [`model`] | EFA and factor models, forward plans, training |
+//! | [`paper`] | the paper's experiments and the scheduler that runs them |
 //!
 //! ```
 //! use efa::prelude::*;
@@ -33,6 +34,7 @@ pub use efa_expfam as expfam;
 pub use efa_model as model;
 pub use efa_num as num;
 pub use efa_optim as optim;
+pub use efa_paper as paper;
 pub use efa_tape as tape;
 
 /// The tape, the attention arguments, families, optimizers and models in one import.

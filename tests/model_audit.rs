@@ -3,15 +3,16 @@
 //! against central finite differences.
 
 use efa::check::{CheckOptions, Mode};
+use efa::data::samples::Direction;
 use efa::model::audit::{audit_model, default_options};
-use efa::model::experiments::synthetic;
 use efa::model::{Evaluator, Objective};
+use efa::paper::{synthetic, ModelKind};
 
 #[test]
 fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {
-    for uni in [true, false] {
-        for efa in [false, true] {
-            let (model, batch) = synthetic::audit_batch(uni, efa, 6).unwrap();
+    for dir in [Direction::Uni, Direction::Bi] {
+        for kind in [ModelKind::Fm, ModelKind::Efa] {
+            let (model, batch) = synthetic::audit_batch(dir, kind, 6).unwrap();
             // Tensors up to 640 elements element by element, larger ones along 24 seeded
             // random directions (the CLI audits up to 4,096 elements in full).
             let opts = CheckOptions {
@@ -25,7 +26,7 @@ fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {
             let params = model.init::<f64>(0);
             let eval = Evaluator::new(&model, &Objective::Mse);
             let report = audit_model(&eval, &params, &batch, &opts).unwrap().params;
-            assert!(report.passed(), "uni={uni} efa={efa}:\n{report}");
+            assert!(report.passed(), "{dir:?} {kind:?}:\n{report}");
             // Every parameter tensor was audited, with real comparisons.
             assert_eq!(report.params.len(), params.len());
             assert!(report.params.iter().all(|p| p.checked > 0));

@@ -2,11 +2,13 @@
 //! against the check values of PAPER.md (§3.2, §4.2, §5.2, §6.1, Appendix B) and the
 //! parameter counts the notebooks printed or that follow from their layer shapes.
 
+use efa::data::samples::Direction::{Bi, Uni};
 use efa::model::batch::{Samples, Targets};
-use efa::model::experiments::movielens::{self as ml, Protocol, Variant};
-use efa::model::experiments::{instacart, temperature};
 use efa::model::train::TrainConfig;
 use efa::model::ModelConfig;
+use efa::paper::movielens::{self as ml, Protocol, Variant};
+use efa::paper::ModelKind::{Efa, Fm};
+use efa::paper::{instacart, temperature};
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {
@@ -48,7 +50,7 @@ fn movielens_exp1_matches_the_notebooks_split_samples_and_models() {
     assert_eq!(data.max_len, 44);
     // First test basket: user 8 (Appendix B).
     assert_eq!(data.test[0], vec![29, 37, 2, 5, 49, 21, 18, 6, 28]);
-    let efa = ml::item_spec(&data, false, true, 3.483, cfg(), 0).unwrap();
+    let efa = ml::item_spec(&data, Bi, Efa, 3.483, cfg(), 0).unwrap();
     assert_eq!(
         (efa.train.len(), efa.val.len(), efa.test.len()),
         (7252, 2484, 3408)
@@ -72,7 +74,7 @@ fn movielens_exp1_matches_the_notebooks_split_samples_and_models() {
         (0, 9, 28)
     );
     assert_eq!(params(&efa.model), 13_120);
-    let fm_bi = ml::item_spec(&data, false, false, 3.566, cfg(), 0).unwrap();
+    let fm_bi = ml::item_spec(&data, Bi, Fm, 3.566, cfg(), 0).unwrap();
     assert_eq!(fm_bi.test.width(), 43);
     assert_eq!(
         fm_bi
@@ -86,7 +88,7 @@ fn movielens_exp1_matches_the_notebooks_split_samples_and_models() {
         vec![37, 2, 5, 49, 21, 18, 6, 28, 0]
     );
     assert_eq!(params(&fm_bi.model), 3_232);
-    let fm_uni = ml::item_spec(&data, true, false, 3.534, cfg(), 0).unwrap();
+    let fm_uni = ml::item_spec(&data, Uni, Fm, 3.534, cfg(), 0).unwrap();
     assert_eq!(fm_uni.test.width(), 44);
     // Position 2 of user 8: previous items, then MASK.
     assert_eq!(
@@ -127,11 +129,11 @@ fn movielens_exp2_matches_the_notebooks_split_and_first_sample() {
         (data.train.len(), data.val.len(), data.test_samples.len()),
         (6530, 2177, 3038)
     );
-    let fm = ml::exp2_spec(&data, Variant::V1, false, false, cfg(), 0).unwrap();
+    let fm = ml::exp2_spec(&data, Variant::V1, Bi, Fm, cfg(), 0).unwrap();
     // "The first train sample of bidir FM after the split has context length 27 and target 3."
     assert_eq!((fm.train.lengths[0], reals(&fm.train)[0]), (27, 3.0));
     assert_eq!(params(&fm.model), 3_264);
-    let efa = ml::exp2_spec(&data, Variant::V2, true, true, cfg(), 0).unwrap();
+    let efa = ml::exp2_spec(&data, Variant::V2, Uni, Efa, cfg(), 0).unwrap();
     assert_eq!(params(&efa.model), 23_425);
     // Test rating counts 676 / 1,287 / 1,075.
     let y = reals(&efa.test);
@@ -148,7 +150,7 @@ fn movielens_exp2_matches_the_notebooks_split_and_first_sample() {
 fn instacart_matches_the_notebooks_sizes_and_third_training_sample() {
     let exp = instacart::load(&data_dir()).unwrap();
     assert_eq!(&exp.val_order_ids[..2], &[1_536_267, 585_862]);
-    let efa = instacart::spec(&exp, true, true, cfg(), 0).unwrap();
+    let efa = instacart::spec(&exp, Uni, Efa, cfg(), 0).unwrap();
     assert_eq!(
         (efa.train.len(), efa.val.len(), efa.test.len()),
         (206_450, 68_895, 16_066)
@@ -161,11 +163,11 @@ fn instacart_matches_the_notebooks_sizes_and_third_training_sample() {
     assert_eq!(classes(&efa.train)[2], 11);
     assert_eq!(params(&efa.model), 13_312);
     assert_eq!(
-        params(&instacart::spec(&exp, false, false, cfg(), 0).unwrap().model),
+        params(&instacart::spec(&exp, Bi, Fm, cfg(), 0).unwrap().model),
         4_064
     );
     assert_eq!(
-        params(&instacart::spec(&exp, true, false, cfg(), 0).unwrap().model),
+        params(&instacart::spec(&exp, Uni, Fm, cfg(), 0).unwrap().model),
         4_096
     );
     // The attention baskets are the 10-item test baskets holding test samples 15–24 and 50–59.

@@ -6,8 +6,8 @@ use crate::CliError;
 use clap::Args;
 use efa_check::{CheckOptions, Compared, Mode, Report};
 use efa_model::audit::{audit_model, ModelAudit};
-use efa_model::experiments::{plan_of, ExperimentOptions, RunSettings};
 use efa_model::{Evaluator, ForwardPlan, ModelConfig, Objective, Params, Samples};
+use efa_paper::{plan_of, ExperimentOptions, RunSettings};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -145,7 +145,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
 
 /// Every run of an experiment, each on the first `--batch` samples of its training split.
 fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, CliError> {
-    let exp = e.build().map_err(cli)?;
+    let exp = e.build()?;
     let settings = RunSettings {
         epochs: Some(1),
         seed: a.seed,
@@ -153,14 +153,13 @@ fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, Cli
         ..RunSettings::default()
     };
     let name = exp.name();
-    exp.runs(&settings)
-        .map_err(cli)?
+    exp.runs(&settings)?
         .into_iter()
         .map(|spec| {
             let n = a.batch.min(spec.train.len());
             let idx: Vec<usize> = (0..n).collect();
             Ok(Job {
-                title: format!("{name} {} {}", spec.model.kind(), spec.setting),
+                title: format!("{name} {} {}", spec.model.kind(), spec.setting()),
                 params: spec.model.init::<f64>(a.seed),
                 batch: spec.train.select(&idx),
                 plan: plan_of(&spec.model, &settings),

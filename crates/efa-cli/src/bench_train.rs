@@ -12,9 +12,9 @@ use crate::bench_cmd::sgemm_ceiling_n;
 use crate::common::cli;
 use crate::CliError;
 use clap::Args;
-use efa_model::experiments::{ExperimentOptions, RunSettings, RunSpec};
 use efa_model::train::{new_adam, train_epoch, Batching};
 use efa_model::{Direction, ForwardPlan, ModelConfig};
+use efa_paper::{ExperimentOptions, RunSettings, RunSpec};
 use rand::SeedableRng;
 use serde_json::json;
 use std::time::Instant;
@@ -72,7 +72,7 @@ struct Row {
 fn direction(spec: &RunSpec) -> &'static str {
     let causal = matches!(&spec.model,
         ModelConfig::Efa(c) if c.direction != Direction::Padding);
-    if causal || spec.setting.starts_with("uni") {
+    if causal || spec.key.is_uni() {
         "uni"
     } else {
         "bi"
@@ -86,7 +86,7 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
     if train.is_empty() {
         return Err(CliError::new(format!(
             "{name} {}: no training samples",
-            spec.setting
+            spec.setting()
         )));
     }
     let mut params = spec.model.init::<f32>(spec.init_seed);
@@ -112,7 +112,7 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
     if !a.json {
         errln!(
             "{name} {}: {} training samples, warm-up epoch {warm:.2} s",
-            spec.setting,
+            spec.setting(),
             train.len()
         );
     }
@@ -134,7 +134,7 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
     sorted.sort_by(|x, y| x.total_cmp(y));
     let epoch_s = sorted[sorted.len() / 2];
     Ok(Row {
-        setting: spec.setting.clone(),
+        setting: spec.setting(),
         direction: direction(spec),
         batching: cfg.batching.name(),
         batch: cfg.batch_size,
@@ -174,7 +174,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::new(format!("efa bench train: thread pool: {e}")))?;
     let (name, rows, sgemm) = pool.install(|| -> Result<_, CliError> {
-        let exp = a.experiment.build().map_err(cli)?;
+        let exp = a.experiment.build()?;
         let settings = RunSettings {
             // The timed loop calls train_epoch directly, so max_epochs only labels the config.
             epochs: Some(1),
@@ -184,8 +184,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         };
         let name = exp.name();
         let rows = exp
-            .runs(&settings)
-            .map_err(cli)?
+            .runs(&settings)?
             .iter()
             .filter(|spec| matches!(spec.model, ModelConfig::Efa(_)))
             .map(|spec| time_model(&a, &name, spec))

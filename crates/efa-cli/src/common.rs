@@ -29,6 +29,15 @@ pub fn check_threads(t: usize, context: &str) -> Result<usize, CliError> {
     Ok(t)
 }
 
+/// clap value parser of a count that must be at least 1 (`--epochs`): clap names the flag.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Configures rayon's global pool once (`None`: all cores); `--threads` is checked by
 /// [`check_threads`].
 pub fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
@@ -48,6 +57,34 @@ pub fn cli(e: efa_model::ModelError) -> CliError {
     match e {
         efa_model::ModelError::Config(s) => CliError::new(s),
         e => CliError::new(e.to_string()),
+    }
+}
+
+/// A user error from an experiment's error: a setting is named by its flag
+/// (`--lag 7: …`), a missing data directory by `--data`.
+pub fn paper(e: efa_paper::PaperError) -> CliError {
+    use efa_paper::PaperError;
+    match e {
+        PaperError::Setting {
+            field,
+            value,
+            reason,
+        } => CliError::new(format!("--{} {value}: {reason}", field.replace('_', "-"))),
+        PaperError::NoDataDir { given: Some(p) } => {
+            CliError::new(format!("--data {}: not a directory", p.display()))
+        }
+        PaperError::NoDataDir { given: None } => CliError::new(format!(
+            "{}; pass --data DIR",
+            PaperError::NoDataDir { given: None }
+        )),
+        PaperError::Model(e) => cli(e),
+        e => CliError::new(e.to_string()),
+    }
+}
+
+impl From<efa_paper::PaperError> for CliError {
+    fn from(e: efa_paper::PaperError) -> Self {
+        paper(e)
     }
 }
 

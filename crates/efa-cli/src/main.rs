@@ -16,7 +16,6 @@ mod plot;
 mod predict_cmd;
 mod report;
 mod reproduce;
-mod runner;
 mod train_cmd;
 
 pub use error::CliError;

@@ -3,12 +3,14 @@
 
 use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
-use efa_model::experiments::{Analysis, Figure, RunResult};
 use efa_model::train::EpochLog;
-use indicatif::{ProgressBar, ProgressStyle};
+use efa_paper::runner::RunObserver;
+use efa_paper::{Analysis, Figure, PaperError, RunResult, RunSpec};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 /// A progress bar over the epochs of one run (hidden when stderr is not a terminal).
 pub fn epoch_bar(label: &str, max_epochs: usize, quiet: bool) -> ProgressBar {
@@ -33,6 +35,70 @@ pub fn on_epoch(bar: &ProgressBar, log: &EpochLog) {
         "train {:.4}  val {:.4}  {:.0} samples/s",
         log.train_loss, log.val_loss, log.samples_per_s
     ));
+}
+
+/// A progress bar per running run of a queue, and a summary line per finished run.
+pub struct Bars {
+    multi: MultiProgress,
+    bars: Mutex<BTreeMap<usize, ProgressBar>>,
+    quiet: bool,
+}
+
+impl Bars {
+    /// Bars on stderr (none with `quiet`).
+    pub fn new(quiet: bool) -> Self {
+        Self {
+            multi: MultiProgress::new(),
+            bars: Mutex::new(BTreeMap::new()),
+            quiet,
+        }
+    }
+
+    fn bar(&self, index: usize) -> Option<ProgressBar> {
+        let bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
+        bars.get(&index).cloned()
+    }
+}
+
+impl RunObserver for Bars {
+    fn started(&self, index: usize, spec: &RunSpec) {
+        let label = format!("{} {}", spec.model.kind(), spec.setting());
+        let bar = self
+            .multi
+            .add(epoch_bar(&label, spec.train_config.max_epochs, self.quiet));
+        let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
+        bars.insert(index, bar);
+    }
+
+    fn epoch(&self, index: usize, log: &EpochLog) {
+        if let Some(bar) = self.bar(index) {
+            on_epoch(&bar, log);
+        }
+    }
+
+    fn finished(&self, index: usize, spec: &RunSpec, outcome: Result<&RunResult, &PaperError>) {
+        if let Some(bar) = self.bar(index) {
+            bar.finish_and_clear();
+        }
+        if let Ok(r) = outcome {
+            let per_epoch =
+                r.history.iter().map(|h| h.seconds).sum::<f64>() / r.history.len().max(1) as f64;
+            errln!(
+                "{} {}: test {} {:.6} (paper {:.3}), {} epochs, best {}, {:.1}s ({:.2} s/epoch, {} \
+                 train samples)",
+                r.model,
+                r.setting,
+                r.metric,
+                r.value,
+                r.paper,
+                r.epochs,
+                r.best_epoch,
+                r.seconds,
+                per_epoch,
+                spec.train.len()
+            );
+        }
+    }
 }
 
 /// Prints `setting | model | metric | ours | paper` with the epochs and time of each run.

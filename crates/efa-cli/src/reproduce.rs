@@ -3,17 +3,17 @@
 //! beside the paper's numbers, and write `results.json`, the loss curves and the experiments'
 //! own figures.
 
-use crate::common::{cli, set_threads};
-use crate::report::{print_table, write_outputs};
-use crate::runner::run_all;
+use crate::common::set_threads;
+use crate::report::{print_table, write_outputs, Bars};
 use crate::CliError;
 use clap::{Args, Subcommand};
-use efa_model::experiments::{
+use efa_model::train::Batching;
+use efa_model::ForwardPlan;
+use efa_paper::runner::{run_all, workers};
+use efa_paper::{
     temperature, DataOptions, Experiment, ExperimentOptions, Models, Protocol, RunResult,
     RunSettings, RunSpec, TrainedRun,
 };
-use efa_model::train::Batching;
-use efa_model::ForwardPlan;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +24,7 @@ pub struct ReproduceArgs {
     target: Target,
     /// Most epochs per model (default: the paper's for the experiment; early stopping usually
     /// ends runs sooner).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = crate::common::at_least_one)]
     epochs: Option<usize>,
     /// Seed of parameter initialisation and minibatch shuffling (the data's own seeds are the
     /// paper's and fixed).
@@ -77,17 +77,14 @@ struct AllArgs {
     data: Option<PathBuf>,
     /// Seeds 0..N of the temperature EFAs without lags (L = 1, 2, 4), reported as a spread
     /// (1 to 100).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
     spread_seeds: u64,
     /// Also run the temperature experiment under `--protocol clean` (standardised data,
     /// minibatches of whole days, early stopping): the EFAs without lags over seeds 0..N and
     /// the FM for every k; 0 leaves it out.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100))]
     clean_seeds: u64,
 }
-
-/// Most `--spread-seeds`: 100 (three EFA trainings per seed).
-const MAX_SPREAD_SEEDS: u64 = 100;
 
 fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
     set_threads(a.threads)?;
@@ -124,7 +121,7 @@ fn finish(
     exp: &dyn Experiment,
     options: &ExperimentOptions,
     specs: &[RunSpec],
-    done: &[(RunResult, efa_model::Params<f32>)],
+    done: &[(RunResult, efa_model::params::Params<f32>)],
     out: &Path,
 ) -> Result<serde_json::Value, CliError> {
     let trained: Vec<TrainedRun<'_>> = specs
@@ -136,7 +133,7 @@ fn finish(
             params,
         })
         .collect();
-    let analysis = exp.analyse(&trained).map_err(cli)?;
+    let analysis = exp.analyse(&trained)?;
     let rows: Vec<RunResult> = done.iter().map(|(r, _)| r.clone()).collect();
     print_table(&rows)?;
     for line in &analysis.lines {
@@ -161,25 +158,17 @@ fn finish(
 
 /// Runs `efa reproduce`.
 pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
-    // Bad settings (`--epochs 0`, `--spread-seeds 0`) fail before any data are read.
-    settings(&a).validate().map_err(cli)?;
-    if let Target::All(all) = &a.target {
-        if all.spread_seeds == 0 || all.spread_seeds > MAX_SPREAD_SEEDS {
-            return Err(CliError::new(format!(
-                "--spread-seeds {}: must be in 1..={MAX_SPREAD_SEEDS}",
-                all.spread_seeds
-            )));
-        }
-    }
+    // Bad settings fail before any data are read (clap checks the flags' ranges).
+    settings(&a).validate()?;
     match &a.target {
         Target::Experiment(options) => {
             let threads = threads(&a)?;
-            let exp = options.build().map_err(cli)?;
+            let exp = options.build()?;
             for line in exp.describe() {
                 errln!("{line}");
             }
-            let specs = exp.runs(&settings(&a)).map_err(cli)?;
-            let done = run_all(&specs, threads, a.quiet)?;
+            let specs = exp.runs(&settings(&a))?;
+            let done = run_all(&specs, threads, &Bars::new(a.quiet))?;
             let out = a
                 .out
                 .clone()
@@ -193,7 +182,7 @@ pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
 
 /// The experiments of `efa reproduce all`, in table order.
 fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
-    use efa_model::experiments::{instacart, movielens, synthetic};
+    use efa_paper::{instacart, movielens, synthetic};
     let data = DataOptions {
         data: all.data.clone(),
         ..DataOptions::default()
@@ -254,11 +243,11 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
     let mut specs: Vec<RunSpec> = Vec::new();
     let mut ranges = Vec::new();
     for o in &options {
-        let exp = o.build().map_err(cli)?;
+        let exp = o.build()?;
         for line in exp.describe() {
             errln!("{line}");
         }
-        let runs = exp.runs(&settings(a)).map_err(cli)?;
+        let runs = exp.runs(&settings(a))?;
         ranges.push(specs.len()..specs.len() + runs.len());
         specs.extend(runs);
         exps.push(exp);
@@ -267,9 +256,9 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
         "reproduce all: {} runs of {} experiments, {} side by side",
         specs.len(),
         exps.len(),
-        crate::runner::workers(threads, specs.len())
+        workers(threads, specs.len())
     );
-    let done = run_all(&specs, threads, a.quiet)?;
+    let done = run_all(&specs, threads, &Bars::new(a.quiet))?;
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
     let mut summary = Vec::new();
     let mut experiments = Vec::new();

@@ -88,7 +88,7 @@ fn seeds_without_an_efa_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--seeds") && err.contains("--model fm"),
+        err.contains("--seeds [0, 1]") && err.contains("model = fm runs no EFA"),
         "{err}"
     );
 }

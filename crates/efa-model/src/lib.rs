@@ -10,14 +10,21 @@
 //! * [`grads::Evaluator`]: losses, gradients (a parameter that does not reach the loss is an
 //!   error unless allowed), evaluation; [`train::fit`]: Adam, early stopping, checkpoints.
 //! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes.
-//! * [`experiments`]: the paper's experiments behind one [`experiments::Experiment`] trait.
 //!
 //! ```
-//! use efa_model::{ForwardPlan, ModelConfig, Objective, Samples, Targets};
-//! use efa_model::experiments::movielens::item_efa_config;
+//! use efa_model::{Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Positions};
+//! use efa_model::{Samples, Targets};
 //! use efa_tape::Tape;
-//! // The paper's item EFA for 4 items and baskets of up to 3, bidirectional.
-//! let model = ModelConfig::Efa(item_efa_config(4, 3, false));
+//! // The paper's item EFA (PAPER.md §3.4) for 4 items and baskets of up to 3, bidirectional:
+//! // item table with padding (0) and [MASK] (5) rows, positions at valid positions, two
+//! // blocks of 2 heads × 16, logits over the 4 items.
+//! let model = ModelConfig::Efa(EfaConfig {
+//!     items: 6, item_dim: 32, zero_padding: true, values: None,
+//!     positions: Some(Positions { max_len: 3, only_valid: true }),
+//!     layers: 2, heads: 2, key_dim: 16, ffn: None, norm: Norm::None, ln_eps: 1e-3,
+//!     head_hidden: vec![], out_dim: 4, out_bias: false,
+//!     direction: Direction::Padding, continuous: None,
+//! });
 //! let params = model.init::<f64>(0);
 //! let batch = Samples {
 //!     tokens: ndarray::array![[1, 5, 3], [2, 4, 5]],   // 5 = [MASK] (items + 1)
@@ -46,7 +53,6 @@ pub mod checkpoint;
 pub mod crc32;
 pub mod efa;
 mod error;
-pub mod experiments;
 pub mod fm;
 pub mod grads;
 pub mod history;
@@ -77,7 +83,6 @@ pub use params::Params;
 pub mod prelude {
     pub use crate::batch::{SampleSet, Samples, Targets};
     pub use crate::efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
-    pub use crate::experiments::{Experiment, ExperimentOptions, RunSettings, RunSpec};
     pub use crate::fm::{FmConfig, FmVars};
     pub use crate::grads::{evaluate, loss_and_grads, predict, Evaluator};
     pub use crate::model::{ModelConfig, ModelVars, Registered};

@@ -2,7 +2,6 @@
 //! estimate against the available memory) and degenerate settings rejected when the
 //! configuration is read, each error naming the field or flag.
 
-use efa_model::experiments::{temperature, RunSettings};
 use efa_model::limits::{
     check_memory_against, count_params, estimate, Job, MAX_ELEMENTS, MAX_LAYERS,
 };
@@ -168,13 +167,31 @@ fn parameter_counts_match_the_declared_layout() {
             classes: 6,
         }),
     ];
-    let cities = vec![efa_data::temperature::City {
-        state: "A".into(),
-        city: "A".into(),
-        latitude: 1.0,
-        longitude: 2.0,
-    }];
-    models.push(ModelConfig::Efa(temperature::efa_config(&cities, 2, 1)));
+    // A temperature-style EFA: continuous values and sites, a lag embedding, post-norm FFN.
+    models.push(ModelConfig::Efa(EfaConfig {
+        items: 1,
+        item_dim: 32,
+        zero_padding: false,
+        values: None,
+        positions: None,
+        layers: 2,
+        heads: 2,
+        key_dim: 16,
+        ffn: Some(64),
+        norm: efa_model::Norm::Post,
+        ln_eps: 1e-3,
+        head_hidden: vec![128, 16],
+        out_dim: 1,
+        out_bias: true,
+        direction: efa_model::Direction::Padding,
+        continuous: Some(efa_model::efa::ContinuousInputs {
+            hidden: 128,
+            dim: 32,
+            sites: vec![vec![1.0, 2.0]],
+            lag_rows: Some(2),
+            fuse: 64,
+        }),
+    }));
     for m in &models {
         let layout = m.layout();
         let elements: usize = layout
@@ -342,123 +359,4 @@ fn degenerate_settings_are_errors_naming_the_field_when_the_config_is_read() {
         Path::new("c.toml"),
     )
     .unwrap();
-}
-
-#[test]
-fn experiment_options_are_checked_before_any_data_are_read() {
-    let s = RunSettings {
-        epochs: Some(0),
-        ..RunSettings::default()
-    };
-    assert_eq!(
-        s.validate().unwrap_err().to_string(),
-        "invalid model configuration: --epochs 0: must be at least 1 (0 epochs would train \
-         nothing)"
-    );
-    assert!(RunSettings::default().validate().is_ok());
-    // The synthetic experiment's run list refuses it too (its data are generated, not read).
-    let syn = efa_model::experiments::synthetic::Options {
-        users: 8,
-        ..Default::default()
-    };
-    let exp = efa_model::experiments::synthetic::Synthetic::new(&syn).unwrap();
-    use efa_model::experiments::Experiment;
-    assert!(exp.runs(&s).is_err());
-    let e = efa_model::experiments::synthetic::Synthetic::new(
-        &efa_model::experiments::synthetic::Options {
-            users: 4_000_000_000_000,
-            ..Default::default()
-        },
-    )
-    .err()
-    .unwrap()
-    .to_string();
-    assert!(
-        e.ends_with(
-            "--users 4000000000000: must be a multiple of 4, at least 8 and at most 1000000"
-        ),
-        "{e}"
-    );
-    // Temperature flags, with a data directory that does not exist: the flag is named
-    // first.
-    let base = temperature::Options {
-        data: efa_model::experiments::DataOptions {
-            data: Some("/nonexistent-efa-data".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let err =
-        |o: temperature::Options| temperature::Temperature::new(&o).err().unwrap().to_string();
-    let cases = [
-        (
-            temperature::Options {
-                layers: Some(0),
-                ..base.clone()
-            },
-            "--layers 0: must be in 1..=1024",
-        ),
-        (
-            temperature::Options {
-                layers: Some(100_000_000),
-                ..base.clone()
-            },
-            "--layers 100000000: must be in 1..=1024",
-        ),
-        (
-            temperature::Options {
-                lag: 7,
-                ..base.clone()
-            },
-            "--lag 7: the paper's models use 0, 1 or 2 lag days",
-        ),
-        (
-            temperature::Options {
-                fm_epochs: 0,
-                ..base.clone()
-            },
-            "--fm-epochs 0: must be at least 1",
-        ),
-        (
-            temperature::Options {
-                k: vec![3, 0],
-                ..base.clone()
-            },
-            "--k [3, 0]: needs neighbour counts of at least 1",
-        ),
-        (
-            temperature::Options {
-                k: vec![],
-                ..base.clone()
-            },
-            "--k []: needs neighbour counts of at least 1",
-        ),
-        (
-            temperature::Options {
-                k: vec![1, 5, 2, 5],
-                ..base.clone()
-            },
-            "--k: 5 is given twice",
-        ),
-        (
-            temperature::Options {
-                seeds: vec![4, 1, 4],
-                ..base.clone()
-            },
-            "--seeds: 4 is given twice",
-        ),
-    ];
-    for (o, expected) in cases {
-        assert_eq!(err(o), format!("invalid model configuration: {expected}"));
-    }
-    // An EFA-only run does not need FM flags.
-    let e = err(temperature::Options {
-        model: efa_model::experiments::Models::Efa,
-        k: vec![],
-        ..base.clone()
-    });
-    assert!(
-        e.contains("--data /nonexistent-efa-data: not a directory"),
-        "{e}"
-    );
 }

@@ -5,9 +5,6 @@
 //! experiments.
 
 use efa_model::batch::{length_order, micro_batches};
-use efa_model::experiments::{
-    instacart, movielens, synthetic, temperature, DataOptions, ExperimentOptions, RunSettings,
-};
 use efa_model::grads::{eval_positions, EVAL_POSITIONS_PER_SAMPLE, MICRO_BATCH, MICRO_POSITIONS};
 use efa_model::userdata::{build, read_csv, UserConfig, UserSet};
 use efa_model::{Evaluator, Objective, Samples, Targets};
@@ -227,76 +224,4 @@ fn a_binding_budget_gives_the_per_sample_mean_with_the_same_bits_on_any_thread_c
         let one = efa_model::train::predict(&cfg.model, &params, &set.select(&[i]), 1).unwrap();
         assert!((eta[[i, 0]] - one[[0, 0]]).abs() <= 1e-12 * one[[0, 0]].abs().max(1.0));
     }
-}
-
-/// The paper's experiments (the synthetic one always, the real-data ones where the data are
-/// present under `../shared/data`): every sample is at most 512 positions long, so
-/// micro-batches of 128 and evaluation chunks of any size are never cut by the position
-/// budget and every result is the same as with count-only batches.
-#[test]
-fn the_position_budget_never_binds_for_the_paper_experiments() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    let data_options = DataOptions {
-        data: Some(data.clone()),
-        ..Default::default()
-    };
-    let mut experiments = vec![ExperimentOptions::Synthetic(synthetic::Options::default())];
-    if data.join("movielens/u.data").is_file() {
-        experiments.push(ExperimentOptions::MovielensItems(movielens::ItemsOptions {
-            data: data_options.clone(),
-            ..Default::default()
-        }));
-        for variant in [movielens::Variant::V1, movielens::Variant::V2] {
-            experiments.push(ExperimentOptions::MovielensRatings(
-                movielens::RatingsOptions {
-                    variant,
-                    data: data_options.clone(),
-                    ..Default::default()
-                },
-            ));
-        }
-    }
-    if data.join("instacart/baskets_train.csv").is_file() {
-        experiments.push(ExperimentOptions::Instacart(instacart::Options {
-            data: data_options.clone(),
-            ..Default::default()
-        }));
-    }
-    if data.join("temperature/cities.csv").is_file() {
-        for lag in [0, 2] {
-            experiments.push(ExperimentOptions::Temperature(temperature::Options {
-                lag,
-                k: vec![1, 40],
-                data: data_options.clone(),
-                ..Default::default()
-            }));
-        }
-    }
-    let mut widest = 0;
-    for e in &experiments {
-        let exp = e.build().unwrap();
-        for spec in exp.runs(&RunSettings::default()).unwrap() {
-            for s in [&spec.train, &spec.val, &spec.test] {
-                let all: Vec<usize> = (0..s.len()).collect();
-                let longest = s.lengths.iter().copied().max().unwrap_or(0);
-                widest = widest.max(longest).max(s.width());
-                assert!(
-                    longest <= MICRO_POSITIONS / MICRO_BATCH && s.width() <= 512,
-                    "{} {}",
-                    exp.name(),
-                    spec.setting
-                );
-                let order = length_order(s, &all);
-                let pieces = micro_batches(s, &order, MICRO_BATCH, MICRO_POSITIONS);
-                assert_eq!(pieces.len(), s.len().div_ceil(MICRO_BATCH));
-                let eb = spec.train_config.eval_batch;
-                let pieces = micro_batches(s, &order, eb, eval_positions(eb));
-                assert_eq!(pieces.len(), s.len().div_ceil(eb));
-            }
-        }
-    }
-    eprintln!(
-        "{} experiment(s) checked; widest sample {widest} positions",
-        experiments.len()
-    );
 }

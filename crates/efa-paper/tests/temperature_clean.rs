@@ -3,10 +3,10 @@
 //! and gradient), and the runs the experiment builds from the shared data.
 
 use efa_data::temperature::{City, TempDay, TemperatureData, TemperatureTable};
-use efa_model::experiments::temperature::{Options, Temperature};
-use efa_model::experiments::temperature_clean::{Standardiser, CLEAN_PATIENCE};
-use efa_model::experiments::{DataOptions, Models, Protocol};
 use efa_model::prelude::*;
+use efa_paper::temperature::clean::{Standardiser, CLEAN_PATIENCE};
+use efa_paper::temperature::{Options, Temperature};
+use efa_paper::{DataOptions, Experiment, Models, Protocol, RunSettings};
 
 use efa_tape::Tape;
 use ndarray::{ArrayD, IxDyn};

@@ -4,14 +4,16 @@
 //! variants); the automatic choice is documented and checked; a parameter that does not
 //! reach the loss is an error naming it and the plan, in every plan, unless allowed.
 
+use efa_data::samples::Direction as SeqDir;
 use efa_data::temperature::{City, TempDay};
 use efa_model::batch::{Samples, Targets};
-use efa_model::experiments::movielens::{item_efa_config, item_input};
-use efa_model::experiments::{synthetic, temperature};
 use efa_model::{
     Direction, EfaConfig, Evaluator, FmConfig, ForwardPlan, ModelConfig, ModelError, ModelVars,
     Norm, Objective, Params, Positions, ValueTable,
 };
+use efa_paper::movielens::{item_efa_config, item_input};
+use efa_paper::ModelKind;
+use efa_paper::{synthetic, temperature};
 use ndarray::{Array2, ArrayD};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -151,8 +153,8 @@ fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Direction) -> 
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     // The paper's synthetic EFAs (two blocks, value table, positions everywhere).
-    for uni in [true, false] {
-        let (model, batch) = synthetic::audit_batch(uni, true, 10).unwrap();
+    for (uni, dir) in [(true, SeqDir::Uni), (false, SeqDir::Bi)] {
+        let (model, batch) = synthetic::audit_batch(dir, ModelKind::Efa, 10).unwrap();
         out.push(Case {
             name: format!("synthetic uni={uni}"),
             model,
@@ -428,7 +430,7 @@ fn a_disconnected_parameter_is_an_error_naming_it_and_the_plan_in_every_plan() {
         assert!(planted_in.contains(&plan), "no case exercised {plan}");
     }
     // The factor model's single forward: ρ read where α should be.
-    let (model, batch) = synthetic::audit_batch(true, false, 8).unwrap();
+    let (model, batch) = synthetic::audit_batch(SeqDir::Uni, ModelKind::Fm, 8).unwrap();
     let fm = Case {
         name: "fm".into(),
         model,

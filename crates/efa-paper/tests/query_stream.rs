@@ -7,12 +7,12 @@
 use efa_check::{CheckOptions, Mode};
 use efa_model::audit::audit_model;
 use efa_model::batch::{Samples, Targets};
-use efa_model::experiments::movielens::{item_efa_config, item_input};
 use efa_model::train::{epoch_batches, loss_and_grads, Batching, TrainConfig};
 use efa_model::{
     Direction, EfaConfig, Evaluator, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions,
     ValueTable,
 };
+use efa_paper::movielens::{item_efa_config, item_input};
 use ndarray::{Array2, ArrayD};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

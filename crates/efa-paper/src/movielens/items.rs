@@ -1,30 +1,31 @@
 //! MovieLens exp-1 (PAPER.md §3): the held-out / next movie of a user's basket as a category,
 //! and the categorical item models shared with Instacart.
 
-use super::{data_err, load, user_split, ItemData, Protocol};
-use crate::batch::{Samples, Targets};
-use crate::efa::{Direction, EfaConfig, Norm, Positions};
-use crate::experiments::{
-    batching_for, direction_name, plan_of, DataOptions, Directions, Experiment, Models,
-    RunSettings, RunSpec,
+use super::{load, user_split, ItemData, Protocol};
+use crate::{
+    DataOptions, Directions, Experiment, ModelKind, Models, PaperError, RunKey, RunSettings,
+    RunSpec,
 };
-use crate::fm::FmConfig;
-use crate::objective::Objective;
-use crate::recipe::TrainConfig;
-use crate::{ModelConfig, ModelError};
 use efa_data::item_samples::{
     item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample,
 };
 use efa_data::movielens::{exp1_baskets, MlExperiment};
+use efa_data::samples::Direction as DataDir;
+use efa_model::batch::{Samples, Targets};
+use efa_model::efa::{Direction, EfaConfig, Norm, Positions};
+use efa_model::fm::FmConfig;
+use efa_model::objective::Objective;
+use efa_model::recipe::TrainConfig;
+use efa_model::ModelConfig;
 use ndarray::Array2;
 use std::path::Path;
 
 /// Exp-1 baskets (§3.2): with the paper protocol 480 / 161 / 219 users, 7,252 / 2,484 / 3,408
 /// samples, max_len 44.
-pub fn exp1_data(dir: &Path, protocol: Protocol) -> Result<ItemData, ModelError> {
+pub fn exp1_data(dir: &Path, protocol: Protocol) -> Result<ItemData, PaperError> {
     let prep = load(dir, MlExperiment::Exp1)?;
     let split = user_split(&prep, protocol);
-    let b = exp1_baskets(&prep, &split).map_err(data_err)?;
+    let b = exp1_baskets(&prep, &split)?;
     let strip = |v: Vec<(u32, Vec<usize>)>| v.into_iter().map(|(_, b)| b).collect::<Vec<_>>();
     Ok(ItemData {
         train: strip(b.train),
@@ -36,12 +37,12 @@ pub fn exp1_data(dir: &Path, protocol: Protocol) -> Result<ItemData, ModelError>
 }
 
 /// The paper's exp-1 test cross-entropy per (direction, model) (§3.5).
-pub fn exp1_paper_value(uni: bool, efa: bool) -> f64 {
-    match (uni, efa) {
-        (true, false) => 3.534,
-        (true, true) => 3.444,
-        (false, false) => 3.566,
-        (false, true) => 3.483,
+pub fn exp1_paper_value(dir: DataDir, model: ModelKind) -> f64 {
+    match (dir, model) {
+        (DataDir::Uni, ModelKind::Fm) => 3.534,
+        (DataDir::Uni, ModelKind::Efa) => 3.444,
+        (DataDir::Bi, ModelKind::Fm) => 3.566,
+        (DataDir::Bi, ModelKind::Efa) => 3.483,
     }
 }
 
@@ -129,11 +130,10 @@ pub fn item_input(
     max_len: usize,
     uni: bool,
     efa: bool,
-) -> Result<Samples, ModelError> {
+) -> Result<Samples, PaperError> {
     Ok(match (efa, uni) {
         (true, _) => {
-            let mut s =
-                item_efa_input(&item_efa_samples(baskets, n_items, max_len).map_err(data_err)?);
+            let mut s = item_efa_input(&item_efa_samples(baskets, n_items, max_len)?);
             // Samples come basket by basket, one per position: the basket is the sequence id.
             s.group = Some(
                 baskets
@@ -144,32 +144,29 @@ pub fn item_input(
             );
             s
         }
-        (false, false) => {
-            item_fm_input(&item_fm_bi_samples(baskets, n_items, max_len).map_err(data_err)?)
-        }
-        (false, true) => {
-            item_fm_input(&item_fm_uni_samples(baskets, n_items, max_len).map_err(data_err)?)
-        }
+        (false, false) => item_fm_input(&item_fm_bi_samples(baskets, n_items, max_len)?),
+        (false, true) => item_fm_input(&item_fm_uni_samples(baskets, n_items, max_len)?),
     })
 }
 
 /// The run of one (direction, model) of a categorical item experiment (cross-entropy).
 pub fn item_spec(
     data: &ItemData,
-    uni: bool,
-    efa: bool,
+    dir: DataDir,
+    kind: ModelKind,
     paper: f64,
     train_config: TrainConfig,
     init_seed: u64,
-) -> Result<RunSpec, ModelError> {
+) -> Result<RunSpec, PaperError> {
     let (n, m) = (data.n_items, data.max_len);
+    let (uni, efa) = (dir == DataDir::Uni, kind == ModelKind::Efa);
     let model = if efa {
         ModelConfig::Efa(item_efa_config(n, m, uni))
     } else {
         ModelConfig::Fm(item_fm_config(n, uni))
     };
     Ok(RunSpec {
-        setting: direction_name(uni).to_string(),
+        key: RunKey::directed(kind, dir),
         model,
         objective: Objective::CrossEntropy,
         paper,
@@ -183,17 +180,16 @@ pub fn item_spec(
 }
 
 /// Options of MovieLens exp-1.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, clap::Args)]
 pub struct ItemsOptions {
     /// Directions to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Directions::Both))]
+    #[arg(long, value_enum, default_value_t = Directions::Both)]
     pub direction: Directions,
     /// Models to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    #[arg(long, value_enum, default_value_t = Models::Both)]
     pub model: Models,
     /// Data directory and protocol.
-    #[cfg_attr(feature = "cli", command(flatten))]
+    #[command(flatten)]
     #[serde(flatten)]
     pub data: DataOptions,
 }
@@ -206,7 +202,7 @@ pub struct Items {
 
 impl Items {
     /// Loads `u.data` and makes the exp-1 baskets under the protocol.
-    pub fn new(options: &ItemsOptions) -> Result<Self, ModelError> {
+    pub fn new(options: &ItemsOptions) -> Result<Self, PaperError> {
         Ok(Self {
             options: options.clone(),
             data: exp1_data(&options.data.dir()?, options.data.protocol)?,
@@ -236,18 +232,14 @@ impl Experiment for Items {
         ]
     }
 
-    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
-        s.validate()?;
+    fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
         let epochs = s.epochs.unwrap_or(2000);
         let mut out = Vec::new();
-        for &uni in self.options.direction.unidirectional() {
-            for &efa in self.options.model.is_efa() {
+        for &dir in self.options.direction.directions() {
+            for &kind in self.options.model.kinds() {
                 let cfg = TrainConfig::paper(epochs, s.seed);
-                let paper = exp1_paper_value(uni, efa);
-                let mut spec = item_spec(&self.data, uni, efa, paper, cfg, s.seed)?;
-                spec.train_config.batching = batching_for(s.batching, &spec);
-                spec.plan = plan_of(&spec.model, s);
-                out.push(spec);
+                let paper = exp1_paper_value(dir, kind);
+                out.push(item_spec(&self.data, dir, kind, paper, cfg, s.seed)?);
             }
         }
         Ok(out)

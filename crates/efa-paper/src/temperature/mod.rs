@@ -1,25 +1,56 @@
 //! U.S. city temperatures (PAPER.md §6): the masked city's October temperature from the other
 //! 43 cities of the same day (and, with lags, the previous days), by the temperature EFA of
-//! §6.2–§6.3, and the k-nearest-city factor model of §6.4 (a best guess: its code was never
-//! published).
+//! §6.2–§6.3, and the k-nearest-city factor model of §6.4 ([`fm`], a best guess: its code was
+//! never published). [`clean`] is the stable recipe of `protocol = clean`.
 
-use super::temperature_clean::{clean_train_config, Standardiser, CLEAN_BATCH, CLEAN_PATIENCE};
-use super::{
-    plan_of, Analysis, DataOptions, Experiment, Figure, Models, Protocol, RunSettings, RunSpec,
-    TrainedRun,
+pub mod clean;
+pub mod fm;
+
+pub use fm::{fm_samples, fm_spec, fm_train_config, haversine_km, neighbours, paper_fm, PAPER_FM};
+
+use self::clean::{clean_train_config, Standardiser, CLEAN_BATCH, CLEAN_PATIENCE};
+use crate::options::{at_least_one, first_repeat, parse_checked};
+use crate::{
+    Analysis, DataOptions, Experiment, Figure, ModelKind, Models, PaperError, Protocol, RunKey,
+    RunSettings, RunSpec, TrainedRun,
 };
-use crate::batch::{Samples, Targets};
-use crate::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
-use crate::fm::FmConfig;
-use crate::objective::Objective;
-use crate::recipe::Batching;
-use crate::train::TrainConfig;
-use crate::{ModelConfig, ModelError};
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
+use efa_model::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
+use efa_model::limits::MAX_LAYERS;
+use efa_model::objective::Objective;
+use efa_model::recipe::{Batching, TrainConfig};
+use efa_model::{ModelConfig, Samples, Targets};
 use ndarray::Array2;
 use serde::Serialize;
 use serde_json::json;
 use std::path::Path;
+
+/// Most lag days: the paper's models use 0, 1 or 2.
+pub const MAX_LAG: usize = 2;
+
+/// `lag` at most [`MAX_LAG`].
+pub fn check_lag(lag: usize) -> Result<(), PaperError> {
+    if lag > MAX_LAG {
+        return Err(PaperError::setting(
+            "lag",
+            lag,
+            "the paper's models use 0, 1 or 2 lag days",
+        ));
+    }
+    Ok(())
+}
+
+/// `layers` in `1..=MAX_LAYERS`.
+pub fn check_layers(layers: usize) -> Result<(), PaperError> {
+    if layers == 0 || layers > MAX_LAYERS {
+        return Err(PaperError::setting(
+            "layers",
+            layers,
+            format!("must be in 1..={MAX_LAYERS}"),
+        ));
+    }
+    Ok(())
+}
 
 /// The paper's EFA test MSE for L = 1, 2, 4 without lags, and L = 4 with lag 1 and lag 2.
 pub fn paper_efa(layers: usize, lag: usize) -> Option<f64> {
@@ -33,48 +64,24 @@ pub fn paper_efa(layers: usize, lag: usize) -> Option<f64> {
     }
 }
 
-/// The FM test MSE per k hard-coded in the paper's visualization notebook (§6.4).
-pub const PAPER_FM: [(usize, f64); 12] = [
-    (1, 37.394913),
-    (2, 31.901176),
-    (3, 23.062382),
-    (4, 22.766298),
-    (5, 22.684772),
-    (10, 29.917351),
-    (15, 34.258610),
-    (20, 40.502869),
-    (25, 47.626366),
-    (30, 52.712200),
-    (35, 60.980519),
-    (40, 75.550880),
-];
-
-/// The paper's FM test MSE for `k` neighbours, if it reported one.
-pub fn paper_fm(k: usize) -> Option<f64> {
-    PAPER_FM.iter().find(|p| p.0 == k).map(|p| p.1)
-}
-
 /// Loads `DIR/temperature/{us_cities_fall.csv, cities.csv}` with `lag` previous days and the
 /// year splits (train 2007–12, val 2013–16, test 2017–19: 8,184 / 5,456 / 4,092 samples).
-pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, ModelError> {
+pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, PaperError> {
+    check_lag(lag)?;
     let d = dir.join("temperature");
     for f in ["us_cities_fall.csv", "cities.csv"] {
         if !d.join(f).is_file() {
-            return Err(ModelError::Config(format!(
-                "temperature data not found: {} does not exist. Get the University of Dayton daily \
-                 average temperature archive (Kaggle \"Daily Temperature of Major Cities\", \
-                 city_temperature.csv) and prepare us_cities_fall.csv and cities.csv as in \
-                 PAPER.md §6.1 (see SOURCE.md beside the data).",
-                d.join(f).display()
-            )));
+            return Err(PaperError::MissingData {
+                path: d.join(f),
+                how: "Get the University of Dayton daily average temperature archive (Kaggle \
+                      \"Daily Temperature of Major Cities\", city_temperature.csv) and prepare \
+                      us_cities_fall.csv and cities.csv as in PAPER.md §6.1 (see SOURCE.md \
+                      beside the data)."
+                    .into(),
+            });
         }
     }
-    if lag > 2 {
-        return Err(ModelError::Config(format!(
-            "--lag {lag}: the paper's models use 0, 1 or 2 lag days"
-        )));
-    }
-    load_temperature(&d, lag).map_err(|e| ModelError::Batch(e.to_string()))
+    Ok(load_temperature(&d, lag)?)
 }
 
 /// The temperature EFA (§6.2–§6.3): value MLP 128 → 32 with the mask row at the target, site
@@ -114,20 +121,20 @@ pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
 /// EFA input of `days`: for each day, each city masked in turn (city order). Tokens are the
 /// city index of each position (tiled over lag days), `weights` the temperatures (the masked
 /// one 0), `values` the lag indicators, no padding.
-pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, ModelError> {
+pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, PaperError> {
     let mut rows = Vec::with_capacity(days.len() * n_cities);
     for day in days {
         for i in 0..n_cities {
             rows.push(
                 day.sample(i)
-                    .map_err(|e| ModelError::Batch(format!("day {:?}: {e}", day.date)))?,
+                    .map_err(|e| PaperError::Samples(format!("day {:?}: {e}", day.date)))?,
             );
         }
     }
     let n = rows.len();
     let w = rows.first().map_or(n_cities, |s| s.temps.len());
     if let Some((r, s)) = rows.iter().enumerate().find(|(_, s)| s.temps.len() != w) {
-        return Err(ModelError::Batch(format!(
+        return Err(PaperError::Samples(format!(
             "temperature sample {r}: {} positions, expected {w}",
             s.temps.len()
         )));
@@ -167,10 +174,14 @@ pub fn efa_spec(
     lag: usize,
     train_config: TrainConfig,
     init_seed: u64,
-) -> Result<RunSpec, ModelError> {
+) -> Result<RunSpec, PaperError> {
     let c = data.table.cities.len();
     Ok(RunSpec {
-        setting: efa_spec_setting(layers, lag),
+        key: RunKey {
+            layers: Some(layers),
+            lag: Some(lag),
+            ..RunKey::new(ModelKind::Efa)
+        },
         model: ModelConfig::Efa(efa_config(&data.table.cities, layers, lag)),
         objective: Objective::Mse,
         paper: paper_efa(layers, lag).unwrap_or(f64::NAN),
@@ -183,130 +194,34 @@ pub fn efa_spec(
     })
 }
 
-/// Great-circle distance in km between two (latitude, longitude) points in degrees
-/// (Haversine, Earth radius 6371 km).
-pub fn haversine_km(a: (f64, f64), b: (f64, f64)) -> f64 {
-    let (p1, p2) = (a.0.to_radians(), b.0.to_radians());
-    let (dp, dl) = (p2 - p1, (b.1 - a.1).to_radians());
-    let h = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
-    2.0 * 6371.0 * h.sqrt().min(1.0).asin()
-}
-
-/// For each city, the other cities sorted by Haversine distance (nearest first; ties by index).
-pub fn neighbours(cities: &[City]) -> Vec<Vec<usize>> {
-    (0..cities.len())
-        .map(|i| {
-            let at = |c: &City| (c.latitude, c.longitude);
-            let mut v: Vec<(f64, usize)> = (0..cities.len())
-                .filter(|&j| j != i)
-                .map(|j| (haversine_km(at(&cities[i]), at(&cities[j])), j))
-                .collect();
-            v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            v.into_iter().map(|x| x.1).collect()
-        })
-        .collect()
-}
-
-/// FM input of `days` (§6.4 best guess): for city i, center = i + 1 and context = its `k`
-/// nearest cities (ids + 1) weighted by their temperatures that day, so the model is
-/// ŷᵢ = ⟨ρᵢ, (1/k) Σ_{j∈N_k(i)} y_j α_j⟩ ([`FmConfig::Rating`]).
-pub fn fm_samples(days: &[TempDay], nbrs: &[Vec<usize>], k: usize) -> Result<Samples, ModelError> {
-    let c = nbrs.len();
-    if k == 0 || k >= c {
-        return Err(ModelError::Config(format!(
-            "--k {k}: must be in 1..={}",
-            c.saturating_sub(1)
-        )));
-    }
-    let n = days.len() * c;
-    if let Some(d) = days.iter().find(|d| d.temps.len() != c) {
-        return Err(ModelError::Batch(format!(
-            "day {:?}: {} cities, expected {c}",
-            d.date,
-            d.temps.len()
-        )));
-    }
-    let at = |r: usize| (&days[r / c], r % c);
-    Ok(Samples {
-        tokens: Array2::from_shape_fn((n, k), |(r, j)| nbrs[r % c][j] + 1),
-        values: None,
-        weights: Some(Array2::from_shape_fn((n, k), |(r, j)| {
-            let (d, i) = at(r);
-            d.temps[nbrs[i][j]]
-        })),
-        center: Some((0..n).map(|r| r % c + 1).collect()),
-        lengths: vec![k; n],
-        pred_idx: vec![0; n],
-        targets: Targets::Real((0..n).map(|r| at(r).0.temps[r % c]).collect()),
-        group: None,
-    })
-}
-
-/// The FM recipe (unverified, §6.4): Adam 1e-3, batch 256, `epochs` with patience = epochs.
-pub fn fm_train_config(epochs: usize, seed: u64) -> TrainConfig {
-    TrainConfig {
-        lr: 1e-3,
-        batch_size: 256,
-        max_epochs: epochs,
-        patience: epochs,
-        seed,
-        eval_batch: 1024,
-        batching: Default::default(),
-    }
-}
-
-/// The FM run with `k` nearest cities.
-pub fn fm_spec(
-    data: &TemperatureData,
-    k: usize,
-    train_config: TrainConfig,
-    init_seed: u64,
-) -> Result<RunSpec, ModelError> {
-    let nbrs = neighbours(&data.table.cities);
-    Ok(RunSpec {
-        setting: format!("k={k}"),
-        model: ModelConfig::Fm(FmConfig::Rating {
-            items: nbrs.len() + 1,
-            dim: 32,
-        }),
-        objective: Objective::Mse,
-        paper: paper_fm(k).unwrap_or(f64::NAN),
-        train: fm_samples(&data.train, &nbrs, k)?,
-        val: fm_samples(&data.val, &nbrs, k)?,
-        test: fm_samples(&data.test, &nbrs, k)?,
-        train_config,
-        init_seed,
-        plan: None,
-    })
-}
-
 /// Options of the temperature experiment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, clap::Args)]
 pub struct Options {
     /// EFA blocks (default: 1, 2 and 4 without lags, 4 with lags).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[arg(long, value_parser = |s: &str| parse_checked(s, |&l| check_layers(l)))]
     pub layers: Option<usize>,
     /// Previous days in the context (0, 1 or 2).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    #[arg(long, default_value_t = 0, value_parser = |s: &str| parse_checked(s, |&l| check_lag(l)))]
     pub lag: usize,
     /// Models to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    #[arg(long, value_enum, default_value_t = Models::Both)]
     pub model: Models,
     /// Neighbour counts of the FM (comma-separated).
-    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',',
-        default_values_t = vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40]))]
+    #[arg(long, value_delimiter = ',',
+        default_values_t = vec![1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40],
+        value_parser = |s: &str| parse_checked(s, |&k| at_least_one("k", k)))]
     pub k: Vec<usize>,
     /// Epochs of each FM run (its recipe is unknown; Adam 1e-3, batch 256, no early stop); a
     /// smaller `--epochs` caps it too.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 200))]
+    #[arg(long, default_value_t = 200,
+        value_parser = |s: &str| parse_checked(s, |&e| at_least_one("fm_epochs", e)))]
     pub fm_epochs: usize,
     /// Train each EFA once per seed (comma-separated, replacing --seed for the EFA) and report
     /// the spread of test MSE beside the paper's figure, which is a single run.
-    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ','))]
+    #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<u64>,
     /// Data directory and protocol.
-    #[cfg_attr(feature = "cli", command(flatten))]
+    #[command(flatten)]
     #[serde(flatten)]
     pub data: DataOptions,
 }
@@ -325,6 +240,44 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Checks the options before any data are read, naming the field: `layers` in
+    /// `1..=MAX_LAYERS`; `lag` at most [`MAX_LAG`]; `seeds` only where an EFA runs and
+    /// without repeats; where the FM runs, `fm_epochs` at least 1 and `k` not empty, every k at
+    /// least 1 and none repeated (the upper bound, the number of cities − 1, is checked once
+    /// the cities are known).
+    pub fn validate(&self) -> Result<(), PaperError> {
+        if let Some(l) = self.layers {
+            check_layers(l)?;
+        }
+        check_lag(self.lag)?;
+        if !self.seeds.is_empty() && self.model == Models::Fm {
+            return Err(PaperError::setting(
+                "seeds",
+                format!("{:?}", self.seeds),
+                "sets the EFA's seeds, but model = fm runs no EFA (the FM uses the run seed)",
+            ));
+        }
+        if self.model != Models::Efa {
+            at_least_one("fm_epochs", self.fm_epochs)?;
+            if self.k.is_empty() || self.k.contains(&0) {
+                return Err(PaperError::setting(
+                    "k",
+                    format!("{:?}", self.k),
+                    "needs neighbour counts of at least 1",
+                ));
+            }
+            if let Some(k) = first_repeat(&self.k) {
+                return Err(PaperError::setting("k", k, "is given twice"));
+            }
+        }
+        if let Some(s) = first_repeat(&self.seeds) {
+            return Err(PaperError::setting("seeds", s, "is given twice"));
+        }
+        Ok(())
+    }
+}
+
 /// The temperature experiment with its data (and, for lag models, the lag-0 data of the FM);
 /// under the clean protocol the data are standardised (see `temperature_clean`).
 pub struct Temperature {
@@ -336,13 +289,7 @@ pub struct Temperature {
 
 impl Temperature {
     /// Checks the options and loads the data.
-    pub fn new(options: &Options) -> Result<Self, ModelError> {
-        if !options.seeds.is_empty() && options.model == Models::Fm {
-            return Err(ModelError::Config(
-                "--seeds sets the EFA's seeds, but --model fm runs no EFA (use --seed for the FM)"
-                    .into(),
-            ));
-        }
+    pub fn new(options: &Options) -> Result<Self, PaperError> {
         options.validate()?;
         let dir = options.data.dir()?;
         let mut data = load(&dir, options.lag)?;
@@ -461,8 +408,7 @@ impl Experiment for Temperature {
         lines
     }
 
-    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
-        s.validate()?;
+    fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
         let lag = self.options.lag;
         let mut out = Vec::new();
         if self.options.model != Models::Fm {
@@ -488,12 +434,8 @@ impl Experiment for Temperature {
                         spec.train_config.batching = Batching::Sequences;
                     }
                     if seeds.len() > 1 {
-                        spec.setting = format!("{} seed {seed}", spec.setting);
+                        spec.key.spread_seed = Some(seed);
                     }
-                    if self.clean.is_none() {
-                        spec.train_config.batching = super::batching_for(s.batching, &spec);
-                    }
-                    spec.plan = plan_of(&spec.model, s);
                     out.push(spec);
                 }
             }
@@ -501,7 +443,7 @@ impl Experiment for Temperature {
         if self.options.model != Models::Efa {
             let data = self.fm_data.as_ref().unwrap_or(&self.data);
             for &k in &self.options.k {
-                // `--epochs` caps every model, the FM's own recipe length included.
+                // `epochs` caps every model, the FM's own recipe length included.
                 let epochs = s
                     .epochs
                     .map_or(self.options.fm_epochs, |e| e.min(self.options.fm_epochs));
@@ -513,7 +455,6 @@ impl Experiment for Temperature {
                 if let Some(st) = &self.clean {
                     spec.objective = st.objective();
                 }
-                spec.train_config.batching = super::batching_for(s.batching, &spec);
                 out.push(spec);
             }
         }
@@ -522,16 +463,27 @@ impl Experiment for Temperature {
 
     /// The FM test MSE against k beside the paper's (Figure 6), and with several seeds the
     /// spread of each EFA setting's test MSE beside the paper's single run.
-    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, ModelError> {
+    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, PaperError> {
         let mut a = Analysis::default();
         let mut spreads = Vec::new();
         if self.options.seeds.len() > 1 {
             for l in self.layer_list() {
-                let setting = efa_spec_setting(l, self.options.lag);
-                let prefix = format!("{setting} seed ");
+                let key = RunKey {
+                    layers: Some(l),
+                    lag: Some(self.options.lag),
+                    ..RunKey::new(ModelKind::Efa)
+                };
+                let setting = key.setting();
                 let values: Vec<f64> = runs
                     .iter()
-                    .filter(|r| r.result.model == "efa" && r.result.setting.starts_with(&prefix))
+                    .filter(|r| {
+                        let k = &r.spec.key;
+                        k.spread_seed.is_some()
+                            && RunKey {
+                                spread_seed: None,
+                                ..k.clone()
+                            } == key
+                    })
                     .map(|r| r.result.value)
                     .collect();
                 if values.is_empty() {
@@ -563,11 +515,8 @@ impl Experiment for Temperature {
         }
         let fm_points: Vec<(f64, f64)> = runs
             .iter()
-            .filter(|r| r.result.model == "fm")
-            .filter_map(|r| {
-                let k = r.result.setting.strip_prefix("k=")?.parse::<f64>().ok()?;
-                Some((k, r.result.value))
-            })
+            .filter(|r| r.spec.key.model == ModelKind::Fm)
+            .filter_map(|r| Some((r.spec.key.k? as f64, r.result.value)))
             .collect();
         a.json.insert("fm_unverified".into(), json!(true));
         a.json.insert("fm_test_mse_by_k".into(), json!(fm_points));
@@ -581,7 +530,7 @@ impl Experiment for Temperature {
                     PAPER_FM.iter().map(|&(k, v)| (k as f64, v)).collect(),
                 ),
             ];
-            if let Some(e) = runs.iter().find(|r| r.result.model == "efa") {
+            if let Some(e) = runs.iter().find(|r| r.spec.key.model == ModelKind::Efa) {
                 let v = e.result.value;
                 series.push((
                     format!("EFA {} (ours)", e.result.setting),
@@ -601,14 +550,5 @@ impl Experiment for Temperature {
             });
         }
         Ok(a)
-    }
-}
-
-/// The setting name of the EFA with `layers` blocks and `lag` previous days.
-fn efa_spec_setting(layers: usize, lag: usize) -> String {
-    if lag == 0 {
-        format!("L={layers}")
-    } else {
-        format!("L={layers}, lag {lag}")
     }
 }

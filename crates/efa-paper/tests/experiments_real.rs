@@ -2,14 +2,16 @@
 //! (item EFA / FM, temperature EFA), short overfit runs, and hand-derived values of the
 //! analysis helpers (Haversine, neighbours, similarity, attention maps, the mask branch).
 
+use efa_data::samples::Direction;
 use efa_data::temperature::{City, TempDay};
 use efa_model::audit::{audit_model, default_options};
-use efa_model::experiments::movielens::{item_efa_config, item_fm_config, item_input};
-use efa_model::experiments::{instacart, temperature};
 use efa_model::params::Params;
 use efa_model::train::FitOptions;
 use efa_model::train::{fit, predict, TrainConfig};
 use efa_model::{Evaluator, ModelConfig, Objective};
+use efa_paper::movielens::{item_efa_config, item_fm_config, item_input};
+use efa_paper::ModelKind;
+use efa_paper::{instacart, temperature};
 use ndarray::{ArrayD, IxDyn};
 
 const BASKETS: [&[usize]; 4] = [&[1, 2, 3], &[4, 5], &[2, 5, 1, 3], &[3]];
@@ -167,7 +169,7 @@ fn short_runs_overfit_tiny_sets() {
 #[test]
 fn short_runs_of_the_rating_and_neighbour_models_reduce_their_losses() {
     use efa_data::samples::RatingData;
-    use efa_model::experiments::movielens::{exp2_spec, Variant};
+    use efa_paper::movielens::{exp2_spec, Variant};
     // Exp-2 models on six hand-made users (movies 1..=4, ratings 1..=3), both variants.
     let seq = |v: &[(usize, f64)]| v.to_vec();
     let users = vec![
@@ -179,11 +181,12 @@ fn short_runs_of_the_rating_and_neighbour_models_reduce_their_losses() {
     let test = vec![seq(&[(1, 3.0), (4, 2.0)])];
     let data = RatingData::new(users, test, Some(4), 42).unwrap();
     for v in [Variant::V1, Variant::V2] {
-        for efa in [true, false] {
-            let spec = exp2_spec(&data, v, false, efa, TrainConfig::paper(1, 0), 0).unwrap();
+        for kind in [ModelKind::Efa, ModelKind::Fm] {
+            let spec =
+                exp2_spec(&data, v, Direction::Bi, kind, TrainConfig::paper(1, 0), 0).unwrap();
             let l = short_fit(&spec.model, &spec.objective, &spec.train, 1e-2, 30);
             assert!(l.iter().all(|x| x.is_finite()));
-            assert!(l[29] < l[0] - 0.01, "{v:?} efa={efa}: {l:?}");
+            assert!(l[29] < l[0] - 0.01, "{v:?} {kind:?}: {l:?}");
         }
     }
     // The k-nearest-city FM (k = 2) on four days of three cities.

@@ -2,13 +2,15 @@
 //! implementations written from the paper's description (PAPER.md §2.3–§2.4), plus exact
 //! evaluation and training smoke runs.
 
+use efa_data::samples::Direction as SeqDir;
 use efa_model::batch::{Samples, Targets};
-use efa_model::experiments::synthetic;
 use efa_model::train::{evaluate, fit, predict, FitOptions, TrainConfig};
 use efa_model::{
     Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Positions,
     ValueTable,
 };
+use efa_paper::synthetic;
+use efa_paper::ModelKind;
 use efa_tape::Tape;
 use ndarray::{Array2, ArrayD};
 
@@ -259,7 +261,7 @@ fn item_efa_forward_matches_loop_reference_with_zeroed_padding() {
     ] {
         let cfg = EfaConfig {
             direction,
-            ..efa_model::experiments::movielens::item_efa_config(6, 5, false)
+            ..efa_paper::movielens::item_efa_config(6, 5, false)
         };
         let p = scaled(&cfg.init::<f64>(5), 3.0);
         let model = ModelConfig::Efa(cfg.clone());
@@ -349,7 +351,7 @@ fn item_fm_ignores_padding_and_sums_context_rows() {
 
 #[test]
 fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
-    let (model, batch) = synthetic::audit_batch(false, true, 23).unwrap();
+    let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 23).unwrap();
     let p = model.init::<f64>(1);
     let eta = predict(&model, &p, &batch, 5).unwrap();
     let Targets::Real(y) = &batch.targets else {
@@ -383,7 +385,7 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
             eval_batch: 128,
             batching: Default::default(),
         };
-        let spec = synthetic::spec(&data, false, efa, cfg.clone(), 9).unwrap();
+        let spec = synthetic::spec(&data, SeqDir::Bi, kind(efa), cfg.clone(), 9).unwrap();
         let mut p = spec.model.init::<f32>(9);
         let before = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
         let fit = fit(
@@ -421,7 +423,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
         eval_batch: 64,
         batching: Default::default(),
     };
-    let spec = synthetic::spec(&data, true, true, cfg.clone(), 4).unwrap();
+    let spec = synthetic::spec(&data, SeqDir::Uni, ModelKind::Efa, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 1));
 }
 
@@ -429,7 +431,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
 fn micro_batched_gradients_equal_the_mean_of_per_sample_gradients() {
     // 300 samples run as micro-batches of 128, 128 and 44 in parallel; the loss and every
     // gradient must equal the mean over single-sample tapes (f64, up to round-off).
-    let (model, batch) = synthetic::audit_batch(false, true, 300).unwrap();
+    let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 300).unwrap();
     assert!(batch.len() > efa_model::train::MICRO_BATCH);
     let p = model.init::<f64>(2);
     let (loss, grads) =
@@ -474,16 +476,12 @@ fn training_gives_the_same_bits_with_one_and_two_threads() {
         eval_batch: 100,
         batching: Default::default(),
     };
-    let spec = synthetic::spec(&data, false, true, cfg.clone(), 4).unwrap();
+    let spec = synthetic::spec(&data, SeqDir::Bi, ModelKind::Efa, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 2));
 }
 
 /// Trains `spec`'s model from seed 4 in a pool of `threads` threads; the parameters' bits.
-fn trained_bits(
-    spec: &efa_model::experiments::RunSpec,
-    cfg: &TrainConfig,
-    threads: usize,
-) -> Vec<u32> {
+fn trained_bits(spec: &efa_paper::RunSpec, cfg: &TrainConfig, threads: usize) -> Vec<u32> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -576,7 +574,7 @@ fn temperature_reference(
 #[test]
 fn temperature_efa_forward_matches_loop_reference() {
     use efa_data::temperature::{City, TempDay};
-    use efa_model::experiments::temperature;
+    use efa_paper::temperature;
     let cities: Vec<City> = [(33.5, -86.8), (35.4, -94.4), (36.7, -119.8), (41.8, -87.7)]
         .iter()
         .enumerate()
@@ -658,5 +656,14 @@ fn temperature_efa_forward_matches_loop_reference() {
                 "L={layers} lag {lag} sample {s}: {got} vs {want}"
             );
         }
+    }
+}
+
+/// The model family from an "is EFA" flag.
+fn kind(efa: bool) -> ModelKind {
+    if efa {
+        ModelKind::Efa
+    } else {
+        ModelKind::Fm
     }
 }

@@ -1,22 +1,23 @@
 //! Instacart market baskets (PAPER.md §5): the held-out / next item of a basket as a category
-//! over 63 items, with the models of MovieLens exp-1 ([`super::movielens`]); plus the
+//! over 63 items, with the models of MovieLens exp-1 ([`crate::movielens`]); plus the
 //! qualitative analyses of §5.4: "bought together" items from S = AW + (AW)ᵀ and the attention
 //! maps of 10-item test baskets.
 
-use super::movielens::{item_spec, ItemData};
-use super::{
-    plan_of, Analysis, DataOptions, Directions, Experiment, Figure, Models, RunSettings, RunSpec,
-    TrainedRun,
+use crate::movielens::{item_spec, ItemData};
+use crate::{
+    Analysis, DataOptions, Directions, Experiment, Figure, ModelKind, Models, PaperError,
+    RunSettings, RunSpec, TrainedRun,
 };
-use crate::params::Params;
-use crate::recipe::TrainConfig;
-use crate::{ModelConfig, ModelError};
 use efa_data::instacart::{load_instacart, Item};
+use efa_data::samples::Direction as DataDir;
+use efa_model::params::Params;
+use efa_model::recipe::TrainConfig;
+use efa_model::{ModelConfig, ModelError};
 use ndarray::{s, Array2, ArrayView2};
 use serde_json::json;
 use std::path::Path;
 
-pub use super::attention_maps::basket_attention;
+pub use crate::attention_maps::basket_attention;
 
 /// Items with at least 50,000 occurrences (§5.1).
 pub const N_ITEMS: usize = 63;
@@ -45,21 +46,22 @@ pub struct InstacartExperiment {
 
 /// Loads `DIR/instacart/{items,baskets_train,baskets_test}.csv` and splits the training
 /// baskets with `train_test_split(0.25, 42)` (whole baskets, as the notebooks).
-pub fn load(dir: &Path) -> Result<InstacartExperiment, ModelError> {
+pub fn load(dir: &Path) -> Result<InstacartExperiment, PaperError> {
     let d = dir.join("instacart");
     for f in ["items.csv", "baskets_train.csv", "baskets_test.csv"] {
         if !d.join(f).is_file() {
-            return Err(ModelError::Config(format!(
-                "Instacart data not found: {} does not exist. Download the Kaggle \"Instacart Market \
-                 Basket Analysis\" files and prepare items.csv and baskets_{{train,test}}.csv as \
-                 described in PAPER.md §5.1 (items with ≥ 50,000 rows, orders with ≥ 10 of them).",
-                d.join(f).display()
-            )));
+            return Err(PaperError::MissingData {
+                path: d.join(f),
+                how: "Download the Kaggle \"Instacart Market Basket Analysis\" files and prepare \
+                      items.csv and baskets_{train,test}.csv as described in PAPER.md §5.1 \
+                      (items with ≥ 50,000 rows, orders with ≥ 10 of them)."
+                    .into(),
+            });
         }
     }
-    let raw = load_instacart(&d).map_err(|e| ModelError::Batch(e.to_string()))?;
+    let raw = load_instacart(&d)?;
     if raw.items.len() != N_ITEMS {
-        return Err(ModelError::Batch(format!(
+        return Err(PaperError::Samples(format!(
             "{}: {} items, expected {N_ITEMS}",
             d.join("items.csv").display(),
             raw.items.len()
@@ -80,12 +82,12 @@ pub fn load(dir: &Path) -> Result<InstacartExperiment, ModelError> {
 }
 
 /// The paper's test cross-entropy per (direction, model) (§5.3).
-pub fn paper_value(uni: bool, efa: bool) -> f64 {
-    match (uni, efa) {
-        (false, false) => 3.476,
-        (false, true) => 3.420,
-        (true, false) => 3.715,
-        (true, true) => 3.706,
+pub fn paper_value(dir: DataDir, model: ModelKind) -> f64 {
+    match (dir, model) {
+        (DataDir::Bi, ModelKind::Fm) => 3.476,
+        (DataDir::Bi, ModelKind::Efa) => 3.420,
+        (DataDir::Uni, ModelKind::Fm) => 3.715,
+        (DataDir::Uni, ModelKind::Efa) => 3.706,
     }
 }
 
@@ -106,27 +108,27 @@ pub fn train_config(epochs: usize, seed: u64) -> TrainConfig {
 /// The run of one (direction, model).
 pub fn spec(
     exp: &InstacartExperiment,
-    uni: bool,
-    efa: bool,
+    dir: DataDir,
+    kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,
-) -> Result<RunSpec, ModelError> {
+) -> Result<RunSpec, PaperError> {
     item_spec(
         &exp.data,
-        uni,
-        efa,
-        paper_value(uni, efa),
+        dir,
+        kind,
+        paper_value(dir, kind),
         train_config,
         init_seed,
     )
 }
 
-fn param2<'a>(p: &'a Params<f32>, name: &str) -> Result<ArrayView2<'a, f32>, ModelError> {
+fn param2<'a>(p: &'a Params<f32>, name: &str) -> Result<ArrayView2<'a, f32>, PaperError> {
     p.get(name)
         .ok_or_else(|| ModelError::MissingParam(name.into()))?
         .view()
         .into_dimensionality()
-        .map_err(|e| ModelError::Batch(format!("parameter `{name}`: {e}")))
+        .map_err(|e| PaperError::Samples(format!("parameter `{name}`: {e}")))
 }
 
 /// S = A·W + (A·W)ᵀ over the `n_items` items (§5.4), with A the item rows 1..=n_items of the
@@ -136,7 +138,7 @@ pub fn similarity(
     model: &ModelConfig,
     params: &Params<f32>,
     n_items: usize,
-) -> Result<Array2<f64>, ModelError> {
+) -> Result<Array2<f64>, PaperError> {
     let table = if matches!(model, ModelConfig::Efa(_)) {
         "item_emb"
     } else {
@@ -145,7 +147,7 @@ pub fn similarity(
     let a = param2(params, table)?;
     let w = param2(params, "out.w")?;
     if a.nrows() < n_items + 1 || w.ncols() != n_items || a.ncols() != w.nrows() {
-        return Err(ModelError::Batch(format!(
+        return Err(PaperError::Samples(format!(
             "similarity: table {:?} and output kernel {:?} do not fit {n_items} items",
             a.shape(),
             w.shape()
@@ -168,17 +170,16 @@ pub fn top_k(sim: &Array2<f64>, item: usize, k: usize) -> Vec<(usize, f64)> {
 }
 
 /// Options of the Instacart experiment.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, clap::Args)]
 pub struct Options {
     /// Directions to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Directions::Both))]
+    #[arg(long, value_enum, default_value_t = Directions::Both)]
     pub direction: Directions,
     /// Models to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    #[arg(long, value_enum, default_value_t = Models::Both)]
     pub model: Models,
     /// Data directory and protocol.
-    #[cfg_attr(feature = "cli", command(flatten))]
+    #[command(flatten)]
     #[serde(flatten)]
     pub data: DataOptions,
 }
@@ -191,7 +192,7 @@ pub struct Instacart {
 
 impl Instacart {
     /// Loads the Instacart files.
-    pub fn new(options: &Options) -> Result<Self, ModelError> {
+    pub fn new(options: &Options) -> Result<Self, PaperError> {
         Ok(Self {
             options: options.clone(),
             exp: load(&options.data.dir()?)?,
@@ -236,16 +237,18 @@ impl Experiment for Instacart {
         ]
     }
 
-    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
-        s.validate()?;
+    fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
         let epochs = s.epochs.unwrap_or(1000);
         let mut out = Vec::new();
-        for &uni in self.options.direction.unidirectional() {
-            for &efa in self.options.model.is_efa() {
-                let mut spec = spec(&self.exp, uni, efa, train_config(epochs, s.seed), s.seed)?;
-                spec.train_config.batching = super::batching_for(s.batching, &spec);
-                spec.plan = plan_of(&spec.model, s);
-                out.push(spec);
+        for &dir in self.options.direction.directions() {
+            for &kind in self.options.model.kinds() {
+                out.push(spec(
+                    &self.exp,
+                    dir,
+                    kind,
+                    train_config(epochs, s.seed),
+                    s.seed,
+                )?);
             }
         }
         Ok(out)
@@ -253,7 +256,7 @@ impl Experiment for Instacart {
 
     /// §5.4: the top-3 "bought together" items of the example items, and the attention maps
     /// of the EFAs on two 10-item test baskets.
-    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, ModelError> {
+    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, PaperError> {
         let mut a = Analysis::default();
         let (mut similar, mut maps) = (Vec::new(), Vec::new());
         let d = &self.exp.data;
@@ -282,11 +285,7 @@ impl Experiment for Instacart {
             let ModelConfig::Efa(cfg) = &r.spec.model else {
                 continue;
             };
-            let dir = if setting.starts_with("uni") {
-                "uni"
-            } else {
-                "bi"
-            };
+            let dir = if r.spec.key.is_uni() { "uni" } else { "bi" };
             for &bi in &ATTENTION_BASKETS {
                 let Some(basket) = d.test.get(bi) else {
                     continue;

@@ -1,13 +1,13 @@
 //! Attention maps of a trained EFA model: the model's own general-plan forward records each
-//! block's projected queries and keys ([`crate::efa::EfaConfig::forward_traced`]), and the
+//! block's projected queries and keys ([`efa_model::efa::EfaConfig::forward_traced`]), and the
 //! attention kernel's naive f64 reference turns them into probabilities
 //! `P = softmax(scale·q·kᵀ)` over the visible keys.
 
-use crate::batch::{Samples, Targets};
-use crate::efa::EfaConfig;
-use crate::model::{ModelConfig, ModelVars};
-use crate::params::Params;
-use crate::ModelError;
+use efa_model::batch::{Samples, Targets};
+use efa_model::efa::EfaConfig;
+use efa_model::model::{ModelConfig, ModelVars};
+use efa_model::params::Params;
+use efa_model::ModelError;
 use efa_tape::Tape;
 use ndarray::{Array2, Ix3};
 

@@ -5,39 +5,37 @@
 pub mod items;
 pub mod ratings;
 
-pub use super::options::Protocol;
+pub use crate::options::Protocol;
 pub use items::*;
 pub use ratings::*;
 
-use crate::ModelError;
+use crate::PaperError;
 use efa_data::movielens::{
     buggy_user_split, load_u_data, preprocess, MlExperiment, MlPrepared, MlUserSplit,
 };
 use efa_data::rng::NumpyRng;
 use std::path::{Path, PathBuf};
 
-pub(crate) fn data_err(e: efa_data::DataError) -> ModelError {
-    ModelError::Batch(e.to_string())
-}
-
 /// `DIR/movielens/u.data`, or an error saying where to get it.
-pub fn u_data_path(dir: &Path) -> Result<PathBuf, ModelError> {
+pub fn u_data_path(dir: &Path) -> Result<PathBuf, PaperError> {
     let p = dir.join("movielens").join("u.data");
     if p.is_file() {
         Ok(p)
     } else {
-        Err(ModelError::Config(format!(
-            "MovieLens data not found: {} does not exist. Download MovieLens 100K from GroupLens \
-             (https://grouplens.org/datasets/movielens/100k/, ml-100k.zip) and put its u.data there.",
-            p.display()
-        )))
+        Err(PaperError::MissingData {
+            path: p,
+            how: "Download MovieLens 100K from GroupLens \
+                  (https://grouplens.org/datasets/movielens/100k/, ml-100k.zip) and put its \
+                  u.data there."
+                .into(),
+        })
     }
 }
 
 /// Loads `u.data` from `DIR/movielens` and applies the experiment's preprocessing (§3.1 / §4.1).
-pub fn load(dir: &Path, exp: MlExperiment) -> Result<MlPrepared, ModelError> {
-    let raw = load_u_data(&u_data_path(dir)?).map_err(data_err)?;
-    preprocess(&raw, exp).map_err(data_err)
+pub fn load(dir: &Path, exp: MlExperiment) -> Result<MlPrepared, PaperError> {
+    let raw = load_u_data(&u_data_path(dir)?)?;
+    Ok(preprocess(&raw, exp)?)
 }
 
 /// The user split of `protocol`: the notebooks' buggy one, or a correct random split of all

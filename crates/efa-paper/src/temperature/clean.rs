@@ -14,11 +14,11 @@
 //!   stopping after [`CLEAN_PATIENCE`] epochs without a better validation loss (best weights
 //!   restored); the FM the same with its batch of 256.
 
-use crate::efa::EfaConfig;
-use crate::objective::Objective;
-use crate::train::TrainConfig;
-use crate::ModelError;
+use crate::PaperError;
 use efa_data::temperature::{TempDay, TemperatureData};
+use efa_model::efa::EfaConfig;
+use efa_model::objective::Objective;
+use efa_model::recipe::TrainConfig;
 
 /// Minibatch size of the clean EFA recipe.
 pub const CLEAN_BATCH: usize = 128;
@@ -42,11 +42,11 @@ pub struct Standardiser {
 
 /// Mean and population standard deviation of `xs`, or an error naming `what` when there is
 /// nothing to fit or the spread is zero or not finite.
-fn moments(xs: impl Iterator<Item = f64>, what: &str) -> Result<(f64, f64), ModelError> {
+fn moments(xs: impl Iterator<Item = f64>, what: &str) -> Result<(f64, f64), PaperError> {
     // Two passes over a collected copy: the mean first, then the centred squares.
     let xs: Vec<f64> = xs.collect();
     if xs.is_empty() {
-        return Err(ModelError::Batch(format!(
+        return Err(PaperError::Samples(format!(
             "clean protocol: no {what} to standardise"
         )));
     }
@@ -54,7 +54,7 @@ fn moments(xs: impl Iterator<Item = f64>, what: &str) -> Result<(f64, f64), Mode
     let mean = xs.iter().sum::<f64>() / n;
     let std = (xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
     if !(std.is_finite() && std > 0.0 && mean.is_finite()) {
-        return Err(ModelError::Batch(format!(
+        return Err(PaperError::Samples(format!(
             "clean protocol: the {what} have mean {mean} and standard deviation {std}; \
              standardising needs a finite, positive spread"
         )));
@@ -65,7 +65,7 @@ fn moments(xs: impl Iterator<Item = f64>, what: &str) -> Result<(f64, f64), Mode
 impl Standardiser {
     /// Fits μ, σ on the training days' temperatures (today's, not the lag days', so each
     /// temperature counts once) and the coordinate moments on the cities.
-    pub fn fit(data: &TemperatureData) -> Result<Self, ModelError> {
+    pub fn fit(data: &TemperatureData) -> Result<Self, PaperError> {
         let (temp_mean, temp_std) = moments(
             data.train.iter().flat_map(|d| d.temps.iter().copied()),
             "training temperatures",

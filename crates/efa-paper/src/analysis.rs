@@ -1,8 +1,8 @@
 //! What an experiment reports beyond its results table: extra JSON, printed lines and
 //! figures described as data (the command-line tool renders them as SVG).
 
-use super::{RunResult, RunSpec};
-use crate::params::Params;
+use crate::{RunResult, RunSpec};
+use efa_model::params::Params;
 use serde_json::{Map, Value};
 
 /// A trained run, as an experiment's analysis sees it.

@@ -1,28 +1,28 @@
 //! MovieLens exp-2 (PAPER.md §4): a user's held-out rating as a Poisson count, with the
 //! synthetic experiment's models, and the mean predicted rating by true rating (Table 2).
 
-use super::{data_err, load, user_split, Protocol};
-use crate::batch::{Samples, Targets};
-use crate::experiments::{
-    direction_name, plan_of, Analysis, DataOptions, Directions, Experiment, Models, RunSettings,
-    RunSpec, TrainedRun,
+use super::{load, user_split, Protocol};
+use crate::{
+    Analysis, DataOptions, Directions, Experiment, ModelKind, Models, PaperError, RunKey,
+    RunSettings, RunSpec, TrainedRun,
 };
-use crate::fm::FmConfig;
-use crate::objective::Objective;
-use crate::params::Params;
-use crate::recipe::TrainConfig;
-use crate::train::predict;
-use crate::{ModelConfig, ModelError};
 use efa_data::movielens::MlExperiment;
 use efa_data::rng::train_test_split;
 use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
+use efa_model::batch::{Samples, Targets};
+use efa_model::fm::FmConfig;
+use efa_model::objective::Objective;
+use efa_model::params::Params;
+use efa_model::recipe::TrainConfig;
+use efa_model::train::predict;
+use efa_model::ModelConfig;
 use serde_json::json;
 use std::path::Path;
 
 /// The exp-2 loss variant (§4.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[derive(clap::ValueEnum)]
 pub enum Variant {
     /// y − 1 ~ Poisson(e^η) ([`Objective::PoissonShifted`]).
     V1,
@@ -49,7 +49,8 @@ impl Variant {
 }
 
 /// The paper's exp-2 test loss per (variant, direction, model) (§4.4).
-pub fn exp2_paper_value(v: Variant, uni: bool, efa: bool) -> f64 {
+pub fn exp2_paper_value(v: Variant, dir: DataDir, model: ModelKind) -> f64 {
+    let (uni, efa) = (dir == DataDir::Uni, model == ModelKind::Efa);
     match (v, uni, efa) {
         (Variant::V1, false, false) => 0.971,
         (Variant::V1, false, true) => 0.945,
@@ -63,7 +64,8 @@ pub fn exp2_paper_value(v: Variant, uni: bool, efa: bool) -> f64 {
 }
 
 /// The notebooks' mean predicted rating for true ratings 1 / 2 / 3 (§4.4, Table 2).
-pub fn exp2_paper_means(v: Variant, uni: bool, efa: bool) -> [f64; 3] {
+pub fn exp2_paper_means(v: Variant, dir: DataDir, model: ModelKind) -> [f64; 3] {
+    let (uni, efa) = (dir == DataDir::Uni, model == ModelKind::Efa);
     match (v, uni, efa) {
         (Variant::V1, false, false) => [2.0597, 2.1014, 2.2145],
         (Variant::V1, false, true) => [1.9282, 2.0613, 2.2993],
@@ -78,7 +80,7 @@ pub fn exp2_paper_means(v: Variant, uni: bool, efa: bool) -> [f64; 3] {
 
 /// Exp-2 rating data (§4.2): paper protocol = buggy user split, per-sample validation split
 /// (6,530 / 2,177 / 3,038 samples); clean = all users, validation split by user.
-pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, ModelError> {
+pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, PaperError> {
     let prep = load(dir, MlExperiment::Exp2)?;
     let split = user_split(&prep, protocol);
     let seqs = |us: &[u32]| {
@@ -87,10 +89,9 @@ pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, ModelErro
             .collect::<Vec<_>>()
     };
     let max_ctx = prep.sequences.iter().map(Vec::len).max();
-    let mut data =
-        RatingData::new(seqs(&split.trainval), seqs(&split.test), max_ctx, 42).map_err(data_err)?;
+    let mut data = RatingData::new(seqs(&split.trainval), seqs(&split.test), max_ctx, 42)?;
     if protocol == Protocol::Clean {
-        let (tr, va) = train_test_split(data.trainval.len(), 42).map_err(data_err)?;
+        let (tr, va) = train_test_split(data.trainval.len(), 42)?;
         let refs = |users: &[usize]| -> Vec<SampleRef> {
             users
                 .iter()
@@ -112,17 +113,16 @@ pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, ModelErro
 pub fn exp2_spec(
     data: &RatingData,
     v: Variant,
-    uni: bool,
-    efa: bool,
+    dir: DataDir,
+    kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,
-) -> Result<RunSpec, ModelError> {
-    use crate::experiments::synthetic::{efa_config, efa_samples, fm_samples, rating_table};
-    let dir = if uni { DataDir::Uni } else { DataDir::Bi };
-    let (model, train, val, test) = if efa {
+) -> Result<RunSpec, PaperError> {
+    use crate::synthetic::{efa_config, efa_samples, fm_samples, rating_table};
+    let (model, train, val, test) = if kind == ModelKind::Efa {
         let table = rating_table(data)?;
         let model = ModelConfig::Efa(efa_config(51, table.rows(), data.max_ctx));
-        let build = |s| efa_samples(&data.efa_samples(s, dir).map_err(data_err)?, &table);
+        let build = |s| efa_samples(&data.efa_samples(s, dir)?, &table);
         (
             model,
             build(Split::Train)?,
@@ -131,9 +131,8 @@ pub fn exp2_spec(
         )
     } else {
         let model = ModelConfig::Fm(FmConfig::Rating { items: 51, dim: 32 });
-        let build = |s| -> Result<Samples, ModelError> {
-            Ok(fm_samples(&data.fm_samples(s, dir).map_err(data_err)?))
-        };
+        let build =
+            |s| -> Result<Samples, PaperError> { Ok(fm_samples(&data.fm_samples(s, dir)?)) };
         (
             model,
             build(Split::Train)?,
@@ -142,10 +141,13 @@ pub fn exp2_spec(
         )
     };
     Ok(RunSpec {
-        setting: format!("{} {}", direction_name(uni), v.name()),
+        key: RunKey {
+            variant: Some(v.name()),
+            ..RunKey::directed(kind, dir)
+        },
         model,
         objective: v.objective(),
-        paper: exp2_paper_value(v, uni, efa),
+        paper: exp2_paper_value(v, dir, kind),
         train,
         val,
         test,
@@ -161,9 +163,9 @@ pub fn mean_prediction_by_rating(
     model: &ModelConfig,
     params: &Params<f32>,
     samples: &Samples,
-) -> Result<([f64; 3], [usize; 3]), ModelError> {
+) -> Result<([f64; 3], [usize; 3]), PaperError> {
     let Targets::Real(y) = &samples.targets else {
-        return Err(ModelError::Batch(
+        return Err(PaperError::Samples(
             "mean prediction by rating needs real targets".into(),
         ));
     };
@@ -172,7 +174,7 @@ pub fn mean_prediction_by_rating(
     for (i, &t) in y.iter().enumerate() {
         let k = t.round() as i64 - 1;
         if !(0..3).contains(&k) || (t - t.round()).abs() > 1e-9 {
-            return Err(ModelError::Batch(format!(
+            return Err(PaperError::Samples(format!(
                 "test sample {i}: rating {t} is not one of 1, 2, 3"
             )));
         }
@@ -190,20 +192,19 @@ pub fn mean_prediction_by_rating(
 }
 
 /// Options of MovieLens exp-2.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, clap::Args)]
 pub struct RatingsOptions {
     /// Loss variant: v1, y − 1 ~ Poisson(e^η); v2, y ~ Poisson(1 + e^η).
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Variant::V1))]
+    #[arg(long, value_enum, default_value_t = Variant::V1)]
     pub variant: Variant,
     /// Directions to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Directions::Both))]
+    #[arg(long, value_enum, default_value_t = Directions::Both)]
     pub direction: Directions,
     /// Models to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    #[arg(long, value_enum, default_value_t = Models::Both)]
     pub model: Models,
     /// Data directory and protocol.
-    #[cfg_attr(feature = "cli", command(flatten))]
+    #[command(flatten)]
     #[serde(flatten)]
     pub data: DataOptions,
 }
@@ -227,7 +228,7 @@ pub struct Ratings {
 
 impl Ratings {
     /// Loads `u.data` and makes the exp-2 samples under the protocol.
-    pub fn new(options: &RatingsOptions) -> Result<Self, ModelError> {
+    pub fn new(options: &RatingsOptions) -> Result<Self, PaperError> {
         Ok(Self {
             options: options.clone(),
             data: exp2_data(&options.data.dir()?, options.data.protocol)?,
@@ -255,25 +256,21 @@ impl Experiment for Ratings {
         ]
     }
 
-    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
-        s.validate()?;
+    fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
         let epochs = s.epochs.unwrap_or(1000);
         let mut out = Vec::new();
-        for &uni in self.options.direction.unidirectional() {
-            for &efa in self.options.model.is_efa() {
+        for &dir in self.options.direction.directions() {
+            for &kind in self.options.model.kinds() {
                 let cfg = TrainConfig::paper(epochs, s.seed);
                 let v = self.options.variant;
-                let mut spec = exp2_spec(&self.data, v, uni, efa, cfg, s.seed)?;
-                spec.train_config.batching = crate::experiments::batching_for(s.batching, &spec);
-                spec.plan = plan_of(&spec.model, s);
-                out.push(spec);
+                out.push(exp2_spec(&self.data, v, dir, kind, cfg, s.seed)?);
             }
         }
         Ok(out)
     }
 
     /// The mean predicted rating `1 + e^η` by true rating 1 / 2 / 3, beside the notebooks'.
-    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, ModelError> {
+    fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, PaperError> {
         let mut a = Analysis::default();
         a.lines
             .push("mean predicted rating (1 + e^η) by true rating 1 / 2 / 3:".into());
@@ -281,8 +278,9 @@ impl Experiment for Ratings {
         let v = self.options.variant;
         for r in runs {
             let (m, n) = mean_prediction_by_rating(&r.spec.model, r.params, &r.spec.test)?;
-            let uni = r.result.setting.starts_with("uni");
-            let paper = exp2_paper_means(v, uni, r.result.model == "efa");
+            let key = &r.spec.key;
+            let dir = key.direction.unwrap_or(DataDir::Bi);
+            let paper = exp2_paper_means(v, dir, key.model);
             let f = |x: &[f64; 3]| {
                 x.iter()
                     .map(|v| format!("{v:.4}"))

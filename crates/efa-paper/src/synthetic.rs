@@ -1,17 +1,17 @@
 //! The synthetic ratings experiment (PAPER.md §2): 10,000 users × 5 movies from numpy's
 //! seed 42, every position a masked target, EFA and FM, unidirectional and bidirectional.
 
-use super::{direction_name, plan_of, Directions, Experiment, Models, RunSettings, RunSpec};
-use crate::batch::{Samples, Targets};
-use crate::efa::{Direction, EfaConfig, Positions, ValueTable};
-use crate::fm::FmConfig;
-use crate::objective::Objective;
-use crate::train::TrainConfig;
-use crate::{ModelConfig, ModelError};
+use crate::{Directions, Experiment, ModelKind, Models, PaperError, RunKey, RunSettings, RunSpec};
 use efa_data::samples::{
     CompactRatingTable, Direction as DataDir, EfaSample, FmSample, RatingData, Split,
 };
 use efa_data::synthetic::{generate_synthetic, sequences_by_user, SyntheticConfig};
+use efa_model::batch::{Samples, Targets};
+use efa_model::efa::{Direction, EfaConfig, Positions, ValueTable};
+use efa_model::fm::FmConfig;
+use efa_model::objective::Objective;
+use efa_model::recipe::TrainConfig;
+use efa_model::ModelConfig;
 use ndarray::Array2;
 
 /// Users 1..=7500 are train+val, the rest test (PAPER.md §2.1).
@@ -20,49 +20,53 @@ pub const TRAINVAL_USERS: usize = 7500;
 pub const MOVIES: usize = 5;
 
 /// The paper's test MSE per (direction, model) (PAPER.md §2.5).
-pub fn paper_value(uni: bool, efa: bool) -> f64 {
-    match (uni, efa) {
-        (true, false) => 4.519,
-        (true, true) => 1.033,
-        (false, false) => 2.636,
-        (false, true) => 1.038,
+pub fn paper_value(dir: DataDir, model: ModelKind) -> f64 {
+    match (dir, model) {
+        (DataDir::Uni, ModelKind::Fm) => 4.519,
+        (DataDir::Uni, ModelKind::Efa) => 1.033,
+        (DataDir::Bi, ModelKind::Fm) => 2.636,
+        (DataDir::Bi, ModelKind::Efa) => 1.038,
     }
 }
 
 /// The generated data with the paper's split (seed 42 everywhere).
-pub fn data(n_users: usize) -> Result<RatingData, ModelError> {
+pub fn data(n_users: usize) -> Result<RatingData, PaperError> {
     let rows = generate_synthetic(&SyntheticConfig {
         n_users,
         seed: 42,
         sigma: 1.0,
     });
-    let (users, seqs) = sequences_by_user(&rows).map_err(|e| ModelError::Batch(e.to_string()))?;
+    let (users, seqs) = sequences_by_user(&rows)?;
     let cut = users
         .iter()
         .position(|&u| u as usize > TRAINVAL_USERS * n_users / 10_000)
         .unwrap_or(users.len());
     let (trainval, test) = seqs.split_at(cut);
-    RatingData::new(trainval.to_vec(), test.to_vec(), Some(MOVIES), 42)
-        .map_err(|e| ModelError::Batch(e.to_string()))
+    Ok(RatingData::new(
+        trainval.to_vec(),
+        test.to_vec(),
+        Some(MOVIES),
+        42,
+    )?)
 }
 
 /// The value table of the EFA models: one row per `trunc(rating)` key that occurs (MASK
 /// values included), equivalent to the paper's 50,002-row table.
-pub fn rating_table(data: &RatingData) -> Result<CompactRatingTable, ModelError> {
+pub fn rating_table(data: &RatingData) -> Result<CompactRatingTable, PaperError> {
     let values = data
         .trainval
         .iter()
         .chain(data.test.iter())
         .flat_map(|s| s.iter().map(|&(_, r)| r))
         .chain([data.trainval_mask, data.test_mask]);
-    CompactRatingTable::new(values).map_err(|e| ModelError::Batch(e.to_string()))
+    Ok(CompactRatingTable::new(values)?)
 }
 
 /// EFA samples as model input: movie tokens, rating rows, lengths, target positions.
 pub fn efa_samples(
     samples: &[EfaSample],
     table: &CompactRatingTable,
-) -> Result<Samples, ModelError> {
+) -> Result<Samples, PaperError> {
     let n = samples.len();
     let w = samples.first().map_or(0, |s| s.movies.len());
     let mut tokens = Array2::zeros((n, w));
@@ -72,7 +76,7 @@ pub fn efa_samples(
             tokens[[i, j]] = s.movies[j];
             values[[i, j]] = table
                 .row(s.ratings[j])
-                .map_err(|e| ModelError::Batch(format!("sample {i}: {e}")))?;
+                .map_err(|e| PaperError::Samples(format!("sample {i}: {e}")))?;
         }
     }
     Ok(Samples {
@@ -124,7 +128,7 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
         heads: 2,
         key_dim: 16,
         ffn: None,
-        norm: crate::efa::Norm::None,
+        norm: efa_model::efa::Norm::None,
         ln_eps: 1e-3,
         head_hidden: vec![32],
         out_dim: 1,
@@ -137,18 +141,16 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
 /// Builds the run for one (direction, model) of the synthetic experiment.
 pub fn spec(
     data: &RatingData,
-    uni: bool,
-    efa: bool,
+    dir: DataDir,
+    kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,
-) -> Result<RunSpec, ModelError> {
-    let dir = if uni { DataDir::Uni } else { DataDir::Bi };
-    let err = |e: efa_data::DataError| ModelError::Batch(e.to_string());
-    let (model, train, val, test) = if efa {
+) -> Result<RunSpec, PaperError> {
+    let (model, train, val, test) = if kind == ModelKind::Efa {
         let table = rating_table(data)?;
         let model = ModelConfig::Efa(efa_config(MOVIES + 1, table.rows(), MOVIES));
-        let build = |split| -> Result<Samples, ModelError> {
-            efa_samples(&data.efa_samples(split, dir).map_err(err)?, &table)
+        let build = |split| -> Result<Samples, PaperError> {
+            efa_samples(&data.efa_samples(split, dir)?, &table)
         };
         (
             model,
@@ -161,8 +163,8 @@ pub fn spec(
             items: MOVIES + 1,
             dim: 32,
         });
-        let build = |split| -> Result<Samples, ModelError> {
-            Ok(fm_samples(&data.fm_samples(split, dir).map_err(err)?))
+        let build = |split| -> Result<Samples, PaperError> {
+            Ok(fm_samples(&data.fm_samples(split, dir)?))
         };
         (
             model,
@@ -172,10 +174,10 @@ pub fn spec(
         )
     };
     Ok(RunSpec {
-        setting: direction_name(uni).to_string(),
+        key: RunKey::directed(kind, dir),
         model,
         objective: Objective::Mse,
-        paper: paper_value(uni, efa),
+        paper: paper_value(dir, kind),
         train,
         val,
         test,
@@ -187,9 +189,13 @@ pub fn spec(
 
 /// A small seeded batch of the synthetic experiment for gradient audits: the first `n`
 /// training samples of the given direction and model, from 40 generated users.
-pub fn audit_batch(uni: bool, efa: bool, n: usize) -> Result<(ModelConfig, Samples), ModelError> {
+pub fn audit_batch(
+    dir: DataDir,
+    kind: ModelKind,
+    n: usize,
+) -> Result<(ModelConfig, Samples), PaperError> {
     let data = data(100)?;
-    let spec = spec(&data, uni, efa, TrainConfig::paper(1, 0), 0)?;
+    let spec = spec(&data, dir, kind, TrainConfig::paper(1, 0), 0)?;
     let idx: Vec<usize> = (0..n.min(spec.train.len())).collect();
     Ok((spec.model, spec.train.select(&idx)))
 }
@@ -198,19 +204,31 @@ pub fn audit_batch(uni: bool, efa: bool, n: usize) -> Result<(ModelConfig, Sampl
 /// memory in proportion).
 pub const MAX_USERS: usize = 1_000_000;
 
+/// `users` a multiple of 4, at least 8 and at most [`MAX_USERS`].
+pub fn check_users(users: usize) -> Result<(), PaperError> {
+    if users < 8 || !users.is_multiple_of(4) || users > MAX_USERS {
+        return Err(PaperError::setting(
+            "users",
+            users,
+            format!("must be a multiple of 4, at least 8 and at most {MAX_USERS}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Options of the synthetic experiment.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, clap::Args)]
 pub struct Options {
     /// Directions to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Directions::Both))]
+    #[arg(long, value_enum, default_value_t = Directions::Both)]
     pub direction: Directions,
     /// Models to run.
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Models::Both))]
+    #[arg(long, value_enum, default_value_t = Models::Both)]
     pub model: Models,
     /// Number of users to generate (the paper: 10,000; smaller values are for quick checks,
     /// with the same 75/25 user split; a multiple of 4, at least 8, at most 1,000,000).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 10_000))]
+    #[arg(long, default_value_t = 10_000,
+        value_parser = |s: &str| crate::options::parse_checked(s, |&u| check_users(u)))]
     pub users: usize,
 }
 
@@ -232,13 +250,8 @@ pub struct Synthetic {
 
 impl Synthetic {
     /// Generates the data (numpy seed 42).
-    pub fn new(options: &Options) -> Result<Self, ModelError> {
-        if options.users < 8 || !options.users.is_multiple_of(4) || options.users > MAX_USERS {
-            return Err(ModelError::Config(format!(
-                "--users {}: must be a multiple of 4, at least 8 and at most {MAX_USERS}",
-                options.users
-            )));
-        }
+    pub fn new(options: &Options) -> Result<Self, PaperError> {
+        check_users(options.users)?;
         Ok(Self {
             options: options.clone(),
             data: data(options.users)?,
@@ -260,17 +273,13 @@ impl Experiment for Synthetic {
         )]
     }
 
-    fn runs(&self, s: &RunSettings) -> Result<Vec<RunSpec>, ModelError> {
-        s.validate()?;
+    fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
         let epochs = s.epochs.unwrap_or(1000);
         let mut out = Vec::new();
-        for &uni in self.options.direction.unidirectional() {
-            for &efa in self.options.model.is_efa() {
+        for &dir in self.options.direction.directions() {
+            for &kind in self.options.model.kinds() {
                 let cfg = TrainConfig::paper(epochs, s.seed);
-                let mut spec = spec(&self.data, uni, efa, cfg, s.seed)?;
-                spec.train_config.batching = super::batching_for(s.batching, &spec);
-                spec.plan = plan_of(&spec.model, s);
-                out.push(spec);
+                out.push(spec(&self.data, dir, kind, cfg, s.seed)?);
             }
         }
         Ok(out)

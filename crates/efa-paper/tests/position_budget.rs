@@ -1,0 +1,82 @@
+//! The position budget of micro-batches and evaluation chunks never binds for the paper's
+//! experiments: every sample is at most 512 positions long, so their micro-batches are cut by
+//! count alone, as before the budget existed.
+
+use efa_model::batch::{length_order, micro_batches};
+use efa_model::grads::{eval_positions, MICRO_BATCH, MICRO_POSITIONS};
+use efa_paper::{
+    instacart, movielens, synthetic, temperature, DataOptions, ExperimentOptions, RunSettings,
+};
+use std::path::Path;
+
+/// The paper's experiments (the synthetic one always, the real-data ones where the data are
+/// present under `../shared/data`): every sample is at most 512 positions long, so
+/// micro-batches of 128 and evaluation chunks of any size are never cut by the position
+/// budget and every result is the same as with count-only batches.
+#[test]
+fn the_position_budget_never_binds_for_the_paper_experiments() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let data_options = DataOptions {
+        data: Some(data.clone()),
+        ..Default::default()
+    };
+    let mut experiments = vec![ExperimentOptions::Synthetic(synthetic::Options::default())];
+    if data.join("movielens/u.data").is_file() {
+        experiments.push(ExperimentOptions::MovielensItems(movielens::ItemsOptions {
+            data: data_options.clone(),
+            ..Default::default()
+        }));
+        for variant in [movielens::Variant::V1, movielens::Variant::V2] {
+            experiments.push(ExperimentOptions::MovielensRatings(
+                movielens::RatingsOptions {
+                    variant,
+                    data: data_options.clone(),
+                    ..Default::default()
+                },
+            ));
+        }
+    }
+    if data.join("instacart/baskets_train.csv").is_file() {
+        experiments.push(ExperimentOptions::Instacart(instacart::Options {
+            data: data_options.clone(),
+            ..Default::default()
+        }));
+    }
+    if data.join("temperature/cities.csv").is_file() {
+        for lag in [0, 2] {
+            experiments.push(ExperimentOptions::Temperature(temperature::Options {
+                lag,
+                k: vec![1, 40],
+                data: data_options.clone(),
+                ..Default::default()
+            }));
+        }
+    }
+    let mut widest = 0;
+    for e in &experiments {
+        let exp = e.build().unwrap();
+        for spec in exp.runs(&RunSettings::default()).unwrap() {
+            for s in [&spec.train, &spec.val, &spec.test] {
+                let all: Vec<usize> = (0..s.len()).collect();
+                let longest = s.lengths.iter().copied().max().unwrap_or(0);
+                widest = widest.max(longest).max(s.width());
+                assert!(
+                    longest <= MICRO_POSITIONS / MICRO_BATCH && s.width() <= 512,
+                    "{} {}",
+                    exp.name(),
+                    spec.setting()
+                );
+                let order = length_order(s, &all);
+                let pieces = micro_batches(s, &order, MICRO_BATCH, MICRO_POSITIONS);
+                assert_eq!(pieces.len(), s.len().div_ceil(MICRO_BATCH));
+                let eb = spec.train_config.eval_batch;
+                let pieces = micro_batches(s, &order, eb, eval_positions(eb));
+                assert_eq!(pieces.len(), s.len().div_ceil(eb));
+            }
+        }
+    }
+    eprintln!(
+        "{} experiment(s) checked; widest sample {widest} positions",
+        experiments.len()
+    );
+}
