@@ -6,10 +6,10 @@ use efa_data::temperature::{City, TempDay};
 use efa_model::audit::{audit_model, default_options};
 use efa_model::experiments::movielens::{item_efa_config, item_fm_config, item_input};
 use efa_model::experiments::{instacart, temperature};
-use efa_model::params::Params;
 use efa_model::train::FitOptions;
 use efa_model::train::{fit, predict, TrainConfig};
 use efa_model::{Evaluator, ModelConfig, Objective};
+use efa_nn::params::Params;
 use ndarray::{ArrayD, IxDyn};
 
 const BASKETS: [&[usize]; 4] = [&[1, 2, 3], &[4, 5], &[2, 5, 1, 3], &[3]];

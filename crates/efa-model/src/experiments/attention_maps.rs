@@ -6,8 +6,8 @@
 use crate::batch::{Samples, Targets};
 use crate::efa::EfaConfig;
 use crate::model::{ModelConfig, ModelVars};
-use crate::params::Params;
 use crate::ModelError;
+use efa_nn::params::Params;
 use efa_tape::Tape;
 use ndarray::{Array2, Ix3};
 

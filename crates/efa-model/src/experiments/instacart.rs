@@ -8,10 +8,10 @@ use super::{
     plan_of, Analysis, DataOptions, Directions, Experiment, Figure, Models, RunSettings, RunSpec,
     TrainedRun,
 };
-use crate::params::Params;
 use crate::recipe::TrainConfig;
 use crate::{ModelConfig, ModelError};
 use efa_data::instacart::{load_instacart, Item};
+use efa_nn::params::Params;
 use ndarray::{s, Array2, ArrayView2};
 use serde_json::json;
 use std::path::Path;

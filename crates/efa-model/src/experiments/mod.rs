@@ -23,10 +23,10 @@ use crate::grads::Evaluator;
 use crate::history::{EpochLog, FitResult};
 use crate::model::ModelConfig;
 use crate::objective::Objective;
-use crate::params::Params;
 use crate::recipe::{Batching, TrainConfig};
 use crate::train::{fit, FitOptions};
 use crate::ModelError;
+use efa_nn::params::Params;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

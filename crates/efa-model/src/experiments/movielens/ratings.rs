@@ -9,13 +9,13 @@ use crate::experiments::{
 };
 use crate::fm::FmConfig;
 use crate::objective::Objective;
-use crate::params::Params;
 use crate::recipe::TrainConfig;
 use crate::train::predict;
 use crate::{ModelConfig, ModelError};
 use efa_data::movielens::MlExperiment;
 use efa_data::rng::train_test_split;
 use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
+use efa_nn::params::Params;
 use serde_json::json;
 use std::path::Path;
 

@@ -11,7 +11,7 @@
 //!
 //! Names stay as they are (`block0.attn.q.w`, …) for model files, checkpoints and reports.
 
-use crate::ModelError;
+use crate::NnError;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use ndarray::{ArrayD, IxDyn};
@@ -158,12 +158,16 @@ pub trait ParamSink {
     type Handle: Copy + std::fmt::Debug;
 
     /// Declares parameter `name` of `shape`, initialised as `init`.
+    ///
+    /// # Errors
+    /// What the sink refuses: a mismatch with a registered parameter set, a missing
+    /// variable, a size beyond a counter's limit, a tape error.
     fn param(
         &mut self,
         name: &str,
         shape: &[usize],
         init: InitKind,
-    ) -> Result<Self::Handle, ModelError>;
+    ) -> Result<Self::Handle, NnError>;
 }
 
 /// Draws every declared parameter from a seeded [`Init`], in declaration order.
@@ -186,7 +190,7 @@ impl<T: Real> Initialiser<T> {
 impl<T: Real> ParamSink for Initialiser<T> {
     type Handle = ();
 
-    fn param(&mut self, name: &str, shape: &[usize], init: InitKind) -> Result<(), ModelError> {
+    fn param(&mut self, name: &str, shape: &[usize], init: InitKind) -> Result<(), NnError> {
         let value = match init {
             InitKind::Embedding => self.init.uniform(shape, 0.05),
             InitKind::Glorot { fan_in, fan_out } => self.init.glorot(shape, fan_in, fan_out),
@@ -208,7 +212,7 @@ pub struct Layout {
 impl ParamSink for Layout {
     type Handle = ();
 
-    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), ModelError> {
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), NnError> {
         self.entries.push((name.to_string(), shape.to_vec()));
         Ok(())
     }
@@ -234,15 +238,16 @@ impl<'a, T: Real> Registrar<'a, T> {
     }
 
     /// Checks that every parameter of the set was declared (none left over).
-    pub fn finish(self) -> Result<Vec<Var>, ModelError> {
+    ///
+    /// # Errors
+    /// [`NnError::UndeclaredParams`] naming the tensors left over.
+    pub fn finish(self) -> Result<Vec<Var>, NnError> {
         let k = self.vars.len();
         if k != self.params.len() {
-            let extra: Vec<&str> = self.params.iter().skip(k).map(|(n, _)| n).collect();
-            return Err(ModelError::MissingParam(format!(
-                "the parameter set has {} tensor(s) the model does not declare: {}",
-                extra.len(),
-                extra.join(", ")
-            )));
+            let names = self.params.iter().skip(k).map(|(n, _)| n.to_string());
+            return Err(NnError::UndeclaredParams {
+                names: names.collect(),
+            });
         }
         Ok(self.vars)
     }
@@ -251,19 +256,19 @@ impl<'a, T: Real> Registrar<'a, T> {
 impl<T: Real> ParamSink for Registrar<'_, T> {
     type Handle = Var;
 
-    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, ModelError> {
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, NnError> {
         let k = self.vars.len();
+        let mismatch = |found| NnError::ParamMismatch {
+            index: k,
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            found,
+        };
         let Some((have, value)) = self.params.at(k) else {
-            return Err(ModelError::MissingParam(format!(
-                "`{name}` {shape:?} (parameter {k}; the parameter set has only {k})"
-            )));
+            return Err(mismatch(None));
         };
         if have != name || value.shape() != shape {
-            return Err(ModelError::MissingParam(format!(
-                "the model declares `{name}` {shape:?} as parameter {k}, the parameter set has \
-                 `{have}` {:?} there",
-                value.shape()
-            )));
+            return Err(mismatch(Some((have.to_string(), value.shape().to_vec()))));
         }
         let v = self.tape.param(name, value.clone())?;
         self.vars.push(v);
@@ -288,14 +293,17 @@ impl<'a> FromVars<'a> {
 impl ParamSink for FromVars<'_> {
     type Handle = Var;
 
-    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, ModelError> {
-        let v = self.vars.get(self.next).copied().ok_or_else(|| {
-            ModelError::MissingParam(format!(
-                "`{name}` {shape:?} (parameter {}; only {} variables given)",
-                self.next,
-                self.vars.len()
-            ))
-        })?;
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<Var, NnError> {
+        let v = self
+            .vars
+            .get(self.next)
+            .copied()
+            .ok_or_else(|| NnError::MissingVar {
+                index: self.next,
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                given: self.vars.len(),
+            })?;
         self.next += 1;
         Ok(v)
     }
