@@ -10,7 +10,8 @@
 //!   f64 finite-difference test.
 //! - [`params`]: [`Params`] (named tensors in creation order), the Keras initialisers, and the
 //!   [`ParamSink`] a model declares its parameters to: [`Initialiser`] draws them,
-//!   [`Registrar`] puts a set on a tape as typed handles and [`Layout`] lists them.
+//!   [`Registrar`] puts a set on a tape as typed handles, [`Layout`] lists them and
+//!   [`Counter`] counts them against a limit.
 //! - [`layers`]: dense, MLP, layer-norm and multi-head attention layers as structs of handles.
 //!
 //! `use efa_nn::prelude::*` brings all of it, with the tape's own types.
@@ -58,4 +59,4 @@ mod testutil;
 pub use efa_num::Real;
 pub use error::NnError;
 pub use ext::TapeNn;
-pub use params::{Initialiser, Layout, ParamSink, Params, Registrar};
+pub use params::{Counter, Initialiser, Layout, ParamCount, ParamSink, Params, Registrar};

@@ -7,7 +7,9 @@
 //! * registers a parameter set on a tape and returns typed handles ([`Registrar`], behind
 //!   `ModelConfig::register`): structs of [`Var`]s such as `EfaVars`, resolved once, so the
 //!   forward pass never looks a parameter up by name,
-//! * lists names and shapes without values ([`Layout`]).
+//! * lists names and shapes without values ([`Layout`]),
+//! * counts the elements with overflow-checked arithmetic against a limit, attributing each
+//!   tensor to the configuration field it comes from ([`Counter`] → [`ParamCount`]).
 //!
 //! Names stay as they are (`block0.attn.q.w`, …) for model files, checkpoints and reports.
 
@@ -309,6 +311,101 @@ impl ParamSink for FromVars<'_> {
     }
 }
 
+/// The parameters of a declaration, counted without allocating them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParamCount {
+    /// Scalar parameters `Σ_tensors Π shape`.
+    pub elements: u64,
+    /// Tensors.
+    pub tensors: usize,
+    /// Scalar parameters per configuration field (as the caller names it, e.g.
+    /// `` `layers` = 2 (…) ``), in first-seen order: which setting the parameters come from.
+    pub by_field: Vec<(String, u64)>,
+}
+
+impl ParamCount {
+    /// The field with the most parameters and its count (on a tie, the one seen last).
+    pub fn largest(&self) -> Option<(&str, u64)> {
+        self.by_field
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(f, n)| (f.as_str(), *n))
+    }
+}
+
+/// A [`ParamSink`] that counts the declared elements into a [`ParamCount`] without allocating
+/// anything: each tensor's `Π shape` and the running total are formed with checked `u64`
+/// arithmetic and compared with a limit, and each tensor is attributed to the configuration
+/// field the caller's `field_of(name)` gives.
+///
+/// The first tensor whose own count overflows or exceeds the limit is refused with
+/// [`NnError::TensorTooLarge`], the first that brings the total beyond it with
+/// [`NnError::TotalTooLarge`]; a refused tensor is not counted. The declaration stops there
+/// (its `?` returns), so a claimed size never turns into a loop or an allocation.
+pub struct Counter<'a> {
+    count: ParamCount,
+    limit: u64,
+    field_of: &'a dyn Fn(&str) -> String,
+}
+
+impl<'a> Counter<'a> {
+    /// A counter refusing any tensor, or total, of more than `limit` elements; `field_of`
+    /// names the configuration field behind a parameter name.
+    pub fn new(limit: u64, field_of: &'a dyn Fn(&str) -> String) -> Self {
+        Self {
+            count: ParamCount::default(),
+            limit,
+            field_of,
+        }
+    }
+
+    /// The count so far.
+    pub fn count(&self) -> &ParamCount {
+        &self.count
+    }
+
+    /// The count, once the declaration is done.
+    pub fn into_count(self) -> ParamCount {
+        self.count
+    }
+}
+
+impl ParamSink for Counter<'_> {
+    type Handle = ();
+
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), NnError> {
+        let field = (self.field_of)(name);
+        let limit = self.limit;
+        let n = shape
+            .iter()
+            .try_fold(1u64, |acc, &s| acc.checked_mul(s as u64))
+            .filter(|&n| n <= limit)
+            .ok_or_else(|| NnError::TensorTooLarge {
+                field: field.clone(),
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                limit,
+            })?;
+        self.count.elements = self
+            .count
+            .elements
+            .checked_add(n)
+            .filter(|&t| t <= limit)
+            .ok_or_else(|| NnError::TotalTooLarge {
+                field: field.clone(),
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                limit,
+            })?;
+        self.count.tensors += 1;
+        match self.count.by_field.iter_mut().find(|(f, _)| *f == field) {
+            Some((_, total)) => *total += n,
+            None => self.count.by_field.push((field, n)),
+        }
+        Ok(())
+    }
+}
+
 /// All-zero tensor (biases).
 pub fn zeros<T: Real>(shape: &[usize]) -> ArrayD<T> {
     ArrayD::from_elem(IxDyn(shape), T::ZERO)
@@ -341,5 +438,137 @@ mod tests {
         assert_eq!(names, ["b", "a"]);
         assert_eq!(p.count(), 10);
         assert_eq!(p.cast::<f64>().get("a").unwrap().shape(), &[4]);
+    }
+
+    /// `{block}.{rest}` → field `block`.
+    fn prefix(name: &str) -> String {
+        name.split('.').next().unwrap_or(name).to_string()
+    }
+
+    #[test]
+    fn counter_counts_elements_tensors_and_fields_like_the_layout() {
+        let declare = |s: &mut dyn ParamSink<Handle = ()>| -> Result<(), NnError> {
+            s.param("emb.w", &[7, 3], InitKind::Embedding)?;
+            s.param(
+                "dense.w",
+                &[3, 5],
+                InitKind::Glorot {
+                    fan_in: 3,
+                    fan_out: 5,
+                },
+            )?;
+            s.param("dense.b", &[5], InitKind::Zeros)?;
+            s.param("norm.gain", &[0], InitKind::Ones)?;
+            s.param("emb.bias", &[3], InitKind::Zeros)
+        };
+        let field_of = prefix;
+        let mut c = Counter::new(1000, &field_of);
+        declare(&mut c).unwrap();
+        let count = c.into_count();
+        assert_eq!(count.elements, 21 + 15 + 5 + 3);
+        assert_eq!(count.tensors, 5);
+        assert_eq!(
+            count.by_field,
+            [
+                ("emb".to_string(), 24),
+                ("dense".to_string(), 20),
+                ("norm".to_string(), 0)
+            ]
+        );
+        assert_eq!(count.largest(), Some(("emb", 24)));
+        let mut layout = Layout::default();
+        declare(&mut layout).unwrap();
+        let sizes = layout
+            .entries
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>());
+        assert_eq!(sizes.sum::<usize>() as u64, count.elements);
+        assert_eq!(layout.entries.len(), count.tensors);
+    }
+
+    #[test]
+    fn counter_refuses_overflow_and_sizes_beyond_the_limit_naming_field_and_tensor() {
+        let field_of = prefix;
+        // Π shape overflows u64: refused before anything is added.
+        let mut c = Counter::new(u64::MAX, &field_of);
+        c.param("a.w", &[3, 4], InitKind::Zeros).unwrap();
+        let huge = [1usize << 40, 1 << 40];
+        let e = c.param("b.w", &huge, InitKind::Zeros).unwrap_err();
+        assert_eq!(
+            e,
+            NnError::TensorTooLarge {
+                field: "b".into(),
+                name: "b.w".into(),
+                shape: huge.to_vec(),
+                limit: u64::MAX,
+            }
+        );
+        assert_eq!(c.count().elements, 12);
+        assert_eq!(c.count().tensors, 1);
+        // One tensor above the limit; exactly at the limit is accepted.
+        let mut c = Counter::new(100, &field_of);
+        let e = c.param("x.w", &[101], InitKind::Zeros).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "field x: parameter `x.w` of shape [101] exceeds the limit of 100 elements"
+        );
+        c.param("x.w", &[10, 10], InitKind::Zeros).unwrap();
+        assert_eq!(c.count().elements, 100);
+        // The running total: one more element passes the limit and is not counted.
+        let e = c.param("y.b", &[1], InitKind::Zeros).unwrap_err();
+        assert!(
+            matches!(&e, NnError::TotalTooLarge { field, name, shape, limit: 100 }
+            if field == "y" && name == "y.b" && shape == &[1])
+        );
+        assert_eq!(
+            e.to_string(),
+            "field y: the total parameter count exceeds the limit of 100 elements"
+        );
+        assert_eq!(c.count().elements, 100);
+        assert_eq!(c.count().by_field, [("x".to_string(), 100)]);
+        // The total overflowing u64 is the same refusal.
+        let mut c = Counter::new(u64::MAX, &field_of);
+        c.param("a.w", &[usize::MAX], InitKind::Zeros).unwrap();
+        let e = c.param("b.w", &[usize::MAX], InitKind::Zeros).unwrap_err();
+        assert!(matches!(e, NnError::TotalTooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn registrar_and_from_vars_name_the_parameter_that_does_not_match() {
+        let mut set = Params::<f64>::new();
+        set.insert("w", zeros(&[2, 3]));
+        set.insert("stray", zeros(&[1]));
+        let mut tape = Tape::<f64>::new();
+        let mut r = Registrar::new(&mut tape, &set);
+        let e = r.param("v", &[2, 3], InitKind::Zeros).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the model declares `v` [2, 3] as parameter 0, the parameter set has `w` [2, 3] there"
+        );
+        r.param("w", &[2, 3], InitKind::Zeros).unwrap();
+        let e = r.finish().unwrap_err();
+        assert_eq!(
+            e,
+            NnError::UndeclaredParams {
+                names: vec!["stray".into()]
+            }
+        );
+        let mut tape = Tape::<f64>::new();
+        let mut r = Registrar::new(&mut tape, &set);
+        r.param("w", &[2, 3], InitKind::Zeros).unwrap();
+        r.param("stray", &[1], InitKind::Zeros).unwrap();
+        let e = r.param("more", &[4], InitKind::Zeros).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`more` [4] (parameter 2; the parameter set has only 2)"
+        );
+        let vars = r.finish().unwrap();
+        let mut f = FromVars::new(&vars[..1]);
+        f.param("w", &[2, 3], InitKind::Zeros).unwrap();
+        let e = f.param("b", &[3], InitKind::Zeros).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`b` [3] (parameter 1; only 1 variables given)"
+        );
     }
 }

@@ -5,14 +5,16 @@
 //! their argument types ([`Part`], [`NONE`], [`Attention`], [`Mask`], [`Par`], [`AttnVars`],
 //! [`PostNormBlock`], [`BlockQkv`], [`BlockTail`]) and the exponential-family selector the
 //! nll and link ops take ([`Family`]); parameters ([`Params`], [`ParamSink`], [`InitKind`],
-//! [`Initialiser`], [`Registrar`], [`Layout`]); the layers
+//! [`Initialiser`], [`Registrar`], [`Layout`], [`Counter`], [`ParamCount`]); the layers
 //! ([`DenseVars`], [`MlpVars`], [`LayerNormVars`], [`AttentionVars`]); and [`NnError`].
 
 pub use crate::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
 pub use crate::ops::attention::{Attention, AttnVars, Mask, Par};
 pub use crate::ops::block::{BlockQkv, BlockTail, PostNormBlock};
 pub use crate::ops::gather::{Part, NONE};
-pub use crate::params::{InitKind, Initialiser, Layout, ParamSink, Params, Registrar};
+pub use crate::params::{
+    Counter, InitKind, Initialiser, Layout, ParamCount, ParamSink, Params, Registrar,
+};
 pub use crate::{NnError, TapeNn};
 pub use efa_expfam::Family;
 pub use efa_tape::prelude::{
