@@ -6,9 +6,7 @@
 //!
 //! Run: `cargo run --example custom_model`.
 
-use efa::expfam::Family;
-use efa::tape::ops::attention::Attention;
-use efa::tape::prelude::*;
+use efa::nn::prelude::*;
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// Deterministic inputs: `sin`/`cos` patterns, no RNG needed.

@@ -6,7 +6,8 @@
 //! | crate | what |
 //! |---|---|
 //! | [`num`] | the `Real` trait (f32, f64), stable scalar functions, SIMD row kernels |
-//! | [`tape`] | reverse-mode autodiff tape, fused ops (linear, gather-sum, attention, nll, links), audits |
+//! | [`tape`] | reverse-mode autodiff tape: primitive ops, the `FusedOp` trait, gradients, audits |
+//! | [`nn`] | building blocks on the tape: fused linear, gather-sum, attention, nll, links and post-norm block ops (`TapeNn`), parameter declaration, layers |
 //! | [`attn`] | the fused masked-softmax attention kernel, forward and backward, and its naive reference |
 //! | [`expfam`] | exponential families: A, ∇A, ∇²A, t, log h, stable nll, links, sampling |
 //! | [`optim`] | Adam / AdamW, SGD, clipping, schedules, bit-exact state |
@@ -32,19 +33,24 @@ pub use efa_check as check;
 pub use efa_data as data;
 pub use efa_expfam as expfam;
 pub use efa_model as model;
+pub use efa_nn as nn;
 pub use efa_num as num;
 pub use efa_optim as optim;
 pub use efa_paper as paper;
 pub use efa_tape as tape;
 
-/// The tape, the attention arguments, families, optimizers and models in one import.
+/// The tape and its building blocks, the attention arguments, families, optimizers and models
+/// in one import.
 pub mod prelude {
     pub use efa_attn::{Attention, Mask};
     pub use efa_expfam::{Eval, Family};
     pub use efa_model::{
-        EfaConfig, Evaluator, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Samples,
-        Targets,
+        EfaConfig, Evaluator, FmConfig, ForwardPlan, ModelConfig, Objective, Samples, Targets,
     };
+    pub use efa_nn::ops::attention::AttnVars;
+    pub use efa_nn::ops::gather::{Part, NONE};
+    pub use efa_nn::params::Params;
+    pub use efa_nn::{NnError, ParamSink, TapeNn};
     pub use efa_num::Real;
     pub use efa_optim::{Adam, AdamConfig, Param};
     pub use efa_tape::{FusedOp, Grads, Tape, TapeError, Var};

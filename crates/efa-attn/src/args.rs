@@ -8,7 +8,7 @@ use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 /// One attention call: inputs `q`, `k`, `v`, the [`Mask`], the score scale, the scheduling and
 /// the SIMD variant. `X` is what the inputs are: `ArrayView4<T>` views `[B, H, N, D]` for the
 /// kernel ([`Attention::forward`], [`Attention::backward`], [`crate::naive`]), tape variables
-/// for the tape op (`efa_tape`'s `Tape::attention`; layouts in the [crate docs](crate#layouts)).
+/// for the tape op (`efa_nn`'s `TapeNn::attention`; layouts in the [crate docs](crate#layouts)).
 ///
 /// Built with [`Attention::new`] and chained setters; defaults: no mask, `scale = 1/√Dk`
 /// (`Dk` the query/key width per head; 1 when `Dk = 0`), [`Par::Rayon`], the detected SIMD

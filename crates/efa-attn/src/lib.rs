@@ -47,12 +47,12 @@
 //!
 //! # Layouts
 //!
-//! The kernel works on `[B, H, N, D]` tensors; the tape op (`efa_tape`'s `Tape::attention`
-//! and `Tape::attention_heads`) takes the layout per-position projections produce and views
+//! The kernel works on `[B, H, N, D]` tensors; the tape op (`efa_nn`'s `TapeNn::attention`
+//! and `TapeNn::attention_heads`) takes the layout per-position projections produce and views
 //! it as `[B, H, N, D]` through strides (no copy of the inputs; it copies the outputs and
 //! gradients back to its layout).
 //!
-//! | tensor | kernel (`Attention<ArrayView4>`) | `Tape::attention` | `Tape::attention_heads(…, H)` |
+//! | tensor | kernel (`Attention<ArrayView4>`) | `TapeNn::attention` | `TapeNn::attention_heads(…, H)` |
 //! |--------|--------------------|-------------------|-------------------------------|
 //! | `q`    | `[B, H, Nq, Dk]`   | `[B, Nq, H, Dk]`  | `[B, Nq, H·Dk]` |
 //! | `k`    | `[B, H, Nk, Dk]`   | `[B, Nk, H, Dk]`  | `[B, Nk, H·Dk]` |
@@ -91,7 +91,6 @@ mod mask;
 pub mod micro;
 pub mod naive;
 mod problem;
-pub mod rows;
 
 pub use args::{Attention, AttnGrads, AttnOut, AttnOutView};
 pub use efa_num::simd::Isa;

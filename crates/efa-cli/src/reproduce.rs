@@ -121,7 +121,7 @@ fn finish(
     exp: &dyn Experiment,
     options: &ExperimentOptions,
     specs: &[RunSpec],
-    done: &[(RunResult, efa_model::params::Params<f32>)],
+    done: &[(RunResult, efa_model::Params<f32>)],
     out: &Path,
 ) -> Result<serde_json::Value, CliError> {
     let trained: Vec<TrainedRun<'_>> = specs

@@ -121,7 +121,8 @@ fn missing_instacart_data_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn attention_flops_count_visible_pairs_under_the_mask() {
-    use efa_tape::ops::attention::{Attention, Mask};
+    use efa_nn::ops::attention::{Attention, Mask};
+    use efa_nn::TapeNn;
     use ndarray::{ArrayD, IxDyn};
     // B = 2, N = 3, H = 2, K = 4: 2·(K + K)·H = 32 FLOPs per visible (b, i, j) pair.
     let run = |mask: Mask| -> (u64, u64) {

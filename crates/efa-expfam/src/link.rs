@@ -14,7 +14,7 @@
 //!
 //! softplus is positive for every z above about −745 (f64) or −103 (f32); beyond that it
 //! underflows to 0 and the family's domain check reports the row instead of a silent NaN.
-//! The tape op built from this table is `efa_tape::Tape::natural`.
+//! The tape op built from this table is `efa_nn`'s `TapeNn::natural`.
 //!
 //! ```
 //! use efa_expfam::{link, Family};

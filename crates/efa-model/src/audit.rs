@@ -7,9 +7,9 @@
 use crate::batch::Samples;
 use crate::efa::ForwardPlan;
 use crate::grads::Evaluator;
-use crate::params::{FromVars, Params};
 use crate::ModelError;
 use efa_check::{CheckOptions, Mode, Report};
+use efa_nn::params::{FromVars, Params};
 use efa_tape::audit::{audit, FusedNodeReport};
 use efa_tape::Tape;
 

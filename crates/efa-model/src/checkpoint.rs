@@ -24,8 +24,8 @@
 //! dtype size then name), so the same contents always give the same bytes.
 
 use crate::crc32::{crc32, to_hex, Crc32};
-use crate::params::{Layout, Params};
 use crate::ModelError;
+use efa_nn::params::{Layout, Params};
 use safetensors::tensor::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
 use std::io::Write;

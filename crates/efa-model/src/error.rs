@@ -45,3 +45,21 @@ impl From<efa_tape::TapeError> for ModelError {
         ModelError::Tape(e)
     }
 }
+
+/// Declaration and layer errors keep their place among the model's errors: a tape error stays
+/// [`ModelError::Tape`], a parameter set that does not match the declaration is
+/// [`ModelError::MissingParam`], a size beyond a limit is [`ModelError::Config`].
+impl From<efa_nn::NnError> for ModelError {
+    fn from(e: efa_nn::NnError) -> Self {
+        use efa_nn::NnError;
+        match e {
+            NnError::Tape(e) => ModelError::Tape(e),
+            NnError::ParamMismatch { .. }
+            | NnError::UndeclaredParams { .. }
+            | NnError::MissingVar { .. } => ModelError::MissingParam(e.to_string()),
+            NnError::TensorTooLarge { .. } | NnError::TotalTooLarge { .. } => {
+                ModelError::Config(e.to_string())
+            }
+        }
+    }
+}

@@ -2,9 +2,10 @@
 //! as its reference code ran them, PAPER.md §2.4, §3.4).
 
 use crate::batch::Samples;
-use crate::layers::DenseVars;
-use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
+use efa_nn::layers::DenseVars;
+use efa_nn::params::{InitKind, ParamSink};
+use efa_nn::TapeNn;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use ndarray::ArrayD;
@@ -82,7 +83,7 @@ impl FmConfig {
 
     /// Creates the parameters (Keras defaults), in declaration order.
     pub fn init<T: Real>(&self, seed: u64) -> crate::Params<T> {
-        let mut init = crate::params::Initialiser::new(seed);
+        let mut init = efa_nn::params::Initialiser::new(seed);
         self.declare(&mut init)
             .expect("declaring parameters to an initialiser cannot fail");
         init.params
@@ -117,13 +118,9 @@ impl FmConfig {
         let (b, c) = batch.tokens.dim();
         // Padding (item 0) contributes nothing: a zero weight for rating contexts, a skipped
         // entry for item contexts.
-        let ids = batch.tokens.mapv(|t| {
-            if t == 0 {
-                efa_tape::ops::gather::NONE
-            } else {
-                t
-            }
-        });
+        let ids = batch
+            .tokens
+            .mapv(|t| if t == 0 { efa_nn::ops::gather::NONE } else { t });
         match (self, vars) {
             (FmConfig::Rating { dim, .. }, FmVars::Rating { alpha, rho }) => {
                 let r = batch
@@ -154,7 +151,7 @@ impl FmConfig {
             }
             (FmConfig::Item { .. }, FmVars::Item { alpha, out }) => {
                 let ctx = tape.bag_sum(*alpha, ids, None)?;
-                out.apply(tape, ctx)
+                Ok(out.apply(tape, ctx)?)
             }
             _ => Err(ModelError::MissingParam(
                 "the parameters are of the other factor-model kind".into(),

@@ -1,9 +1,10 @@
-//! EFA models and factor-model baselines assembled from the efa crates: the tape and its
-//! fused ops (`efa-tape`: linear, gather-sum, attention on the `efa-attn` kernel,
-//! exponential-family nll and links from `efa-expfam`), and Adam (`efa-optim`).
+//! EFA models and factor-model baselines assembled from the efa crates: the tape
+//! (`efa-tape`), its building blocks (`efa-nn`: linear, gather-sum, attention on the
+//! `efa-attn` kernel, exponential-family nll and links from `efa-expfam`, fused blocks,
+//! parameter declaration and layers), and Adam (`efa-optim`).
 //!
 //! * [`ModelConfig`] (an [`EfaConfig`] or an [`FmConfig`]) declares its parameters once
-//!   ([`params`]); [`ModelConfig::register`] puts a parameter set on a tape as typed handles
+//!   ([`efa_nn::params`]); [`ModelConfig::register`] puts a parameter set on a tape as typed handles
 //!   ([`EfaVars`], [`fm::FmVars`]), and [`ModelConfig::forward`] computes η with an explicit
 //!   [`ForwardPlan`] (the general definition or one of its exact shortcuts).
 //! * [`Objective`]: the paper's losses and the fully normalised nll of any family.
@@ -56,11 +57,9 @@ mod error;
 pub mod fm;
 pub mod grads;
 pub mod history;
-pub mod layers;
 pub mod limits;
 pub mod model;
 pub mod objective;
-pub mod params;
 pub mod recipe;
 pub mod runlock;
 pub mod sizes;
@@ -70,13 +69,13 @@ pub mod userdata;
 
 pub use batch::{SampleSet, Samples, Targets};
 pub use efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
+pub use efa_nn::params::Params;
 pub use efa_num::Real;
 pub use error::ModelError;
 pub use fm::FmConfig;
 pub use grads::Evaluator;
 pub use model::{ModelConfig, ModelVars, Registered};
 pub use objective::Objective;
-pub use params::Params;
 
 /// Models, plans, objectives, evaluation and training in one import:
 /// `use efa_model::prelude::*;`.
@@ -87,9 +86,9 @@ pub mod prelude {
     pub use crate::grads::{evaluate, loss_and_grads, predict, Evaluator};
     pub use crate::model::{ModelConfig, ModelVars, Registered};
     pub use crate::objective::Objective;
-    pub use crate::params::Params;
     pub use crate::recipe::{Batching, TrainConfig};
     pub use crate::train::{fit, FitOptions};
     pub use crate::ModelError;
+    pub use efa_nn::params::Params;
     pub use efa_num::Real;
 }

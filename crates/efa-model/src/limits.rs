@@ -31,9 +31,10 @@
 
 use crate::fm::FmConfig;
 use crate::model::ModelConfig;
-use crate::params::{InitKind, ParamSink};
 use crate::recipe::TrainConfig;
 use crate::ModelError;
+use efa_nn::params::{InitKind, ParamSink};
+use efa_nn::NnError;
 
 /// Most attention blocks (and most head layers) a model may declare. The paper's models have
 /// at most 4; a block count in the millions would take hours to declare before failing.
@@ -81,24 +82,29 @@ struct Counter<'a> {
 impl ParamSink for Counter<'_> {
     type Handle = ();
 
-    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), ModelError> {
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), NnError> {
         let field = (self.field_of)(name);
-        let too_big = |what: String| {
-            ModelError::Config(format!(
-                "field {field}: {what} exceeds the limit of {MAX_ELEMENTS} elements"
-            ))
-        };
         let n = shape
             .iter()
             .try_fold(1u64, |acc, &s| acc.checked_mul(s as u64))
             .filter(|&n| n <= MAX_ELEMENTS)
-            .ok_or_else(|| too_big(format!("parameter `{name}` of shape {shape:?}")))?;
+            .ok_or_else(|| NnError::TensorTooLarge {
+                field: field.clone(),
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                limit: MAX_ELEMENTS,
+            })?;
         self.count.elements = self
             .count
             .elements
             .checked_add(n)
             .filter(|&t| t <= MAX_ELEMENTS)
-            .ok_or_else(|| too_big("the total parameter count".into()))?;
+            .ok_or_else(|| NnError::TotalTooLarge {
+                field: field.clone(),
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                limit: MAX_ELEMENTS,
+            })?;
         self.count.tensors += 1;
         match self.count.by_field.iter_mut().find(|(f, _)| *f == field) {
             Some((_, total)) => *total += n,

@@ -4,8 +4,8 @@
 use crate::batch::Samples;
 use crate::efa::{EfaConfig, EfaVars, ForwardPlan};
 use crate::fm::{FmConfig, FmVars};
-use crate::params::{Initialiser, Layout, ParamSink, Params, Registrar};
 use crate::ModelError;
+use efa_nn::params::{Initialiser, Layout, ParamSink, Params, Registrar};
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,7 @@ impl ModelConfig {
         crate::sizes::check_sizes(self)
     }
 
-    /// Declares every parameter to `s` in order (see [`crate::params`]).
+    /// Declares every parameter to `s` in order (see [`efa_nn::params`]).
     pub fn declare<S: ParamSink>(&self, s: &mut S) -> Result<ModelVars<S::Handle>, ModelError> {
         Ok(match self {
             ModelConfig::Efa(c) => ModelVars::Efa(c.declare(s)?),

@@ -4,6 +4,7 @@
 use crate::batch::Targets;
 use crate::ModelError;
 use efa_expfam::Family;
+use efa_nn::TapeNn;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use ndarray::{ArrayD, IxDyn};

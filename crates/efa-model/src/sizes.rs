@@ -16,23 +16,27 @@
 //! or allocates in proportion to a claimed size.
 
 use crate::model::ModelConfig;
-use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
+use efa_nn::params::{InitKind, ParamSink};
+use efa_nn::NnError;
 
 /// The most parameter values a model may have: 2²⁸ = 268 435 456 (1 GiB in f32). The paper's
 /// largest models have a few million.
 pub const MAX_PARAM_VALUES: usize = 1 << 28;
 
-/// Counts declared parameter values with checked arithmetic (see the module docs).
+/// Counts declared parameter values with checked arithmetic (see the module docs). A refusal
+/// stops the declaration with an [`NnError`]; the error this module reports is the one kept in
+/// `refused`.
 #[derive(Debug, Default)]
 struct Counter {
     total: usize,
+    refused: Option<ModelError>,
 }
 
 impl ParamSink for Counter {
     type Handle = ();
 
-    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), ModelError> {
+    fn param(&mut self, name: &str, shape: &[usize], _: InitKind) -> Result<(), NnError> {
         let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         let total = count.and_then(|c| c.checked_add(self.total));
         match (count, total) {
@@ -40,12 +44,36 @@ impl ParamSink for Counter {
                 self.total = t;
                 Ok(())
             }
-            _ => Err(ModelError::Config(format!(
-                "parameter `{name}` would have shape {shape:?} ({} values), bringing the model \
+            _ => Err(self.refuse(name, shape, count)),
+        }
+    }
+}
+
+impl Counter {
+    /// Keeps this module's message for parameter `name` and returns the declaration's error.
+    fn refuse(&mut self, name: &str, shape: &[usize], count: Option<usize>) -> NnError {
+        self.refused = Some(ModelError::Config(format!(
+            "parameter `{name}` would have shape {shape:?} ({} values), bringing the model \
                  beyond the limit of {MAX_PARAM_VALUES} parameter values; check the sizes in \
                  the configuration",
-                count.map_or("more than 2^64".to_string(), |c| c.to_string())
-            ))),
+            count.map_or("more than 2^64".to_string(), |c| c.to_string())
+        )));
+        let (name, shape) = (name.to_string(), shape.to_vec());
+        let field = "model".to_string();
+        let limit = MAX_PARAM_VALUES as u64;
+        match count {
+            Some(c) if c <= MAX_PARAM_VALUES => NnError::TotalTooLarge {
+                field,
+                name,
+                shape,
+                limit,
+            },
+            _ => NnError::TensorTooLarge {
+                field,
+                name,
+                shape,
+                limit,
+            },
         }
     }
 }
@@ -85,6 +113,8 @@ pub fn param_values(cfg: &ModelConfig) -> Result<usize, ModelError> {
         )));
     }
     let mut c = Counter::default();
-    cfg.declare(&mut c)?;
+    if let Err(e) = cfg.declare(&mut c) {
+        return Err(c.refused.take().unwrap_or(e));
+    }
     Ok(c.total)
 }

@@ -9,8 +9,8 @@ use crate::batch::SampleSet;
 use crate::checkpoint::{
     Checkpoint, CheckpointPolicy, EpochBits, InputDigest, ShuffleState, TrainState,
 };
-use crate::params::Params;
 use crate::ModelError;
+use efa_nn::params::Params;
 use ndarray::ArrayD;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

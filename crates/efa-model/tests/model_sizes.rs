@@ -3,9 +3,9 @@
 //! a model file is checked against the configuration's layout before parameters are built.
 
 use efa_model::checkpoint::{load_model_layout, save_model};
-use efa_model::params::Layout;
 use efa_model::sizes::{param_values, MAX_PARAM_VALUES};
 use efa_model::userdata::UserConfig;
+use efa_nn::params::Layout;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! figures described as data (the command-line tool renders them as SVG).
 
 use crate::{RunResult, RunSpec};
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use serde_json::{Map, Value};
 
 /// A trained run, as an experiment's analysis sees it.

@@ -12,7 +12,7 @@ use efa_model::efa::ForwardPlan;
 use efa_model::grads::Evaluator;
 use efa_model::history::{EpochLog, FitResult};
 use efa_model::objective::Objective;
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use efa_model::recipe::{Batching, TrainConfig};
 use efa_model::train::{fit, FitOptions};
 use efa_model::{ModelConfig, Samples};

@@ -10,7 +10,7 @@ use crate::{
 };
 use efa_data::instacart::{load_instacart, Item};
 use efa_data::samples::Direction as DataDir;
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use efa_model::recipe::TrainConfig;
 use efa_model::{ModelConfig, ModelError};
 use ndarray::{s, Array2, ArrayView2};

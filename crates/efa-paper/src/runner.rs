@@ -7,7 +7,7 @@
 
 use crate::{run, PaperError, RunResult, RunSpec};
 use efa_model::history::EpochLog;
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use efa_model::ModelConfig;
 use std::collections::VecDeque;
 use std::sync::Mutex;

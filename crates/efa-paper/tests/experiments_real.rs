@@ -5,7 +5,7 @@
 use efa_data::samples::Direction;
 use efa_data::temperature::{City, TempDay};
 use efa_model::audit::{audit_model, default_options};
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use efa_model::train::FitOptions;
 use efa_model::train::{fit, predict, TrainConfig};
 use efa_model::{Evaluator, ModelConfig, Objective};

@@ -8,7 +8,8 @@
 //! [`Tape::backward`]/[`Tape::backward_with`] call.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape};
+use crate::op::Op;
+use crate::tape::Tape;
 use efa_num::Real;
 use ndarray::ArrayD;
 

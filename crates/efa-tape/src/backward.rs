@@ -6,8 +6,9 @@
 //! is already topological.
 
 use crate::error::{Result, TapeError};
+use crate::op::Op;
 use crate::ops;
-use crate::tape::{Op, Tape, Var};
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::ArrayD;
 

@@ -6,11 +6,13 @@
 //! products `cᵀ·J`), both one reverse sweep over the arena accumulating with `+=`. Every node's
 //! gradient is kept ([`Grads::wrt`]); named parameters are listed by [`Grads::params`].
 //!
-//! Primitive ops form a closed enum; fused ops (linear, gather_sum, bag_sum, attention, nll,
-//! link, or your own) plug in through [`FusedOp`], whose backward is mandatory. Everything is
-//! generic over [`Real`] (f32 for speed, f64 for audits). `use efa_tape::prelude::*` brings
-//! the types a model needs. [`audit()`], [`audit_fused`] and [`Tape::audit_fused_nodes`]
-//! check gradients against finite differences through `efa-check`.
+//! Primitive ops form a closed enum; fused ops plug in through [`FusedOp`] (recorded by
+//! [`Tape::fused`]), whose backward is mandatory. The model-level fused ops (linear,
+//! gather_sum, bag_sum, attention, nll, links, the post-norm block) live in the `efa-nn`
+//! crate, beside the kernels they adapt. Everything is generic over [`Real`] (f32 for speed,
+//! f64 for audits). `use efa_tape::prelude::*` brings the tape's types. [`audit()`],
+//! [`audit_fused`] and [`Tape::audit_fused_nodes`] check gradients against finite
+//! differences through `efa-check`.
 //!
 //! # Backward
 //!
@@ -106,16 +108,17 @@
 //! NaN into a finite value by a comparison, `max`/`min` or a maximum search: `relu` passes NaN
 //! through, softmax/log-softmax/cross-entropy make a row holding a NaN NaN, layer norm a row.
 //! Elements an op never reads do not reach its output: entries `masked_fill` replaces, rows a
-//! gather or embedding does not select, slices that leave them out. A NaN natural parameter
-//! in `nll` is an error naming the family and row (it is outside every family's domain).
-//! Known exception, outside this crate: the `efa-attn` kernel treats NaN scores as masked (a
-//! NaN query or key element gives `o = 0`); see the ignored test in `tests/nan.rs`.
+//! gather or embedding does not select, slices that leave them out. The fused ops of `efa-nn`
+//! follow the same rule (see its crate docs).
+
+#![warn(missing_docs)]
 
 mod anomaly;
 pub mod audit;
 mod backward;
 mod broadcast;
 pub mod error;
+mod op;
 pub mod ops;
 pub mod prelude;
 pub mod stats;
@@ -131,6 +134,6 @@ pub use backward::Grads;
 pub use efa_check;
 pub use efa_num::Real;
 pub use error::{Result, TapeError};
-pub use ops::fused::{CloneFusedOp, FusedOp};
+pub use op::{CloneFusedOp, FusedOp};
 pub use stats::{flops, reset_flops};
 pub use tape::{Tape, Var};

@@ -1,9 +1,7 @@
 //! The tape: an arena of nodes in creation order, and the `Var` handles into it.
 
 use crate::error::{Result, TapeError};
-use crate::ops::elementwise::BinaryKind;
-use crate::ops::fused::FusedOp;
-use crate::ops::unary::UnaryKind;
+use crate::op::{LeafKind, Op};
 use efa_num::Real;
 use ndarray::ArrayD;
 use std::fmt::Write as _;
@@ -23,101 +21,6 @@ impl Var {
     /// Position of the node in its tape's creation order.
     pub fn index(&self) -> usize {
         self.idx
-    }
-}
-
-/// What kind of leaf a node is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LeafKind {
-    Param,
-    Input,
-    Constant,
-}
-
-/// The closed set of primitive operations; each variant stores what its backward needs
-/// beyond the input/output values held by the arena.
-pub(crate) enum Op<T: Real> {
-    Leaf(LeafKind),
-    Binary(BinaryKind),
-    Unary(UnaryKind<T>),
-    Matmul {
-        trans_a: bool,
-        trans_b: bool,
-    },
-    /// Sum over `axes` times `scale` (1 for sum, 1/count for mean); `keep_shape` is the
-    /// output shape with the reduced axes kept as 1.
-    Sum {
-        keep_shape: Vec<usize>,
-        scale: T,
-    },
-    BroadcastTo,
-    Reshape,
-    Permute {
-        axes: Vec<usize>,
-    },
-    Concat {
-        axis: usize,
-    },
-    Slice {
-        axis: usize,
-        start: usize,
-    },
-    Embedding {
-        ids: ArrayD<usize>,
-    },
-    GatherPositions {
-        pos: Vec<usize>,
-    },
-    MaskedFill {
-        mask: ArrayD<bool>,
-    },
-    LayerNorm {
-        xhat: ArrayD<T>,
-        rstd: Vec<T>,
-    },
-    Softmax,
-    LogSoftmax,
-    SoftmaxCrossEntropy {
-        probs: ArrayD<T>,
-        targets: Vec<usize>,
-    },
-    Mse {
-        diff: ArrayD<T>,
-    },
-    FusedHead {
-        op: Box<dyn FusedOp<T>>,
-        outputs: Vec<usize>,
-    },
-    FusedOutput,
-}
-
-impl<T: Real> Op<T> {
-    /// Short name for dumps and errors.
-    pub(crate) fn name(&self) -> String {
-        match self {
-            Op::Leaf(LeafKind::Param) => "param".into(),
-            Op::Leaf(LeafKind::Input) => "input".into(),
-            Op::Leaf(LeafKind::Constant) => "constant".into(),
-            Op::Binary(k) => k.name().into(),
-            Op::Unary(k) => k.name().into(),
-            Op::Matmul { trans_a, trans_b } => format!("matmul(tA={trans_a},tB={trans_b})"),
-            Op::Sum { .. } => "sum".into(),
-            Op::BroadcastTo => "broadcast_to".into(),
-            Op::Reshape => "reshape".into(),
-            Op::Permute { axes } => format!("permute{axes:?}"),
-            Op::Concat { axis } => format!("concat(axis={axis})"),
-            Op::Slice { axis, start } => format!("slice(axis={axis},start={start})"),
-            Op::Embedding { .. } => "embedding".into(),
-            Op::GatherPositions { .. } => "gather_positions".into(),
-            Op::MaskedFill { .. } => "masked_fill".into(),
-            Op::LayerNorm { .. } => "layer_norm".into(),
-            Op::Softmax => "softmax".into(),
-            Op::LogSoftmax => "log_softmax".into(),
-            Op::SoftmaxCrossEntropy { .. } => "softmax_cross_entropy".into(),
-            Op::Mse { .. } => "mse".into(),
-            Op::FusedHead { op, .. } => format!("fused:{}", op.name()),
-            Op::FusedOutput => "fused_output".into(),
-        }
     }
 }
 

@@ -2,8 +2,8 @@
 //! (residual, layer norm, feed-forward), and the head MLP: pieces shared by every plan.
 
 use super::{EfaConfig, Norm};
-use crate::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
 use crate::ModelError;
+use efa_nn::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 
@@ -39,7 +39,7 @@ impl EfaConfig {
         x: Var,
     ) -> Result<Var, ModelError> {
         match (&block.ln1, self.norm) {
-            (Some(ln), Norm::Pre) => ln.apply(tape, x, self.ln_eps),
+            (Some(ln), Norm::Pre) => Ok(ln.apply(tape, x, self.ln_eps)?),
             _ => Ok(x),
         }
     }
@@ -83,6 +83,6 @@ impl EfaConfig {
             h = layer.apply(tape, h)?;
             h = tape.relu(h)?;
         }
-        head.out.apply(tape, h)
+        Ok(head.out.apply(tape, h)?)
     }
 }

@@ -3,11 +3,12 @@
 
 use super::ContinuousInputs;
 use crate::batch::Samples;
-use crate::layers::MlpVars;
-use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
+use efa_nn::layers::MlpVars;
+use efa_nn::ops::gather::{Part, NONE};
+use efa_nn::params::{InitKind, ParamSink};
+use efa_nn::TapeNn;
 use efa_num::Real;
-use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 use ndarray::Array2;
 use std::collections::HashMap;
@@ -299,5 +300,5 @@ pub(super) fn table<T: Real>(
     }
     let x = tape.gather_sum(&tables, parts, None, concat, 1)?[0];
     let x = tape.reshape(x, &[u, concat])?;
-    vars.fuse.apply(tape, x)
+    Ok(vars.fuse.apply(tape, x)?)
 }

@@ -7,8 +7,9 @@ use super::inputs::{target_inputs, Proj};
 use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
+use efa_nn::ops::attention::Attention;
+use efa_nn::TapeNn;
 use efa_num::Real;
-use efa_tape::ops::attention::Attention;
 use efa_tape::{Tape, Var};
 
 impl EfaConfig {

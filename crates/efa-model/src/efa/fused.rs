@@ -1,7 +1,7 @@
 //! [`ForwardPlan::FusedBlocks`](super::ForwardPlan::FusedBlocks): the tabled plan with every
 //! post-norm block (attention, output projection, residual, layer norm, feed-forward with
 //! bias and ReLU, residual, layer norm) as one fused tape op
-//! ([`efa_tape::ops::block`]), for the dense continuous-input models (the paper's
+//! ([`efa_nn::ops::block`]), for the dense continuous-input models (the paper's
 //! temperature EFAs, PAPER.md §6.2–§6.3).
 //!
 //! The work is the tabled plan's: the first block's queries, keys and values are gathered
@@ -17,8 +17,9 @@ use super::inputs::Proj;
 use super::{BlockVars, EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
+use efa_nn::ops::block::{BlockQkv, BlockTail, PostNormBlock};
+use efa_nn::TapeNn;
 use efa_num::Real;
-use efa_tape::ops::block::{BlockQkv, BlockTail, PostNormBlock};
 use efa_tape::{Tape, Var};
 
 /// The parameters after a block's attention as the fused op takes them.

@@ -5,8 +5,8 @@ use super::continuous::Sharing;
 use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
+use efa_nn::ops::attention::Mask;
 use efa_num::Real;
-use efa_tape::ops::attention::Mask;
 use efa_tape::{Tape, Var};
 
 /// What the general plan records of each block for inspection: the projected queries and

@@ -5,11 +5,12 @@
 use super::continuous::{self, Sharing};
 use super::{Direction, EfaConfig, EfaVars, InputVars};
 use crate::batch::Samples;
-use crate::layers::AttentionVars;
 use crate::ModelError;
+use efa_nn::layers::AttentionVars;
+use efa_nn::ops::attention::Mask;
+use efa_nn::ops::gather::{Part, NONE};
+use efa_nn::TapeNn;
 use efa_num::Real;
-use efa_tape::ops::attention::Mask;
-use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 
 /// The inputs at each sample's target position, as single-position rows (the query stream's

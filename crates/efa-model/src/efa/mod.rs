@@ -28,9 +28,9 @@ pub use block::{BlockVars, HeadVars};
 pub use continuous::ContinuousVars;
 pub use plan::ForwardPlan;
 
-use crate::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
-use crate::params::{InitKind, ParamSink};
 use crate::ModelError;
+use efa_nn::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
+use efa_nn::params::{InitKind, ParamSink};
 use efa_tape::Var;
 use serde::{Deserialize, Serialize};
 
@@ -308,7 +308,7 @@ impl EfaConfig {
     /// Creates the parameters with the Keras default initialisers (PAPER.md §1), in the
     /// declaration order of [`EfaConfig::declare`].
     pub fn init<T: efa_num::Real>(&self, seed: u64) -> crate::Params<T> {
-        let mut init = crate::params::Initialiser::new(seed);
+        let mut init = efa_nn::params::Initialiser::new(seed);
         self.declare(&mut init)
             .expect("declaring parameters to an initialiser cannot fail");
         init.params

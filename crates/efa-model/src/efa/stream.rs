@@ -6,9 +6,10 @@ use super::inputs::target_inputs;
 use super::{EfaConfig, EfaVars};
 use crate::batch::Samples;
 use crate::ModelError;
+use efa_nn::ops::attention::Mask;
+use efa_nn::ops::gather::{Part, NONE};
+use efa_nn::TapeNn;
 use efa_num::Real;
-use efa_tape::ops::attention::Mask;
-use efa_tape::ops::gather::{Part, NONE};
 use efa_tape::{Tape, Var};
 use std::collections::HashMap;
 

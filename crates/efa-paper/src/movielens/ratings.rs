@@ -12,7 +12,7 @@ use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
 use efa_model::batch::{Samples, Targets};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
-use efa_model::params::Params;
+use efa_nn::params::Params;
 use efa_model::recipe::TrainConfig;
 use efa_model::train::predict;
 use efa_model::ModelConfig;

@@ -16,8 +16,9 @@
 
 use super::{random_cotangent, AuditOptions};
 use crate::error::{Result, TapeError};
-use crate::ops::fused::FusedOp;
-use crate::tape::{Op, Tape};
+use crate::op::FusedOp;
+use crate::op::Op;
+use crate::tape::Tape;
 use efa_check::{audit_params, ParamSpec, Report, Skipped};
 use ndarray::{ArrayD, Dimension, IxDyn};
 use std::cell::RefCell;

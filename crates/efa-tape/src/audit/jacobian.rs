@@ -8,7 +8,7 @@
 
 use super::fused::input_name;
 use crate::error::{Result, TapeError};
-use crate::ops::fused::FusedOp;
+use crate::op::FusedOp;
 use efa_check::{numeric_jacobian, FdOptions, Jacobian};
 use ndarray::{ArrayD, IxDyn};
 use std::cell::RefCell;

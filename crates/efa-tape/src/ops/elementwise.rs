@@ -5,18 +5,11 @@
 
 use crate::broadcast::{broadcast_shapes, sum_to_shape};
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::BinaryKind;
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn, Zip};
-
-/// Which binary op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BinaryKind {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
 
 impl BinaryKind {
     pub(crate) fn name(self) -> &'static str {

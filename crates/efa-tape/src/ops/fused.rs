@@ -1,67 +1,15 @@
-//! User-defined fused operations with several outputs and a mandatory backward.
+//! Recording fused operations ([`FusedOp`]: several outputs, a mandatory backward) and running
+//! their backward.
 //!
 //! A fused call records a head node (holding the op) followed by one node per output. In the
 //! reverse sweep the outputs come first; when the sweep reaches the head, every output's
 //! cotangent is final and the op's backward runs once with all of them.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::{FusedOp, Op};
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
-
-/// A fresh boxed copy of a fused op, so that an audit can re-run its forward at perturbed
-/// inputs without touching the copy recorded on the tape. Implemented for every
-/// `Clone + 'static` [`FusedOp`] by a blanket impl: derive `Clone` on the op's struct.
-pub trait CloneFusedOp<T: Real> {
-    /// A boxed clone of `self` (with whatever state its last forward saved).
-    fn clone_op(&self) -> Box<dyn FusedOp<T>>;
-}
-
-impl<T: Real, O: FusedOp<T> + Clone + 'static> CloneFusedOp<T> for O {
-    fn clone_op(&self) -> Box<dyn FusedOp<T>> {
-        Box::new(self.clone())
-    }
-}
-
-/// A fused operation (attention, exponential-family nll, …): forward from input values to one
-/// or more outputs, and the vector-Jacobian product back to its inputs.
-///
-/// For outputs `yₘ = Fₘ(x₀, …)` and cotangents `cₘ`, backward returns
-/// `∂/∂xᵢ Σₘ ⟨cₘ, Fₘ(x)⟩` for every input `i` that needs it. Ops must be `Clone` (through
-/// [`CloneFusedOp`]) so that [`crate::audit::audit_fused`] can check that backward against
-/// finite differences of forward.
-pub trait FusedOp<T: Real>: Send + Sync + CloneFusedOp<T> {
-    /// Name used in errors and dumps.
-    fn name(&self) -> &str;
-
-    /// Computes the outputs from the input values (called once by [`Tape::fused`]).
-    fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError>;
-
-    /// Given input values, output values and the cotangent of each output (`None` = that
-    /// output unused, i.e. zero), returns one gradient per input, of that input's shape;
-    /// `needs_grad[i]` says which inputs need one. Returning `None` for an input that needs a
-    /// gradient is an error at backward time (never a silent drop).
-    fn backward(
-        &self,
-        inputs: &[&ArrayD<T>],
-        outputs: &[&ArrayD<T>],
-        d_outputs: &[Option<&ArrayD<T>>],
-        needs_grad: &[bool],
-    ) -> Result<Vec<Option<ArrayD<T>>>, TapeError>;
-
-    /// Bytes the op keeps for backward beyond its inputs and outputs (for [`Tape::dump`]).
-    fn saved_bytes(&self) -> usize {
-        0
-    }
-
-    /// Floating-point operations of one forward (`backward == false`) or one backward call
-    /// on these input values, added to [`crate::stats::flops`] by the tape after each call.
-    /// The default counts nothing (elementwise-like ops are not counted).
-    fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
-        let _ = (inputs, backward);
-        0
-    }
-}
 
 impl<T: Real> Tape<T> {
     /// Records a fused op on `inputs` and returns one `Var` per output it produced.

@@ -2,7 +2,8 @@
 //! and `masked_fill`. Backward scatters (adds) the cotangent back to the rows it was read from.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, Axis, Dimension, IxDyn, Zip};
 

@@ -6,7 +6,8 @@
 //! `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ ∘ x̂))`, `dgain = Σ_rows g ∘ x̂`, `dbias = Σ_rows g`.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 

@@ -8,7 +8,8 @@
 
 use super::softmax::has_nan;
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::scalar::{logsumexp, lse_parts, softmax_into};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};

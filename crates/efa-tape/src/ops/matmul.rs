@@ -12,7 +12,8 @@
 //! for each input gradient computed.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 

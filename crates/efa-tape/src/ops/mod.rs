@@ -1,24 +1,20 @@
-//! Primitive and fused operations, one family per module, and the backward dispatch.
+//! Primitive operations, one family per module, the [`fused`] mechanism behind
+//! [`crate::FusedOp`], and the backward dispatch.
 
-pub mod attention;
-pub mod block;
 pub mod elementwise;
 pub mod fused;
-pub mod gather;
 pub mod index;
 pub mod layer_norm;
-pub mod linear;
-pub mod link;
 pub mod loss;
 pub mod matmul;
-pub mod nll;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;
 pub mod unary;
 
 use crate::broadcast::sum_to_shape;
-use crate::tape::{Op, Tape};
+use crate::op::Op;
+use crate::tape::Tape;
 use efa_num::Real;
 use ndarray::ArrayD;
 

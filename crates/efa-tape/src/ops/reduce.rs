@@ -5,7 +5,8 @@
 //! NaN (0·∞), as in numpy. Backward broadcasts `scale·g` back over the reduced axes.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, Axis, IxDyn};
 

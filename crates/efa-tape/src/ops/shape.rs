@@ -5,7 +5,8 @@
 
 use crate::broadcast::broadcast_shapes;
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::Real;
 use ndarray::{ArrayD, Axis, IxDyn, Slice};
 

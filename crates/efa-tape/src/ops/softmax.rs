@@ -8,7 +8,8 @@
 //! Backward: softmax `dx = y ∘ (g − ⟨g, y⟩)`; log-softmax `dx = g − softmax(x)·Σg`.
 
 use crate::error::{Result, TapeError};
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::tape::{Tape, Var};
 use efa_num::scalar::{log_softmax_into, softmax_into};
 use efa_num::Real;
 use ndarray::ArrayD;

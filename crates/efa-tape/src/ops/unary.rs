@@ -10,28 +10,12 @@
 //! included: `max(NaN, 0)` would be 0, so NaN is passed through explicitly).
 
 use crate::error::Result;
-use crate::tape::{Op, Tape, Var};
+use crate::op::Op;
+use crate::op::UnaryKind;
+use crate::tape::{Tape, Var};
 use efa_num::scalar::{sigmoid, softplus};
 use efa_num::Real;
 use ndarray::{ArrayD, Zip};
-
-/// Which unary op (with its constant, for scale and shift).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum UnaryKind<T> {
-    Neg,
-    Exp,
-    Log,
-    Log1p,
-    Softplus,
-    Sigmoid,
-    Tanh,
-    Relu,
-    Gelu,
-    Sqrt,
-    Square,
-    Scale(T),
-    Shift(T),
-}
 
 /// Standard normal cdf `Φ(x) = (1 + erf(x/√2))/2`.
 fn phi_cdf<T: Real>(x: T) -> T {

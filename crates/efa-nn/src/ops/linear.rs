@@ -2,8 +2,8 @@
 //! its initial value; backward: `dx = dy·Wᵀ`, `dW = xᵀ·dy` over all leading axes at once,
 //! `db = Σ dy`), instead of a matmul node, a broadcast add node and its reduction.
 
-use crate::{FusedOp, Tape, TapeError, Var};
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
 
 const NAME: &str = "fused:linear";
@@ -168,7 +168,7 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let Ok((m, fi, fo)) = shapes(inputs) else {
             return 0;
         };
-        let f = crate::stats::gemm_flops(1, m, fo, fi);
+        let f = efa_tape::stats::gemm_flops(1, m, fo, fi);
         if backward {
             f.saturating_mul(2)
         } else {
@@ -177,19 +177,22 @@ impl<T: Real> FusedOp<T> for LinearOp {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Records `x·W (+ b)` over the last axis of `x` `[…, in]` with `W` `[in, out]` and `b`
-    /// `[out]` as one node.
-    pub fn linear(&mut self, x: Var, w: Var, b: Option<Var>) -> Result<Var, TapeError> {
-        let mut inputs = vec![x, w];
-        inputs.extend(b);
-        Ok(self.fused(Box::new(LinearOp), &inputs)?[0])
-    }
+/// Records [`TapeNn::linear`](crate::TapeNn::linear) (documented there).
+pub(crate) fn linear<T: Real>(
+    tape: &mut Tape<T>,
+    x: Var,
+    w: Var,
+    b: Option<Var>,
+) -> Result<Var, TapeError> {
+    let mut inputs = vec![x, w];
+    inputs.extend(b);
+    Ok(tape.fused(Box::new(LinearOp), &inputs)?[0])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TapeNn;
 
     fn input(shape: &[usize], seed: f64) -> ArrayD<f64> {
         let mut i = 0.0;

@@ -4,11 +4,11 @@
 
 use super::dense::{col_sums, grow, ld, ln_back_in_place, mm, Packed};
 use super::forward::{query_rows, sample_qkv, slices};
+use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{err, split, split_ref, tail_at, unpad, Config, Dims, Saved};
-use crate::TapeError;
-use efa_attn::rows::{self, Rows, RowsMut, RowsScratch};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use efa_tape::TapeError;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 

@@ -16,7 +16,7 @@
 //! exactly `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))` of a Keras post-norm block, as the tape
 //! would compute it from `linear`, `attention_heads`, `add` and `layer_norm` nodes, but with
 //! the projections run on weights packed once per call, the attention on the
-//! [`efa_attn::rows`] kernel (probabilities kept for the backward), biases, residuals and the
+//! [`rows`] kernel (probabilities kept for the backward), biases, residuals and the
 //! ReLU applied in place, and the backward of the whole block in one pass per chunk.
 //!
 //! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
@@ -26,13 +26,14 @@
 mod backward;
 mod dense;
 mod forward;
+pub mod rows;
 #[cfg(test)]
 mod tests;
 
-use crate::{FusedOp, Tape, TapeError, Var};
-use efa_attn::rows::RowsShape;
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
+use rows::RowsShape;
 use std::sync::Arc;
 
 const NAME: &str = "fused:post_norm_block";
@@ -100,7 +101,8 @@ pub struct BlockTail {
     pub ln2_bias: Var,
 }
 
-/// One call of [`Tape::post_norm_block`] (formulas in the [module docs](self)).
+/// One call of [`TapeNn::post_norm_block`](crate::TapeNn::post_norm_block) (formulas in the
+/// [module docs](self)).
 #[derive(Clone, Debug)]
 pub struct PostNormBlock {
     /// Block input `[B, N, d]`.
@@ -374,7 +376,7 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         let Ok(dm) = self.cfg.dims(inputs) else {
             return 0;
         };
-        let g = crate::stats::gemm_flops;
+        let g = efa_tape::stats::gemm_flops;
         let rq = dm.b * dm.nq;
         let proj = if self.cfg.given {
             0
@@ -394,53 +396,45 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Records one post-norm transformer block as a single node (formulas in the
-    /// [module docs](crate::ops::block)): `[B, N, d]` out, or `[B, 1, d]` with query rows.
-    /// Inputs are recorded in the order `x`, the projection kernels and biases
-    /// (`wq, bq, wk, bk, wv, bv`) or the given `q, k, v`, then `wo, bo, ln1_gain, ln1_bias,
-    /// w1, b1, w2, b2, ln2_gain, ln2_bias`.
-    ///
-    /// # Errors
-    /// Shapes that do not fit together (naming the tensor and both shapes), `heads = 0` or not
-    /// dividing `H·K`, key lengths above `N`, query rows not below `N`, a non-finite scale or
-    /// a negative ε.
-    pub fn post_norm_block(&mut self, blk: PostNormBlock) -> Result<Var, TapeError> {
-        let mut inputs = vec![blk.x];
-        let given = match blk.qkv {
-            BlockQkv::Project {
-                wq,
-                bq,
-                wk,
-                bk,
-                wv,
-                bv,
-            } => {
-                inputs.extend([wq, bq, wk, bk, wv, bv]);
-                false
-            }
-            BlockQkv::Given { q, k, v } => {
-                inputs.extend([q, k, v]);
-                true
-            }
-        };
-        let t = blk.tail;
-        inputs.extend([
-            t.wo, t.bo, t.ln1_gain, t.ln1_bias, t.w1, t.b1, t.w2, t.b2, t.ln2_gain, t.ln2_bias,
-        ]);
-        let op = BlockOp::<T> {
-            cfg: Config {
-                heads: blk.heads,
-                scale: blk.scale,
-                eps: blk.eps,
-                given,
-                lengths: blk.key_lengths.map(Arc::from),
-                queries: blk.queries.map(Arc::from),
-            },
-            saved: Saved::default(),
-        };
-        Ok(self.fused(Box::new(op), &inputs)?[0])
-    }
+/// Records [`TapeNn::post_norm_block`](crate::TapeNn::post_norm_block) (documented there).
+pub(crate) fn post_norm_block<T: Real>(
+    tape: &mut Tape<T>,
+    blk: PostNormBlock,
+) -> Result<Var, TapeError> {
+    let mut inputs = vec![blk.x];
+    let given = match blk.qkv {
+        BlockQkv::Project {
+            wq,
+            bq,
+            wk,
+            bk,
+            wv,
+            bv,
+        } => {
+            inputs.extend([wq, bq, wk, bk, wv, bv]);
+            false
+        }
+        BlockQkv::Given { q, k, v } => {
+            inputs.extend([q, k, v]);
+            true
+        }
+    };
+    let t = blk.tail;
+    inputs.extend([
+        t.wo, t.bo, t.ln1_gain, t.ln1_bias, t.w1, t.b1, t.w2, t.b2, t.ln2_gain, t.ln2_bias,
+    ]);
+    let op = BlockOp::<T> {
+        cfg: Config {
+            heads: blk.heads,
+            scale: blk.scale,
+            eps: blk.eps,
+            given,
+            lengths: blk.key_lengths.map(Arc::from),
+            queries: blk.queries.map(Arc::from),
+        },
+        saved: Saved::default(),
+    };
+    Ok(tape.fused(Box::new(op), &inputs)?[0])
 }
 
 /// `rows × cols` taken from a padded row-major buffer (row stride `ld`) as an array of `shape`.

@@ -5,9 +5,10 @@
 //! the same bits for any thread count; errors naming the tensor.
 
 use super::*;
-use crate::audit::{audit_fused, AuditOptions};
 use crate::testutil::{assert_audit, rand_array};
+use crate::TapeNn;
 use efa_attn::{Attention, Mask};
+use efa_tape::{audit_fused, AuditOptions};
 
 /// Modes: projection or given, every row or one query row per sample.
 #[derive(Clone, Copy, Debug)]

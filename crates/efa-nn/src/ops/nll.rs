@@ -6,10 +6,10 @@
 //! `dηᵢ = d_outᵢ · ∂nllᵢ/∂ηᵢ`. The ordinal cumulative-logit model also takes its cut-points
 //! as an input: `d_c = Σᵢ d_outᵢ · ∂nllᵢ/∂c`.
 
-use crate::{FusedOp, Tape, TapeError, Var};
 use efa_expfam::batch::{nll_batch, ordinal_nll_batch};
 use efa_expfam::Family;
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, Axis, Ix1, Ix2, IxDyn};
 
 #[derive(Clone)]
@@ -157,53 +157,44 @@ impl<T: Real> FusedOp<T> for NllOp<T> {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Per-row negative log-likelihood `[B]` of observations `y` `[B, obs_dim]` under `family`
-    /// with natural parameters `eta` `[B, eta_dim]`; rows with `mask[i] = false` give 0. Support
-    /// violations are errors naming the family, the value and the row. For the ordinal model use
-    /// [`Tape::ordinal_nll`].
-    pub fn nll(
-        &mut self,
-        family: &Family,
-        eta: Var,
-        y: &Array2<T>,
-        mask: Option<&[bool]>,
-    ) -> Result<Var, TapeError> {
-        if matches!(family, Family::OrdinalLogit { .. }) {
-            return Err(err(
-                family,
-                "the ordinal model needs its cut-points: use ordinal_nll",
-            ));
-        }
-        let op = NllOp {
-            family: *family,
-            y: y.clone(),
-            mask: mask.map(<[bool]>::to_vec),
-            grad: Array2::zeros((0, 0)),
-        };
-        Ok(self.fused(Box::new(op), &[eta])?[0])
+/// Records [`TapeNn::nll`](crate::TapeNn::nll) (documented there).
+pub(crate) fn nll<T: Real>(
+    tape: &mut Tape<T>,
+    family: &Family,
+    eta: Var,
+    y: &Array2<T>,
+    mask: Option<&[bool]>,
+) -> Result<Var, TapeError> {
+    if matches!(family, Family::OrdinalLogit { .. }) {
+        return Err(err(
+            family,
+            "the ordinal model needs its cut-points: use ordinal_nll",
+        ));
     }
+    let op = NllOp {
+        family: *family,
+        y: y.clone(),
+        mask: mask.map(<[bool]>::to_vec),
+        grad: Array2::zeros((0, 0)),
+    };
+    Ok(tape.fused(Box::new(op), &[eta])?[0])
 }
 
-impl<T: Real> Tape<T> {
-    /// Per-row nll `[B]` of the ordinal cumulative-logit model with learnable, increasing
-    /// cut-points `cutpoints` `[K − 1]`: `P(Y ≤ k) = σ(c_k − η)`; `eta` is `[B, 1]`, `y` `[B, 1]`
-    /// holds category indices `0..K`. Gradients flow to η and to the cut-points.
-    pub fn ordinal_nll(
-        &mut self,
-        eta: Var,
-        cutpoints: Var,
-        y: &Array2<T>,
-        mask: Option<&[bool]>,
-    ) -> Result<Var, TapeError> {
-        let k = self.shape(cutpoints).iter().product::<usize>() + 1;
-        let family = Family::OrdinalLogit { k };
-        let op = NllOp {
-            family,
-            y: y.clone(),
-            mask: mask.map(<[bool]>::to_vec),
-            grad: Array2::zeros((0, 0)),
-        };
-        Ok(self.fused(Box::new(op), &[eta, cutpoints])?[0])
-    }
+/// Records [`TapeNn::ordinal_nll`](crate::TapeNn::ordinal_nll) (documented there).
+pub(crate) fn ordinal_nll<T: Real>(
+    tape: &mut Tape<T>,
+    eta: Var,
+    cutpoints: Var,
+    y: &Array2<T>,
+    mask: Option<&[bool]>,
+) -> Result<Var, TapeError> {
+    let k = tape.shape(cutpoints).iter().product::<usize>() + 1;
+    let family = Family::OrdinalLogit { k };
+    let op = NllOp {
+        family,
+        y: y.clone(),
+        mask: mask.map(<[bool]>::to_vec),
+        grad: Array2::zeros((0, 0)),
+    };
+    Ok(tape.fused(Box::new(op), &[eta, cutpoints])?[0])
 }

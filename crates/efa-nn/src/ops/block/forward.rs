@@ -2,11 +2,11 @@
 //! formulas and `Saved` for what is kept).
 
 use super::dense::{grow, init_rows, ld, ln_row, mm, Packed};
+use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{err, split, tail_at, Config, Dims, Saved};
-use crate::TapeError;
-use efa_attn::rows::{self, Rows, RowsMut, RowsScratch};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use efa_tape::TapeError;
 use ndarray::{ArrayD, CowArray, IxDyn};
 use rayon::prelude::*;
 

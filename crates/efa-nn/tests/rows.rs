@@ -1,13 +1,13 @@
-//! The one-sequence row-major kernel (`efa_attn::rows`): forward (probabilities and output)
-//! and backward against the naive f64 reference with key padding, at awkward sizes and row
-//! strides, for every SIMD variant in f32 and f64; the backward against central differences;
-//! errors for slices that do not fit.
+//! The one-sequence row-major kernel of the post-norm block (`efa_nn::ops::block::rows`):
+//! forward (probabilities and output) and backward against the naive f64 reference with key
+//! padding, at awkward sizes and row strides, for every SIMD variant in f32 and f64; the
+//! backward against central differences; errors for slices that do not fit.
 
 mod common;
 
 use common::*;
-use efa_attn::rows::{self, Rows, RowsMut, RowsScratch, RowsShape};
 use efa_attn::{naive, Attention, Isa, Mask};
+use efa_nn::ops::block::rows::{self, Rows, RowsMut, RowsScratch, RowsShape};
 use efa_num::Real;
 use ndarray::{Array4, ArrayD, IxDyn};
 use rand::rngs::StdRng;

@@ -5,10 +5,10 @@
 //! Forward: `η[b, j] = stepⱼ(z[b, j])`. Backward: `dz[b, j] = dη[b, j]·stepⱼ'(z[b, j])`, with
 //! `stepⱼ'` = 1 or `±σ(±z)` (`efa_expfam::link::LinkStep::derivative`).
 
-use crate::{FusedOp, Tape, TapeError, Var};
 use efa_expfam::link::{steps, LinkStep};
 use efa_expfam::Family;
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, Axis, Ix2};
 
 #[derive(Clone)]
@@ -80,19 +80,19 @@ impl<T: Real> FusedOp<T> for LinkOp {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// η = link(z) on the tape, `z` of shape `[B, eta_dim]`: the family's link from an
-    /// unconstrained model output to its natural parameter space (`efa_expfam::link`). The
-    /// identity link records no node and returns `z`.
-    pub fn natural(&mut self, family: &Family, z: Var) -> Result<Var, TapeError> {
-        let op = LinkOp {
-            family: *family,
-            steps: steps(family),
-        };
-        op.check(self.try_value(z)?)?;
-        if op.steps.iter().all(|s| *s == LinkStep::Identity) {
-            return Ok(z);
-        }
-        Ok(self.fused(Box::new(op), &[z])?[0])
+/// Records [`TapeNn::natural`](crate::TapeNn::natural) (documented there).
+pub(crate) fn natural<T: Real>(
+    tape: &mut Tape<T>,
+    family: &Family,
+    z: Var,
+) -> Result<Var, TapeError> {
+    let op = LinkOp {
+        family: *family,
+        steps: steps(family),
+    };
+    op.check(tape.try_value(z)?)?;
+    if op.steps.iter().all(|s| *s == LinkStep::Identity) {
+        return Ok(z);
     }
+    Ok(tape.fused(Box::new(op), &[z])?[0])
 }

@@ -3,7 +3,8 @@
 //! Forward: `o = softmax(scale·QKᵀ + mask)·V` per head and `lse = logsumexp(scale·QKᵀ + mask)`
 //! per query row (the log-partition of the empirical exponential family over the keys), from
 //! the same [`Attention`] arguments as the kernel with tape variables as inputs:
-//! [`Tape::attention`] takes `q, k, v` as `[B, N, H, K]` and [`Tape::attention_heads`] as
+//! [`TapeNn::attention`](crate::TapeNn::attention) takes `q, k, v` as `[B, N, H, K]` and
+//! [`TapeNn::attention_heads`](crate::TapeNn::attention_heads) as
 //! `[B, N, H·K]` (the layout a per-position projection produces, so no transposes are recorded
 //! on the tape); `o` comes back in the inputs' layout and `lse` as `[B, H, Nq]`. The full
 //! table — which axis is which, `Nq ≠ Nk`, `Dv ≠ Dk`, the default scale — is in the
@@ -13,7 +14,8 @@
 //! Backward: the kernel's own backward with both cotangents `d_o` and `d_lse`.
 //!
 //! ```
-//! use efa_tape::ops::attention::{Attention, Mask};
+//! use efa_nn::ops::attention::{Attention, Mask};
+//! use efa_nn::TapeNn;
 //! use efa_tape::Tape;
 //! use ndarray::{ArrayD, IxDyn};
 //!
@@ -33,13 +35,14 @@
 //! assert_eq!(grads.param("x").unwrap().shape(), [2, 3, 4]);
 //! ```
 
-use crate::{FusedOp, Tape, TapeError, Var};
 use efa_attn::AttnOutView;
 pub use efa_attn::{Attention, Isa, Mask, Par};
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, Ix3, Ix4, IxDyn};
 
-/// The outputs of [`Tape::attention`] and [`Tape::attention_heads`]: `o` in the inputs'
+/// The outputs of [`TapeNn::attention`](crate::TapeNn::attention) and
+/// [`TapeNn::attention_heads`](crate::TapeNn::attention_heads): `o` in the inputs'
 /// layout and `lse` `[B, H, Nq]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttnVars {
@@ -220,71 +223,58 @@ impl<T: Real> FusedOp<T> for AttentionOp {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Records fused attention on `[B, N, H, K]` inputs: `args.q` `[B, Nq, H, K]`, `args.k`
-    /// `[B, Nk, H, K]`, `args.v` `[B, Nk, H, Kv]` → `o` `[B, Nq, H, Kv]` and `lse`
-    /// `[B, H, Nq]`, with `o = softmax(scale·QKᵀ + mask)·V`, `lse = logsumexp(scale·QKᵀ + mask)`
-    /// per head (defaults: no mask, `scale = 1/√K`, [`Par::Rayon`], the detected SIMD
-    /// variant). Layouts: [efa-attn crate docs](efa_attn#layouts).
-    ///
-    /// # Errors
-    /// Inputs of another rank or mismatched shapes, a mask that does not fit (naming
-    /// `mask.key_lengths` or `mask.dense`, its shape and index), a non-finite scale.
-    pub fn attention(&mut self, args: Attention<Var>) -> Result<AttnVars, TapeError> {
-        self.record_attention(args, 0)
-    }
+/// Records [`TapeNn::attention`](crate::TapeNn::attention) (documented there).
+pub(crate) fn attention<T: Real>(
+    tape: &mut Tape<T>,
+    args: Attention<Var>,
+) -> Result<AttnVars, TapeError> {
+    record_attention(tape, args, 0)
+}
 
-    /// [`Tape::attention`] on flat heads: `args.q` `[B, Nq, H·K]`, `args.k` `[B, Nk, H·K]`,
-    /// `args.v` `[B, Nk, H·Kv]` (the layout of a per-position projection, read as
-    /// `[B, N, H, K]` without a copy; head `h` owns columns `[h·K, (h+1)·K)`) → `o`
-    /// `[B, Nq, H·Kv]` and `lse` `[B, H, Nq]`. The default scale is `1/√K` with `K` the width
-    /// per head.
-    ///
-    /// # Errors
-    /// `heads = 0`, widths not divisible by `heads`, and as [`Tape::attention`].
-    pub fn attention_heads(
-        &mut self,
-        args: Attention<Var>,
-        heads: usize,
-    ) -> Result<AttnVars, TapeError> {
-        if heads == 0 {
-            return Err(TapeError::new(
-                "fused:attention",
-                "heads must be at least 1",
-            ));
-        }
-        self.record_attention(args, heads)
+/// Records [`TapeNn::attention_heads`](crate::TapeNn::attention_heads) (documented there).
+pub(crate) fn attention_heads<T: Real>(
+    tape: &mut Tape<T>,
+    args: Attention<Var>,
+    heads: usize,
+) -> Result<AttnVars, TapeError> {
+    if heads == 0 {
+        return Err(TapeError::new(
+            "fused:attention",
+            "heads must be at least 1",
+        ));
     }
+    record_attention(tape, args, heads)
+}
 
-    fn record_attention(
-        &mut self,
-        args: Attention<Var>,
-        heads: usize,
-    ) -> Result<AttnVars, TapeError> {
-        let inputs = [args.q, args.k, args.v];
-        let op = AttentionOp {
-            args: Attention {
-                q: (),
-                k: (),
-                v: (),
-                mask: args.mask,
-                scale: args.scale,
-                par: args.par,
-                isa: args.isa,
-            },
-            heads,
-        };
-        let out = self.fused(Box::new(op), &inputs)?;
-        Ok(AttnVars {
-            o: out[0],
-            lse: out[1],
-        })
-    }
+fn record_attention<T: Real>(
+    tape: &mut Tape<T>,
+    args: Attention<Var>,
+    heads: usize,
+) -> Result<AttnVars, TapeError> {
+    let inputs = [args.q, args.k, args.v];
+    let op = AttentionOp {
+        args: Attention {
+            q: (),
+            k: (),
+            v: (),
+            mask: args.mask,
+            scale: args.scale,
+            par: args.par,
+            isa: args.isa,
+        },
+        heads,
+    };
+    let out = tape.fused(Box::new(op), &inputs)?;
+    Ok(AttnVars {
+        o: out[0],
+        lse: out[1],
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TapeNn;
     use ndarray::{Array4, Axis};
 
     fn input(shape: &[usize], seed: f64) -> ArrayD<f64> {

@@ -11,8 +11,8 @@
 //! Backward: `dT_p[r] = Σ_{(b, n): ids_p[b, n] = r} dOut[b, n, col_p ..]` (scatter-add in
 //! row-major order) and `dbias = Σ_{b, n} dOut[b, n]`.
 
-use crate::{FusedOp, Tape, TapeError, Var};
 use efa_num::Real;
+use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// An index that contributes nothing at its position (e.g. padding).
@@ -222,43 +222,40 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Records `Σ_p T_p[ids_p]` (each at its column offset) `+ bias` as one node and returns it
-    /// split into `chunks` equal column blocks `[B, N, width / chunks]`.
-    pub fn gather_sum(
-        &mut self,
-        tables: &[Var],
-        parts: Vec<Part>,
-        bias: Option<Var>,
-        width: usize,
-        chunks: usize,
-    ) -> Result<Vec<Var>, TapeError> {
-        if parts.is_empty()
-            || parts.len() != tables.len()
-            || chunks == 0
-            || !width.is_multiple_of(chunks)
-        {
-            return Err(TapeError::new(
-                NAME,
-                format!(
-                    "{} tables for {} parts, width {width} in {chunks} chunks",
-                    tables.len(),
-                    parts.len()
-                ),
-            ));
-        }
-        let mut inputs = tables.to_vec();
-        inputs.extend(bias);
-        self.fused(
-            Box::new(GatherSumOp {
-                parts,
-                width,
-                chunks,
-                bias: bias.is_some(),
-            }),
-            &inputs,
-        )
+/// Records [`TapeNn::gather_sum`](crate::TapeNn::gather_sum) (documented there).
+pub(crate) fn gather_sum<T: Real>(
+    tape: &mut Tape<T>,
+    tables: &[Var],
+    parts: Vec<Part>,
+    bias: Option<Var>,
+    width: usize,
+    chunks: usize,
+) -> Result<Vec<Var>, TapeError> {
+    if parts.is_empty()
+        || parts.len() != tables.len()
+        || chunks == 0
+        || !width.is_multiple_of(chunks)
+    {
+        return Err(TapeError::new(
+            NAME,
+            format!(
+                "{} tables for {} parts, width {width} in {chunks} chunks",
+                tables.len(),
+                parts.len()
+            ),
+        ));
     }
+    let mut inputs = tables.to_vec();
+    inputs.extend(bias);
+    tape.fused(
+        Box::new(GatherSumOp {
+            parts,
+            width,
+            chunks,
+            bias: bias.is_some(),
+        }),
+        &inputs,
+    )
 }
 
 /// `bag_sum`: `out[b] = Σ_j w[b, j]·T[ids[b, j]]` over the entries that are not [`NONE`]
@@ -359,25 +356,23 @@ impl<T: Real> FusedOp<T> for BagSumOp<T> {
     }
 }
 
-impl<T: Real> Tape<T> {
-    /// Records `out[b] = Σ_j w[b, j]·table[ids[b, j]]` (`[B, F]`, entries [`NONE`] skipped,
-    /// `w = 1` without weights) as one node.
-    pub fn bag_sum(
-        &mut self,
-        table: Var,
-        ids: Array2<usize>,
-        weights: Option<Array2<T>>,
-    ) -> Result<Var, TapeError> {
-        if weights.as_ref().is_some_and(|w| w.dim() != ids.dim()) {
-            return Err(TapeError::new(BAG, "weights must have the shape of ids"));
-        }
-        Ok(self.fused(Box::new(BagSumOp { ids, weights }), &[table])?[0])
+/// Records [`TapeNn::bag_sum`](crate::TapeNn::bag_sum) (documented there).
+pub(crate) fn bag_sum<T: Real>(
+    tape: &mut Tape<T>,
+    table: Var,
+    ids: Array2<usize>,
+    weights: Option<Array2<T>>,
+) -> Result<Var, TapeError> {
+    if weights.as_ref().is_some_and(|w| w.dim() != ids.dim()) {
+        return Err(TapeError::new(BAG, "weights must have the shape of ids"));
     }
+    Ok(tape.fused(Box::new(BagSumOp { ids, weights }), &[table])?[0])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TapeNn;
 
     fn table(r: usize, f: usize, seed: f64) -> ArrayD<f64> {
         ArrayD::from_shape_fn(IxDyn(&[r, f]), |ix| {

@@ -4,6 +4,7 @@
 use efa_check::CheckOptions;
 use efa_expfam::link::natural_rows as natural_values;
 use efa_expfam::Family;
+use efa_nn::TapeNn;
 use efa_tape::audit::audit;
 use efa_tape::Tape;
 use ndarray::{arr2, Array2};

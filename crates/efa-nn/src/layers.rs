@@ -4,10 +4,10 @@
 //! Every struct is generic over the handle `H` a [`ParamSink`] gives out: `()` while the
 //! parameters are drawn, [`Var`] (the default) once a parameter set is registered on a tape.
 
+use crate::ops::attention::{Attention, Mask};
 use crate::params::{InitKind, ParamSink};
-use crate::ModelError;
+use crate::{NnError, TapeNn};
 use efa_num::Real;
-use efa_tape::ops::attention::{Attention, Mask};
 use efa_tape::{Tape, Var};
 
 /// An affine map `y = x·W + b` over the last axis: `{prefix}.w` `[fan_in, fan_out]`
@@ -28,7 +28,7 @@ impl<H: Copy> DenseVars<H> {
         fan_in: usize,
         fan_out: usize,
         bias: bool,
-    ) -> Result<Self, ModelError> {
+    ) -> Result<Self, NnError> {
         let w = s.param(
             &format!("{prefix}.w"),
             &[fan_in, fan_out],
@@ -45,7 +45,7 @@ impl<H: Copy> DenseVars<H> {
 
 impl DenseVars {
     /// `y = x·W (+ b)` for `x` `[…, fan_in]`, one tape node.
-    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, ModelError> {
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, NnError> {
         Ok(tape.linear(x, self.w, self.b)?)
     }
 }
@@ -68,7 +68,7 @@ impl<H: Copy> MlpVars<H> {
         fan_in: usize,
         hidden: usize,
         fan_out: usize,
-    ) -> Result<Self, ModelError> {
+    ) -> Result<Self, NnError> {
         Ok(Self {
             inner: DenseVars::declare(s, &format!("{name}1"), fan_in, hidden, true)?,
             outer: DenseVars::declare(s, &format!("{name}2"), hidden, fan_out, true)?,
@@ -78,7 +78,7 @@ impl<H: Copy> MlpVars<H> {
 
 impl MlpVars {
     /// `outer(relu(inner(x)))`.
-    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, ModelError> {
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var) -> Result<Var, NnError> {
         let h = self.inner.apply(tape, x)?;
         let h = tape.relu(h)?;
         self.outer.apply(tape, h)
@@ -100,7 +100,7 @@ impl<H: Copy> LayerNormVars<H> {
         s: &mut S,
         prefix: &str,
         d: usize,
-    ) -> Result<Self, ModelError> {
+    ) -> Result<Self, NnError> {
         Ok(Self {
             gain: s.param(&format!("{prefix}.gain"), &[d], InitKind::Ones)?,
             bias: s.param(&format!("{prefix}.bias"), &[d], InitKind::Zeros)?,
@@ -110,7 +110,7 @@ impl<H: Copy> LayerNormVars<H> {
 
 impl LayerNormVars {
     /// `γ·(x − μ)/√(σ² + ε) + β` over the last axis.
-    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var, eps: f64) -> Result<Var, ModelError> {
+    pub fn apply<T: Real>(&self, tape: &mut Tape<T>, x: Var, eps: f64) -> Result<Var, NnError> {
         Ok(tape.layer_norm(x, self.gain, self.bias, T::from_f64(eps))?)
     }
 }
@@ -141,9 +141,9 @@ impl<H: Copy> AttentionVars<H> {
         heads: usize,
         key_dim: usize,
         d: usize,
-    ) -> Result<Self, ModelError> {
+    ) -> Result<Self, NnError> {
         let hk = heads * key_dim;
-        let mut proj = |name: &str| -> Result<DenseVars<H>, ModelError> {
+        let mut proj = |name: &str| -> Result<DenseVars<H>, NnError> {
             let w = s.param(
                 &format!("{prefix}.{name}.w"),
                 &[d, hk],
@@ -187,7 +187,7 @@ impl AttentionVars {
         k: Var,
         v: Var,
         mask: &Mask,
-    ) -> Result<Var, ModelError> {
+    ) -> Result<Var, NnError> {
         let scale = 1.0 / (key_dim as f64).sqrt();
         let args = Attention::new(q, k, v).mask(mask.clone()).scale(scale);
         let o = tape.attention_heads(args, heads)?.o;
@@ -205,7 +205,7 @@ impl AttentionVars {
         xq: Var,
         xkv: Var,
         mask: &Mask,
-    ) -> Result<Var, ModelError> {
+    ) -> Result<Var, NnError> {
         let q = self.q.apply(tape, xq)?;
         let k = self.k.apply(tape, xkv)?;
         let v = self.v.apply(tape, xkv)?;

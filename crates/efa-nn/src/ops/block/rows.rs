@@ -15,13 +15,13 @@
 //!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 //!
 //! With `keys = 0` every `oᵢ` is 0 and every gradient is 0. Each product is one
-//! [`crate::micro::gemm`] call; the operands it needs with contiguous padded rows (`Kᵀ`, `V`,
+//! [`efa_attn::micro::gemm`] call; the operands it needs with contiguous padded rows (`Kᵀ`, `V`,
 //! `dO`, `Vᵀ`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use crate::micro::{ds_row, gemm_checked, padded};
-use crate::AttnError;
+use efa_attn::micro::{ds_row, gemm_checked, padded};
+use efa_attn::AttnError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 
@@ -60,11 +60,14 @@ impl RowsShape {
     pub fn forward_flops(&self) -> u64 {
         2 * (self.heads * self.nq * self.keys * (self.dk + self.dv)) as u64
     }
+}
 
-    /// Floating-point operations of [`backward`]: twice the forward (`Pᵀ·dO`, `dO·Vᵀ`, `dS·K`,
-    /// `dSᵀ·Q`; `P` is not recomputed).
-    pub fn backward_flops(&self) -> u64 {
-        2 * self.forward_flops()
+/// An [`AttnError`] naming `tensor`, its shape and what is wrong.
+fn attn_err(tensor: &'static str, shape: Vec<usize>, message: impl Into<String>) -> AttnError {
+    AttnError {
+        tensor,
+        shape,
+        message: message.into(),
     }
 }
 
@@ -131,7 +134,7 @@ fn fits(
         (rows - 1) * ld + width
     };
     if ld < width || need > len {
-        return Err(AttnError::new(
+        return Err(attn_err(
             name,
             vec![rows, width],
             format!("{rows} rows of {width} at row stride {ld} need {need} elements, the slice has {len}"),
@@ -142,14 +145,14 @@ fn fits(
 
 fn check_shape(s: &RowsShape) -> Result<(), AttnError> {
     if s.keys > s.nk {
-        return Err(AttnError::new(
+        return Err(attn_err(
             "keys",
             vec![s.nk],
             format!("{} visible keys of {}", s.keys, s.nk),
         ));
     }
     if !s.scale.is_finite() {
-        return Err(AttnError::new(
+        return Err(attn_err(
             "scale",
             vec![],
             format!("not finite: {}", s.scale),
@@ -250,7 +253,7 @@ pub fn forward<T: Real>(
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
     if p.len() < s.p_len() {
-        return Err(AttnError::new(
+        return Err(attn_err(
             "p",
             vec![p.len()],
             format!("needs {} elements", s.p_len()),
@@ -329,7 +332,7 @@ pub fn backward<T: Real>(
     fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
     if p.len() < s.p_len() {
-        return Err(AttnError::new(
+        return Err(attn_err(
             "p",
             vec![p.len()],
             format!("needs {} elements", s.p_len()),
