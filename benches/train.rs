@@ -1,6 +1,6 @@
 //! Training throughput (criterion): Adam steps of the synthetic experiment's EFA model
 //! (unidirectional and bidirectional, the paper's batch 256) through
-//! `efa_model::train::train_epoch` on a fixed 2,048-sample subset of the training set (8
+//! `efa_train::fit::train_epoch` on all cores on a fixed 2,048-sample subset of the training set (8
 //! minibatches per iteration), reported as samples per second (`Throughput::Elements`), beside
 //! a matrixmultiply sgemm 2048³ ceiling measured in the same run. The tape's FLOP count of one
 //! iteration (matmul and attention FLOPs, `efa_tape::stats`) is printed once per model, so
@@ -9,8 +9,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use efa_data::samples::Direction;
-use efa_model::train::{new_adam, train_epoch, TrainConfig};
 use efa_paper::{synthetic, ModelKind};
+use efa_train::fit::{new_adam, train_epoch};
+use efa_train::{Threads, TrainConfig};
 use rand::SeedableRng;
 use std::hint::black_box;
 use std::time::Duration;
@@ -24,6 +25,8 @@ const SUBSET: usize = 2048;
 fn train(c: &mut Criterion) {
     // 2,000 users give about 5,600 training samples per direction, more than SUBSET.
     let data = synthetic::data(2000).expect("synthetic data");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = Threads::new(cores).expect("threads");
     let mut g = c.benchmark_group("train");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -34,7 +37,7 @@ fn train(c: &mut Criterion) {
         let n = SUBSET.min(spec.train.len());
         let subset = spec.train.select(&(0..n).collect::<Vec<_>>());
         let cfg = &spec.train_config;
-        let eval = spec.evaluator();
+        let eval = spec.evaluator().with_threads(&threads);
         let mut params = spec.model.init::<f32>(spec.init_seed);
         let mut adam = new_adam(cfg).expect("adam");
         let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);

@@ -13,7 +13,8 @@
 //! | [`optim`] | Adam / AdamW, SGD, clipping, schedules, bit-exact state |
 //! | [`check`] | finite-difference audits with per-element reports |
 //! | [`data`] | the paper's data sets, their splits, the user CSV layout |
-//! | [`model`] | EFA and factor models, forward plans, training |
+//! | [`model`] | EFA and factor-model definitions, objectives, batches, forward plans |
+//! | [`train`] | evaluator, fit with early stopping, checkpoints and model files, resume, user data, whole-model audits |
 //! | [`paper`] | the paper's experiments and the scheduler that runs them |
 //!
 //! ```
@@ -28,6 +29,8 @@
 //! assert_eq!(g.param("w").unwrap(), &ndarray::array![[66.0], [88.0]].into_dyn());
 //! ```
 
+#![warn(missing_docs)]
+
 pub use efa_attn as attn;
 pub use efa_check as check;
 pub use efa_data as data;
@@ -38,6 +41,7 @@ pub use efa_num as num;
 pub use efa_optim as optim;
 pub use efa_paper as paper;
 pub use efa_tape as tape;
+pub use efa_train as train;
 
 /// The tape and its building blocks, the attention arguments, families, optimizers and models
 /// in one import.
@@ -45,7 +49,7 @@ pub mod prelude {
     pub use efa_attn::{Attention, Mask};
     pub use efa_expfam::{Eval, Family};
     pub use efa_model::{
-        EfaConfig, Evaluator, FmConfig, ForwardPlan, ModelConfig, Objective, Samples, Targets,
+        EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Samples, Targets,
     };
     pub use efa_nn::ops::attention::AttnVars;
     pub use efa_nn::ops::gather::{Part, NONE};
@@ -53,5 +57,7 @@ pub mod prelude {
     pub use efa_nn::{NnError, ParamSink, TapeNn};
     pub use efa_num::Real;
     pub use efa_optim::{Adam, AdamConfig, Param};
+    pub use efa_paper::{Experiment, ExperimentOptions, RunSettings};
     pub use efa_tape::{FusedOp, Grads, Tape, TapeError, Var};
+    pub use efa_train::{fit, Evaluator, FitOptions, Threads, TrainConfig, TrainError};
 }

@@ -4,9 +4,10 @@
 
 use efa::check::{CheckOptions, Mode};
 use efa::data::samples::Direction;
-use efa::model::audit::{audit_model, default_options};
-use efa::model::{Evaluator, Objective};
+use efa::model::Objective;
 use efa::paper::{synthetic, ModelKind};
+use efa::train::audit::{audit_model, default_options};
+use efa::train::Evaluator;
 
 #[test]
 fn synthetic_models_pass_the_finite_difference_audit_in_both_directions() {

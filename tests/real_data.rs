@@ -4,11 +4,11 @@
 
 use efa::data::samples::Direction::{Bi, Uni};
 use efa::model::batch::{Samples, Targets};
-use efa::model::train::TrainConfig;
 use efa::model::ModelConfig;
 use efa::paper::movielens::{self as ml, Protocol, Variant};
 use efa::paper::ModelKind::{Efa, Fm};
 use efa::paper::{instacart, temperature};
+use efa::train::TrainConfig;
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {

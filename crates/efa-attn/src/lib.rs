@@ -84,6 +84,8 @@
 //! `P = exp(S − LSE)` tile by tile. Work is split into tasks that each own their output rows,
 //! so results are bitwise identical for any number of threads.
 
+#![warn(missing_docs)]
+
 mod args;
 mod backward;
 mod forward;

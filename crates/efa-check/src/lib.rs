@@ -27,6 +27,8 @@
 //! assert_eq!(report.params[0].analytic, vec![13.0, 4.0]);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod audit;
 pub mod determinism;
 pub mod fd;

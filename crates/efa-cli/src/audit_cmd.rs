@@ -1,13 +1,14 @@
 //! `efa audit …`: finite-difference audits of whole models' gradients in f64, for every run of
 //! a paper experiment or for a model configured on your own data.
 
-use crate::common::{cli, user};
+use crate::common::user;
 use crate::CliError;
 use clap::Args;
 use efa_check::{CheckOptions, Compared, Mode, Report};
-use efa_model::audit::{audit_model, ModelAudit};
-use efa_model::{Evaluator, ForwardPlan, ModelConfig, Objective, Params, Samples};
+use efa_model::{ForwardPlan, ModelConfig, Objective, Params, Samples};
 use efa_paper::{plan_of, ExperimentOptions, RunSettings};
+use efa_train::audit::{audit_model, ModelAudit};
+use efa_train::Evaluator;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -36,7 +37,7 @@ pub struct AuditArgs {
     #[arg(long, global = true, default_value_t = 0)]
     seed: u64,
     /// Forward plan of the EFA models (default: the plan training would choose for the batch).
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_parser = crate::common::plan_parser())]
     plan: Option<ForwardPlan>,
     /// Parameters with at most this many elements are checked element by element, larger ones
     /// along seeded random directions.
@@ -103,7 +104,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
     for job in &jobs {
         let eval = Evaluator::new(&job.model, &job.objective).with_plan(job.plan);
         if let Err(e) = job.model.plan_for(&job.batch, job.plan) {
-            let why = cli(e).to_string();
+            let why = e.to_string();
             if !a.json {
                 outln!("\n{}: skipped: {why}", job.title)?;
             }
@@ -111,7 +112,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             continue;
         }
         let start = Instant::now();
-        let audit = audit_model(&eval, &job.params, &job.batch, &opts).map_err(cli)?;
+        let audit = audit_model(&eval, &job.params, &job.batch, &opts)?;
         let seconds = start.elapsed().as_secs_f64();
         audited += 1;
         if !audit.passed() {
@@ -176,18 +177,18 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
         .data
         .as_ref()
         .ok_or_else(|| CliError::new("--config needs --data"))?;
-    let (cfg, params) = match &a.model {
+    let (cfg, count, params) = match &a.model {
         Some(dir) => {
-            let (cfg, p) = crate::train_cmd::load_saved(dir)?;
-            (cfg, p.cast::<f64>())
+            let (cfg, count, p) = crate::train_cmd::load_saved(dir)?;
+            (cfg, count, p.cast::<f64>())
         }
         None => {
-            let cfg = crate::train_cmd::read_config(config)?;
+            let (cfg, count) = crate::train_cmd::read_config(config)?;
             let p = cfg.model.init::<f64>(cfg.init_seed);
-            (cfg, p)
+            (cfg, count, p)
         }
     };
-    let split = crate::train_cmd::load_split(data, &cfg)?;
+    let split = crate::train_cmd::load_split(data, &cfg, &count, efa_train::Threads::single())?;
     let n = a.batch.min(split.samples.len());
     let idx: Vec<usize> = (0..n).collect();
     Ok(vec![Job {

@@ -200,6 +200,10 @@ const MAX_BENCH_REPS: usize = 10_000;
 /// output and with `--backward` three gradients, `B·H·N·D` elements each, plus the
 /// log-partition rows) within the available memory, and the work within
 /// [`MAX_BENCH_FLOPS`], `--reps` in `1..=MAX_BENCH_REPS`. Errors name the flags.
+/// Most elements of one benchmark array: `isize::MAX / 8`, so that an f64 array of them has a
+/// byte size the allocator can represent.
+const MAX_ARRAY_ELEMENTS: u64 = (isize::MAX as u64) / 8;
+
 fn check_attention_sizes(a: &AttentionArgs) -> Result<(), CliError> {
     if a.batch == 0 || a.heads == 0 || a.len == 0 || a.dim == 0 {
         return Err(CliError::new(
@@ -219,11 +223,11 @@ fn check_attention_sizes(a: &AttentionArgs) -> Result<(), CliError> {
     let elems = [a.batch, a.heads, a.len, a.dim]
         .iter()
         .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
-        .filter(|&n| n <= efa_model::limits::MAX_ELEMENTS)
+        .filter(|&n| n <= MAX_ARRAY_ELEMENTS)
         .ok_or_else(|| {
             CliError::new(format!(
-                "efa bench attention: {sizes} overflows the largest array ({} elements)",
-                efa_model::limits::MAX_ELEMENTS
+                "efa bench attention: {sizes} overflows the largest array \
+                 ({MAX_ARRAY_ELEMENTS} elements)"
             ))
         })?;
     let width: u64 = if a.dtype == Dtype::F32 { 4 } else { 8 };
@@ -233,13 +237,13 @@ fn check_attention_sizes(a: &AttentionArgs) -> Result<(), CliError> {
         .saturating_mul(arrays)
         .saturating_add(rows.saturating_mul(2))
         .saturating_mul(width);
-    let (available, source) = efa_model::limits::available_memory();
+    let (available, source) = efa_train::memory::available_memory();
     if bytes > available {
         return Err(CliError::new(format!(
             "efa bench attention: {sizes} = {elems} elements per array needs about {} ({arrays} \
              arrays), but {} is available ({source})",
-            efa_model::limits::human_bytes(bytes),
-            efa_model::limits::human_bytes(available)
+            efa_train::memory::human_bytes(bytes),
+            efa_train::memory::human_bytes(available)
         )));
     }
     let (b, h, n, d) = (a.batch as f64, a.heads as f64, a.len as f64, a.dim as f64);

@@ -9,12 +9,12 @@
 //! that module) over their total time, so it is a lower bound on the arithmetic rate.
 
 use crate::bench_cmd::sgemm_ceiling_n;
-use crate::common::cli;
 use crate::CliError;
 use clap::Args;
-use efa_model::train::{new_adam, train_epoch, Batching};
 use efa_model::{Direction, ForwardPlan, ModelConfig};
 use efa_paper::{ExperimentOptions, RunSettings, RunSpec};
+use efa_train::fit::{new_adam, train_epoch};
+use efa_train::{Batching, Threads};
 use rand::SeedableRng;
 use serde_json::json;
 use std::time::Instant;
@@ -35,10 +35,10 @@ pub struct TrainBenchArgs {
     #[arg(long, global = true)]
     epochs: Option<usize>,
     /// How minibatches are formed (sequences: where the query-stream plan applies).
-    #[arg(long, global = true, value_enum, default_value_t = Batching::Samples)]
+    #[arg(long, global = true, value_parser = crate::common::batching_parser(), default_value = "samples")]
     batching: Batching,
     /// Forward plan of the EFA models (default: chosen per micro-batch).
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_parser = crate::common::plan_parser())]
     plan: Option<ForwardPlan>,
     /// Seed of parameter initialisation and minibatch shuffling.
     #[arg(long, global = true, default_value_t = 0)]
@@ -80,7 +80,12 @@ fn direction(spec: &RunSpec) -> &'static str {
 }
 
 /// Warm-up epoch, then timed epochs of one model.
-fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, CliError> {
+fn time_model(
+    a: &TrainBenchArgs,
+    name: &str,
+    spec: &RunSpec,
+    threads: &Threads,
+) -> Result<Row, CliError> {
     let cfg = &spec.train_config;
     let train = &spec.train;
     if train.is_empty() {
@@ -90,10 +95,10 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
         )));
     }
     let mut params = spec.model.init::<f32>(spec.init_seed);
-    let mut adam = new_adam(cfg).map_err(cli)?;
+    let mut adam = new_adam(cfg)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
     let mut order: Vec<usize> = (0..train.len()).collect();
-    let eval = spec.evaluator();
+    let eval = spec.evaluator().with_threads(threads);
     let mut epoch = || -> Result<f64, CliError> {
         let start = Instant::now();
         train_epoch(
@@ -104,8 +109,7 @@ fn time_model(a: &TrainBenchArgs, name: &str, spec: &RunSpec) -> Result<Row, Cli
             cfg,
             &mut rng,
             &mut order,
-        )
-        .map_err(cli)?;
+        )?;
         Ok(start.elapsed().as_secs_f64())
     };
     let warm = epoch()?;
@@ -169,10 +173,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             "efa bench train: --sgemm-size must be positive",
         ));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| CliError::new(format!("efa bench train: thread pool: {e}")))?;
+    let pool = Threads::new(threads)?;
     let (name, rows, sgemm) = pool.install(|| -> Result<_, CliError> {
         let exp = a.experiment.build()?;
         let settings = RunSettings {
@@ -187,7 +188,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             .runs(&settings)?
             .iter()
             .filter(|spec| matches!(spec.model, ModelConfig::Efa(_)))
-            .map(|spec| time_model(&a, &name, spec))
+            .map(|spec| time_model(&a, &name, spec, &pool))
             .collect::<Result<Vec<_>, _>>()?;
         let sgemm = (!a.no_baselines).then(|| sgemm_ceiling_n(a.sgemm_size));
         Ok((name, rows, sgemm))

@@ -1,6 +1,7 @@
 //! What every command shares: the worker pool and the mapping of library errors to user errors.
 
 use crate::CliError;
+use efa_train::{Threads, TrainError};
 
 /// Most worker threads `--threads` accepts: 4 × the available cores, at least 4 and at most
 /// 1024 (more threads than that only add memory, one micro-batch tape each, and scheduling
@@ -38,25 +39,26 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Configures rayon's global pool once (`None`: all cores); `--threads` is checked by
-/// [`check_threads`].
-pub fn set_threads(threads: Option<usize>) -> Result<(), CliError> {
-    if let Some(t) = threads {
-        check_threads(t, "")?;
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
-            .build_global()
-            .map_err(|e| CliError::new(format!("cannot start {t} threads: {e}")))?;
-    }
-    Ok(())
+/// The worker threads of a command: `--threads` (checked by [`check_threads`]) or all
+/// cores. The one route from the flag to the work: every command passes these threads to
+/// the library, which runs its parallel work on them (no global pool is configured).
+pub fn threads(threads: Option<usize>) -> Result<Threads, CliError> {
+    let n = match threads {
+        Some(t) => check_threads(t, "")?,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    Ok(Threads::new(n)?)
 }
 
-/// A user-facing error (exit status 2); configuration errors (missing data files, bad
-/// values) are shown without the model-configuration prefix.
-pub fn cli(e: efa_model::ModelError) -> CliError {
-    match e {
-        efa_model::ModelError::Config(s) => CliError::new(s),
-        e => CliError::new(e.to_string()),
+impl From<efa_model::ModelError> for CliError {
+    fn from(e: efa_model::ModelError) -> Self {
+        CliError::new(e.to_string())
+    }
+}
+
+impl From<TrainError> for CliError {
+    fn from(e: TrainError) -> Self {
+        CliError::new(e.to_string())
     }
 }
 
@@ -77,7 +79,6 @@ pub fn paper(e: efa_paper::PaperError) -> CliError {
             "{}; pass --data DIR",
             PaperError::NoDataDir { given: None }
         )),
-        PaperError::Model(e) => cli(e),
         e => CliError::new(e.to_string()),
     }
 }
@@ -91,4 +92,28 @@ impl From<efa_paper::PaperError> for CliError {
 /// Maps any displayable error to a user error (exit status 2).
 pub fn user<E: std::fmt::Display>(e: E) -> CliError {
     CliError::new(e.to_string())
+}
+
+/// clap value parser of `--plan`: the plans' names, each with its one-line summary in the help.
+pub fn plan_parser() -> impl clap::builder::TypedValueParser<Value = efa_model::ForwardPlan> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    use efa_model::ForwardPlan;
+    PossibleValuesParser::new(
+        ForwardPlan::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary())),
+    )
+    .map(|s| {
+        s.parse::<ForwardPlan>()
+            .expect("clap passes only the names of ForwardPlan::ALL")
+    })
+}
+
+/// clap value parser of `--batching`: `samples` or `sequences`, with their summaries.
+pub fn batching_parser() -> impl clap::builder::TypedValueParser<Value = efa_train::Batching> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    use efa_train::Batching;
+    PossibleValuesParser::new(Batching::ALL.map(|b| PossibleValue::new(b.name()).help(b.summary())))
+        .map(|s| {
+            s.parse::<Batching>()
+                .expect("clap passes only the names of Batching::ALL")
+        })
 }

@@ -1,11 +1,12 @@
 //! `efa evaluate`: mean nll of a saved model on a CSV (same layout as `efa train`), summed in
 //! batch order so the value does not depend on the thread count.
 
-use crate::common::{set_threads, user};
+use crate::common::threads;
 use crate::train_cmd::{load_saved, load_split};
 use crate::CliError;
 use clap::Args;
-use efa_model::{Evaluator, Objective};
+use efa_model::Objective;
+use efa_train::Evaluator;
 use std::path::PathBuf;
 
 /// Arguments of `efa evaluate`.
@@ -24,14 +25,14 @@ pub struct EvaluateArgs {
 
 /// Runs `efa evaluate`: prints `{"file": …, "samples": n, "family": …, "mean_nll": x}`.
 pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
-    set_threads(args.threads)?;
-    let (cfg, params) = load_saved(&args.model)?;
-    let data = load_split(&args.data, &cfg)?;
+    let threads = threads(args.threads)?;
+    let (cfg, count, params) = load_saved(&args.model)?;
+    let data = load_split(&args.data, &cfg, &count, &threads)?;
     let family = cfg.family.family();
     let objective = Objective::Nll(family);
     let nll = Evaluator::new(&cfg.model, &objective)
-        .evaluate(&params, &data.samples, cfg.train.eval_batch)
-        .map_err(user)?;
+        .with_threads(&threads)
+        .evaluate(&params, &data.samples, cfg.train.eval_batch)?;
     let out = serde_json::json!({
         "file": args.data.display().to_string(),
         "samples": data.samples.len(),

@@ -1,5 +1,7 @@
 //! `efa`: train, reproduce, audit and benchmark Exponential Family Attention models.
 
+#![warn(missing_docs)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 

@@ -5,11 +5,12 @@
 //! (Gaussian, Gamma, Beta: t = two statistics; categorical: one per class)
 //! `eta_0..eta_{d−1}, mean_0.., variance_0..` (mean and variance of each sufficient statistic).
 
-use crate::common::{set_threads, user};
+use crate::common::threads;
 use crate::train_cmd::{load_saved, load_split};
 use crate::CliError;
 use clap::Args;
-use efa_model::train::predict;
+use efa_model::Objective;
+use efa_train::Evaluator;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -33,11 +34,14 @@ pub struct PredictArgs {
 
 /// Runs `efa predict`.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
-    set_threads(args.threads)?;
-    let (cfg, params) = load_saved(&args.model)?;
-    let data = load_split(&args.data, &cfg)?;
+    let threads = threads(args.threads)?;
+    let (cfg, count, params) = load_saved(&args.model)?;
+    let data = load_split(&args.data, &cfg, &count, &threads)?;
     let family = cfg.family.family();
-    let z = predict(&cfg.model, &params, &data.samples, cfg.train.eval_batch).map_err(user)?;
+    let objective = Objective::Nll(family);
+    let z = Evaluator::new(&cfg.model, &objective)
+        .with_threads(&threads)
+        .predict(&params, &data.samples, cfg.train.eval_batch)?;
     // The model's output is unconstrained; the natural parameter is its link (as in training).
     let eta = efa_expfam::link::natural_rows(&family, &z);
     let d = family.eta_dim();
@@ -78,7 +82,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         s.push('\n');
     }
     match &args.out {
-        Some(p) => efa_model::checkpoint::write_atomic(p, s.as_bytes()).map_err(user)?,
+        Some(p) => efa_train::fsio::write_atomic(p, s.as_bytes())?,
         None => crate::out::text(&s)?,
     }
     Ok(())

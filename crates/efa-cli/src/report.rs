@@ -3,9 +3,9 @@
 
 use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
-use efa_model::train::EpochLog;
 use efa_paper::runner::RunObserver;
 use efa_paper::{Analysis, Figure, PaperError, RunResult, RunSpec};
+use efa_train::EpochLog;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -143,7 +143,7 @@ struct Row<'a> {
     seconds: f64,
     params: usize,
     batching: &'a str,
-    plans: &'a BTreeMap<String, usize>,
+    plans: &'a BTreeMap<efa_model::ForwardPlan, usize>,
 }
 
 #[derive(Serialize)]
@@ -282,10 +282,10 @@ fn render(f: &Figure) -> String {
     }
 }
 
-/// Writes a file atomically ([`efa_model::checkpoint::write_atomic`]: `<file>.tmp`, fsync,
+/// Writes a file atomically ([`efa_train::fsio::write_atomic`]: `<file>.tmp`, fsync,
 /// rename; a failed write removes `<file>.tmp`), naming it in errors.
 pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
-    efa_model::checkpoint::write_atomic(path, contents.as_bytes())
+    efa_train::fsio::write_atomic(path, contents.as_bytes())
         .map_err(|e| CliError::new(e.to_string()))
 }
 

@@ -3,17 +3,17 @@
 //! beside the paper's numbers, and write `results.json`, the loss curves and the experiments'
 //! own figures.
 
-use crate::common::set_threads;
+use crate::common::check_threads;
 use crate::report::{print_table, write_outputs, Bars};
 use crate::CliError;
 use clap::{Args, Subcommand};
-use efa_model::train::Batching;
 use efa_model::ForwardPlan;
 use efa_paper::runner::{run_all, workers};
 use efa_paper::{
     temperature, DataOptions, Experiment, ExperimentOptions, Models, Protocol, RunResult,
     RunSettings, RunSpec, TrainedRun,
 };
+use efa_train::Batching;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -32,13 +32,13 @@ pub struct ReproduceArgs {
     seed: u64,
     /// Forward plan of the EFA models (default: chosen per micro-batch; factor models have a
     /// single forward). Every plan computes the same function; `general` is the definition.
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_parser = crate::common::plan_parser())]
     plan: Option<ForwardPlan>,
     /// Minibatch composition: the paper's shuffled samples, or shuffled whole sequences of at
     /// most 256 samples where the query-stream plan applies (a causal EFA with sequence ids:
     /// the unidirectional item EFAs; same per-sample losses, different minibatch composition).
     /// Every other run keeps sample batches; results.json says what ran.
-    #[arg(long, global = true, value_enum, default_value_t = Batching::Samples)]
+    #[arg(long, global = true, value_parser = crate::common::batching_parser(), default_value = "samples")]
     batching: Batching,
     /// Worker threads (default: all cores). Runs go side by side, one per thread; results do
     /// not depend on the thread count.
@@ -86,13 +86,12 @@ struct AllArgs {
     clean_seeds: u64,
 }
 
+/// `--threads` (checked) or all cores: the runner's threads in all, split over its workers.
 fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
-    set_threads(a.threads)?;
-    Ok(a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    }))
+    match a.threads {
+        Some(t) => check_threads(t, ""),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 fn settings(a: &ReproduceArgs) -> RunSettings {

@@ -1,29 +1,30 @@
 //! `efa train`: train an EFA or rating-FM model on the user's own CSV data (layout in
-//! `efa_model::userdata`), with atomic checkpoints, `--resume`, and anomaly mode.
+//! `efa_train::userdata`), with atomic checkpoints, `--resume`, and anomaly mode.
 //!
 //! Output directory: `config.toml` (a copy of the configuration), `checkpoint.safetensors`
 //! (every `--checkpoint-every` epochs and at the end), `model.safetensors` (the restored best
 //! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`),
 //! `result.json` (history, best epoch, validation and test nll), and `train.lock` while a
-//! process runs there (a second one is refused; see `efa_model::runlock`).
+//! process runs there (a second one is refused; see `efa_train::fsio::runlock`).
 //!
 //! A resume (`--resume`) is checked completely (checkpoint checksums and state, configuration,
 //! training settings, sample counts, size and CRC-32 of the `--data` and `--valid` files, the
 //! optimizer's step count) before anything in the output directory is written.
 
-use crate::common::{cli, set_threads, user};
+use crate::common::{threads, user};
 use crate::report::{epoch_bar, on_epoch};
 use crate::CliError;
 use clap::Args;
-use efa_model::checkpoint::{
-    load_model_layout, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
-    InputDigest,
+use efa_model::{Objective, Params};
+use efa_nn::params::ParamCount;
+use efa_train::checkpoint::{
+    load_model_layout, read_meta, save_model, Checkpoint, CheckpointPolicy, InputDigest,
 };
-use efa_model::runlock::RunLock;
-use efa_model::train::{check_resume, fit, FitOptions};
-use efa_model::userdata::{build, check_job_memory, read_csv, UserConfig, UserSamples};
-use efa_model::Params;
-use efa_model::{Evaluator, ModelError, Objective};
+use efa_train::fsio::runlock::RunLock;
+use efa_train::fsio::write_atomic;
+use efa_train::resume::check_resume;
+use efa_train::userdata::{build, check_job_memory, read_csv, UserConfig, UserSamples};
+use efa_train::{fit, EpochLog, Evaluator, FitOptions, Threads};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -74,25 +75,30 @@ pub struct TrainArgs {
     crash_after_epoch: Option<usize>,
 }
 
-/// Reads and validates the TOML configuration.
-pub(crate) fn read_config(path: &Path) -> Result<UserConfig, CliError> {
+/// Reads and validates the TOML configuration; with its model's parameter count.
+pub(crate) fn read_config(path: &Path) -> Result<(UserConfig, ParamCount), CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
-    UserConfig::from_toml(&text, path).map_err(user)
+    Ok(UserConfig::from_toml(&text, path)?)
 }
 
 /// Reads a CSV split into samples (stored as sequences), checked against the model, and
-/// checks that training and evaluating on it fits in the available memory.
-pub(crate) fn load_split(path: &Path, cfg: &UserConfig) -> Result<UserSamples, CliError> {
+/// checks that training and evaluating on it with `threads` fits in the available memory.
+pub(crate) fn load_split(
+    path: &Path,
+    cfg: &UserConfig,
+    params: &ParamCount,
+    threads: &Threads,
+) -> Result<UserSamples, CliError> {
     let data = read_csv(path, cfg).map_err(user)?;
     let s = build(&data, cfg);
-    check_job_memory(&data, &s.samples, cfg, rayon::current_num_threads()).map_err(cli)?;
+    check_job_memory(&data, &s.samples, cfg, params, threads.count())?;
     Ok(s)
 }
 
 /// A saved model: its configuration and parameters. `path` is a model file or a directory
 /// holding `model.safetensors`.
-pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, Params<f32>), CliError> {
+pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, ParamCount, Params<f32>), CliError> {
     let file = if path.is_dir() {
         path.join(MODEL_FILE)
     } else {
@@ -107,12 +113,17 @@ pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, Params<f32>), CliEr
     })?;
     let cfg: UserConfig = serde_json::from_str(json)
         .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
-    cfg.validate()
-        .map_err(|e| CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())))?;
+    let count = cfg.validate().map_err(|e| match e.in_file(&file) {
+        efa_train::TrainError::Config { field, reason, .. } => CliError::new(format!(
+            "{}: metadata `{CONFIG_KEY}`: field `{field}`: {reason}",
+            file.display()
+        )),
+        e => CliError::new(format!("{}: metadata `{CONFIG_KEY}`: {e}", file.display())),
+    })?;
     // The configuration's sizes were checked (`validate`); the tensors are checked against
     // its layout before any parameter is built.
-    let (params, _) = load_model_layout(&file, &cfg.model.layout()).map_err(user)?;
-    Ok((cfg, params))
+    let (params, _) = load_model_layout(&file, &cfg.model.layout())?;
+    Ok((cfg, count, params))
 }
 
 #[derive(Serialize)]
@@ -125,7 +136,7 @@ struct TrainReport<'a> {
     stopped_early: bool,
     best_valid_nll: f64,
     test_nll: Option<f64>,
-    history: &'a [efa_model::train::EpochLog],
+    history: &'a [EpochLog],
 }
 
 /// Runs `efa train`.
@@ -133,15 +144,15 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     if args.checkpoint_every == 0 {
         return Err(CliError::new("--checkpoint-every must be at least 1"));
     }
-    set_threads(args.threads)?;
-    let cfg = read_config(&args.config)?;
-    let train = load_split(&args.data, &cfg)?;
+    let threads = threads(args.threads)?;
+    let (cfg, count) = read_config(&args.config)?;
+    let train = load_split(&args.data, &cfg, &count, &threads)?;
     let valid = match &args.valid {
-        Some(p) => Some(load_split(p, &cfg)?),
+        Some(p) => Some(load_split(p, &cfg, &count, &threads)?),
         None => None,
     };
     let test = match &args.test {
-        Some(p) => Some(load_split(p, &cfg)?),
+        Some(p) => Some(load_split(p, &cfg, &count, &threads)?),
         None => None,
     };
     // The identity of the inputs, stored in checkpoints: a resume must see the same bytes.
@@ -168,7 +179,9 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
 
     let family = cfg.family.family();
     let objective = Objective::Nll(family);
-    let eval = Evaluator::new(&cfg.model, &objective).with_detect_anomaly(args.detect_anomaly);
+    let eval = Evaluator::new(&cfg.model, &objective)
+        .with_threads(&threads)
+        .with_detect_anomaly(args.detect_anomaly);
     let mut params = cfg.model.init::<f32>(cfg.init_seed);
     // Every check of a resume comes before the first write into the output directory.
     let resume = match &args.resume {
@@ -189,13 +202,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
                 &val_samples.samples,
                 &inputs,
             )
-            .map_err(|e| {
-                let msg = match e {
-                    ModelError::Config(s) => s,
-                    e => e.to_string(),
-                };
-                CliError::new(format!("{}: {msg}", path.display()))
-            })?;
+            .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
             Some(ck)
         }
         None => None,
@@ -210,7 +217,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     };
     let crash = args.crash_after_epoch;
     let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
-    let mut hook = |log: &efa_model::train::EpochLog| {
+    let mut hook = |log: &EpochLog| {
         on_epoch(&bar, log);
         if crash == Some(log.epoch) {
             std::process::abort();

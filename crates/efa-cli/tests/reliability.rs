@@ -275,22 +275,29 @@ fn bad_configs_and_outputs_are_clear_errors() {
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(
         err.starts_with(&format!(
-            "error: invalid model configuration: {}: TOML parse error at line 4, column 1",
+            "error: {}: TOML parse error at line 4, column 1",
             p.display()
         )),
         "{err}"
     );
     assert!(err.contains("unknown field `learning_rate`"), "{err}");
     let p = write("shape.toml", &base.replace("out_dim = 1 ", "out_dim = 2 "));
-    expect_error(&p, &csv, &out, &format!(
-        "invalid model configuration: {}: field `model.efa.out_dim` = 2 but family `poisson` needs 1 natural parameter(s)", p.display()));
+    expect_error(
+        &p,
+        &csv,
+        &out,
+        &format!(
+            "{}: field `model.efa.out_dim`: 2 but family `poisson` needs 1 natural parameter(s)",
+            p.display()
+        ),
+    );
     let p = write("zero.toml", &base.replace("key_dim = 4", "key_dim = 0"));
     expect_error(
         &p,
         &csv,
         &out,
         &format!(
-            "invalid model configuration: {}: EFA config field `heads/key_dim`: must be at least 1",
+            "{}: field `model.efa.heads/key_dim`: must be at least 1",
             p.display()
         ),
     );

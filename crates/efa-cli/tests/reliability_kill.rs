@@ -59,8 +59,8 @@ fn sigkilled_run_resumes_bit_identically() {
     assert_eq!(
         String::from_utf8_lossy(&o.stderr).trim_end(),
         format!(
-            "error: {}: the output directory is in use by process {} (another efa train); \
-             wait for it to end or choose another --out",
+            "error: {}: the output directory is in use by process {} (another training run); \
+             wait for it to end or choose another output directory",
             killed.join("train.lock").display(),
             child.id()
         )

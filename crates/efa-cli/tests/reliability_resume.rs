@@ -3,7 +3,7 @@
 //! Damaged or non-finite model files are errors for `efa evaluate` (exit 2, never a panic);
 //! a failed output write leaves no temporary file.
 
-use efa_model::crc32::crc32;
+use efa_train::fsio::crc32::crc32;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -188,13 +188,13 @@ fn damaged_or_non_finite_model_files_are_errors() {
         assert!(o.stdout.is_empty());
     }
     // A NaN weight written with valid checksums.
-    let meta = efa_model::checkpoint::read_meta(&model).unwrap();
-    let ucfg: efa_model::userdata::UserConfig = serde_json::from_str(&meta["efa.config"]).unwrap();
+    let meta = efa_train::checkpoint::read_meta(&model).unwrap();
+    let ucfg: efa_train::userdata::UserConfig = serde_json::from_str(&meta["efa.config"]).unwrap();
     let (mut params, _) =
-        efa_model::checkpoint::load_model(&model, &ucfg.model.init::<f32>(0)).unwrap();
+        efa_train::checkpoint::load_model(&model, &ucfg.model.init::<f32>(0)).unwrap();
     params.get_mut("head0.w").unwrap().as_slice_mut().unwrap()[9] = f32::NAN;
     let shape = params.get("head0.w").unwrap().shape().to_vec();
-    efa_model::checkpoint::save_model(&bad, &params, &meta).unwrap();
+    efa_train::checkpoint::save_model(&bad, &params, &meta).unwrap();
     let o = efa(&[p("evaluate"), p("--model"), &bad, p("--data"), &data]);
     let idx = [9 / shape[1], 9 % shape[1]];
     refused(&o, &format!("{}: tensor `head0.w` holds NaN at flat index 9 = {idx:?} (shape {shape:?}); model values must be finite", bad.display()));
@@ -255,7 +255,7 @@ fn huge_sizes_in_a_config_or_model_file_are_refused_before_building() {
     refused(
         &o,
         &format!(
-            "invalid model configuration: {}: field `model.efa.items` = 1099511627776 {limit}",
+            "{}: field `model.efa.items`: 1099511627776 {limit}",
             huge.display()
         ),
     );
@@ -264,9 +264,9 @@ fn huge_sizes_in_a_config_or_model_file_are_refused_before_building() {
     let o = train(&cfg, &data, &data, &[p("--out"), &run]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let model = run.join("model.safetensors");
-    let meta = efa_model::checkpoint::read_meta(&model).unwrap();
-    let (params, _) = efa_model::checkpoint::load_model_layout(&model, &{
-        let ucfg: efa_model::userdata::UserConfig =
+    let meta = efa_train::checkpoint::read_meta(&model).unwrap();
+    let (params, _) = efa_train::checkpoint::load_model_layout(&model, &{
+        let ucfg: efa_train::userdata::UserConfig =
             serde_json::from_str(&meta["efa.config"]).unwrap();
         ucfg.model.layout()
     })
@@ -277,15 +277,18 @@ fn huge_sizes_in_a_config_or_model_file_are_refused_before_building() {
         let c = m.get_mut("efa.config").unwrap();
         assert_eq!(c.matches("\"items\":6,").count(), 1, "{c}");
         *c = c.replacen("\"items\":6,", &format!("\"items\":{items},"), 1);
-        efa_model::checkpoint::save_model(&bad, &params, &m).unwrap();
+        efa_train::checkpoint::save_model(&bad, &params, &m).unwrap();
     };
     with_items("1099511627776");
     for cmd in ["evaluate", "predict"] {
         let o = efa(&[p(cmd), p("--model"), &bad, p("--data"), &data]);
-        refused(&o, &format!(
-            "{}: metadata `efa.config`: invalid model configuration: field `model.efa.items` = 1099511627776 {limit}",
-            bad.display()
-        ));
+        refused(
+            &o,
+            &format!(
+                "{}: metadata `efa.config`: field `model.efa.items`: 1099511627776 {limit}",
+                bad.display()
+            ),
+        );
     }
     // Sizes within the limit that disagree with the tensors: the tensor and both shapes.
     with_items("7");

@@ -55,8 +55,7 @@ pub enum FmConfig {
 }
 
 impl FmConfig {
-    /// Checks for impossible shapes: every size at least 1, every table's element count and
-    /// the total within [`crate::limits::MAX_ELEMENTS`] (overflow-safe products).
+    /// Checks for impossible shapes: every size at least 1 (sizes are [`crate::size`]'s).
     pub fn validate(&self) -> Result<(), ModelError> {
         let ok = match self {
             FmConfig::Rating { items, dim } => *items > 0 && *dim > 0,
@@ -67,17 +66,11 @@ impl FmConfig {
             } => *tokens > 0 && *dim > 0 && *classes > 0,
         };
         if !ok {
-            return Err(ModelError::Config(format!(
-                "FM config {self:?}: every size must be at least 1"
-            )));
+            return Err(ModelError::config(
+                "fm",
+                format!("{self:?}: every size must be at least 1"),
+            ));
         }
-        // Every table's element count and the total, with overflow-safe products.
-        crate::limits::count_params(&crate::ModelConfig::Fm(self.clone())).map_err(
-            |e| match e {
-                ModelError::Config(s) => ModelError::Config(format!("FM config {s}")),
-                e => e,
-            },
-        )?;
         Ok(())
     }
 

@@ -1,16 +1,14 @@
 //! EFA models and factor-model baselines assembled from the efa crates: the tape
-//! (`efa-tape`), its building blocks (`efa-nn`: linear, gather-sum, attention on the
+//! (`efa-tape`) and its building blocks (`efa-nn`: linear, gather-sum, attention on the
 //! `efa-attn` kernel, exponential-family nll and links from `efa-expfam`, fused blocks,
-//! parameter declaration and layers), and Adam (`efa-optim`).
+//! parameter declaration and layers). How models are trained, stored and scheduled is
+//! `efa-train`'s and `efa-paper`'s.
 //!
 //! * [`ModelConfig`] (an [`EfaConfig`] or an [`FmConfig`]) declares its parameters once
 //!   ([`efa_nn::params`]); [`ModelConfig::register`] puts a parameter set on a tape as typed handles
 //!   ([`EfaVars`], [`fm::FmVars`]), and [`ModelConfig::forward`] computes η with an explicit
 //!   [`ForwardPlan`] (the general definition or one of its exact shortcuts).
 //! * [`Objective`]: the paper's losses and the fully normalised nll of any family.
-//! * [`grads::Evaluator`]: losses, gradients (a parameter that does not reach the loss is an
-//!   error unless allowed), evaluation; [`train::fit`]: Adam, early stopping, checkpoints.
-//! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes.
 //!
 //! ```
 //! use efa_model::{Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Positions};
@@ -48,24 +46,15 @@
 //! assert!(grads.wrt(reg.list[0].1).is_some()); // item_emb reaches the loss
 //! ```
 
-pub mod audit;
+#![warn(missing_docs)]
+
 pub mod batch;
-pub mod checkpoint;
-pub mod crc32;
 pub mod efa;
 mod error;
 pub mod fm;
-pub mod grads;
-pub mod history;
-pub mod limits;
 pub mod model;
 pub mod objective;
-pub mod recipe;
-pub mod runlock;
-pub mod sizes;
-pub mod train;
-pub mod trainstate;
-pub mod userdata;
+pub mod size;
 
 pub use batch::{SampleSet, Samples, Targets};
 pub use efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
@@ -73,21 +62,16 @@ pub use efa_nn::params::Params;
 pub use efa_num::Real;
 pub use error::ModelError;
 pub use fm::FmConfig;
-pub use grads::Evaluator;
 pub use model::{ModelConfig, ModelVars, Registered};
 pub use objective::Objective;
 
-/// Models, plans, objectives, evaluation and training in one import:
-/// `use efa_model::prelude::*;`.
+/// Models, plans and objectives in one import: `use efa_model::prelude::*;`.
 pub mod prelude {
     pub use crate::batch::{SampleSet, Samples, Targets};
     pub use crate::efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
     pub use crate::fm::{FmConfig, FmVars};
-    pub use crate::grads::{evaluate, loss_and_grads, predict, Evaluator};
     pub use crate::model::{ModelConfig, ModelVars, Registered};
     pub use crate::objective::Objective;
-    pub use crate::recipe::{Batching, TrainConfig};
-    pub use crate::train::{fit, FitOptions};
     pub use crate::ModelError;
     pub use efa_nn::params::Params;
     pub use efa_num::Real;

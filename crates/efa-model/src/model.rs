@@ -5,7 +5,7 @@ use crate::batch::Samples;
 use crate::efa::{EfaConfig, EfaVars, ForwardPlan};
 use crate::fm::{FmConfig, FmVars};
 use crate::ModelError;
-use efa_nn::params::{Initialiser, Layout, ParamSink, Params, Registrar};
+use efa_nn::params::{Initialiser, Layout, ParamCount, ParamSink, Params, Registrar};
 use efa_num::Real;
 use efa_tape::{Tape, Var};
 use serde::{Deserialize, Serialize};
@@ -40,14 +40,15 @@ pub struct Registered {
 }
 
 impl ModelConfig {
-    /// Checks for impossible shapes, then that the parameters can be built
-    /// ([`crate::sizes::check_sizes`]: no size beyond the limit, no overflow).
-    pub fn validate(&self) -> Result<(), ModelError> {
+    /// Checks for impossible shapes, then that the parameters can be built, and counts them
+    /// ([`crate::size::count_params`]: no size beyond the limit, no overflow, nothing
+    /// allocated). The one size check of a model.
+    pub fn validate(&self) -> Result<ParamCount, ModelError> {
         match self {
             ModelConfig::Efa(c) => c.validate()?,
             ModelConfig::Fm(c) => c.validate()?,
         }
-        crate::sizes::check_sizes(self)
+        crate::size::count_params(self)
     }
 
     /// Declares every parameter to `s` in order (see [`efa_nn::params`]).
@@ -108,14 +109,37 @@ impl ModelConfig {
             (ModelConfig::Efa(c), Some(p)) => c.check_plan(p, batch).map(|_| p),
             (ModelConfig::Efa(c), None) => Ok(c.choose_plan(batch)),
             (ModelConfig::Fm(_), None | Some(ForwardPlan::General)) => Ok(ForwardPlan::General),
-            (ModelConfig::Fm(_), Some(p)) => Err(ModelError::Config(format!(
-                "forward plan `{p}` does not apply: a factor model has a single forward \
-                 (plan `general`)"
-            ))),
+            (ModelConfig::Fm(_), Some(p)) => Err(ModelError::Plan {
+                plan: p.name(),
+                reason: "a factor model has a single forward (plan `general`)".into(),
+            }),
         }
     }
 
-    /// η for a minibatch, computed by `plan` (see [`ModelConfig::plan_for`]).
+    /// η for a minibatch by the `requested` plan or the automatic choice
+    /// ([`ModelConfig::plan_for`]), with the plan that ran: the plan is checked once.
+    pub fn forward_with<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        vars: &ModelVars,
+        batch: &Samples,
+        requested: Option<ForwardPlan>,
+    ) -> Result<(Var, ForwardPlan), ModelError> {
+        let plan = self.plan_for(batch, requested)?;
+        let eta = match (self, vars) {
+            (ModelConfig::Efa(c), ModelVars::Efa(v)) => c.run_plan(tape, v, batch, plan)?,
+            (ModelConfig::Fm(c), ModelVars::Fm(v)) => c.forward(tape, v, batch)?,
+            _ => {
+                return Err(ModelError::MissingParam(
+                    "the parameters belong to the other model family".into(),
+                ))
+            }
+        };
+        Ok((eta, plan))
+    }
+
+    /// η for a minibatch, computed by `plan` (checked to apply; see
+    /// [`ModelConfig::plan_for`]).
     pub fn forward<T: Real>(
         &self,
         tape: &mut Tape<T>,

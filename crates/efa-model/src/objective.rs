@@ -83,9 +83,10 @@ impl Objective {
             Objective::Mse => Ok(tape.mse(eta, &real(targets)?)?),
             Objective::StandardisedMse { std } => {
                 if !(std.is_finite() && *std > 0.0) {
-                    return Err(ModelError::Config(format!(
-                        "standardised MSE: σ must be finite and positive, got {std}"
-                    )));
+                    return Err(ModelError::config(
+                        "objective.std",
+                        format!("standardised MSE: σ must be finite and positive, got {std}"),
+                    ));
                 }
                 let mse = tape.mse(eta, &real(targets)?)?;
                 Ok(tape.scale(mse, T::from_f64(std * std))?)

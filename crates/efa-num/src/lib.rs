@@ -19,6 +19,8 @@
 //! assert!((lgamma1p(x) / want - 1.0).abs() < 1e-15);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod ceiling;
 pub mod real;
 pub mod scalar;

@@ -6,8 +6,8 @@
 use efa_model::batch::{Samples, Targets};
 use efa_model::efa::EfaConfig;
 use efa_model::model::{ModelConfig, ModelVars};
-use efa_nn::params::Params;
 use efa_model::ModelError;
+use efa_nn::params::Params;
 use efa_tape::Tape;
 use ndarray::{Array2, Ix3};
 

@@ -35,10 +35,10 @@ pub enum PaperError {
     Data(efa_data::DataError),
     /// Samples built from loaded data are inconsistent (names the split and sample).
     Samples(String),
-    /// Building, training or evaluating a model failed.
+    /// Building a model failed.
     Model(efa_model::ModelError),
-    /// A worker's thread pool could not be started.
-    Threads(String),
+    /// Training or evaluating a model failed.
+    Train(efa_train::TrainError),
     /// A run of a queue did not finish (no error was recorded: an internal invariant).
     Unfinished {
         /// Its index in the queue.
@@ -89,7 +89,7 @@ impl fmt::Display for PaperError {
             PaperError::Data(e) => write!(f, "{e}"),
             PaperError::Samples(s) => write!(f, "invalid samples: {s}"),
             PaperError::Model(e) => write!(f, "{e}"),
-            PaperError::Threads(e) => write!(f, "cannot start a worker's threads: {e}"),
+            PaperError::Train(e) => write!(f, "{e}"),
             PaperError::Unfinished { index } => {
                 write!(f, "run {index} of the queue did not finish")
             }
@@ -102,6 +102,7 @@ impl std::error::Error for PaperError {
         match self {
             PaperError::Data(e) => Some(e),
             PaperError::Model(e) => Some(e),
+            PaperError::Train(e) => Some(e),
             _ => None,
         }
     }
@@ -116,5 +117,11 @@ impl From<efa_data::DataError> for PaperError {
 impl From<efa_model::ModelError> for PaperError {
     fn from(e: efa_model::ModelError) -> Self {
         PaperError::Model(e)
+    }
+}
+
+impl From<efa_train::TrainError> for PaperError {
+    fn from(e: efa_train::TrainError) -> Self {
+        PaperError::Train(e)
     }
 }

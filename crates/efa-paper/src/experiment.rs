@@ -9,13 +9,14 @@ use crate::analysis::{Analysis, TrainedRun};
 use crate::PaperError;
 use efa_data::samples::Direction;
 use efa_model::efa::ForwardPlan;
-use efa_model::grads::Evaluator;
-use efa_model::history::{EpochLog, FitResult};
 use efa_model::objective::Objective;
-use efa_nn::params::Params;
-use efa_model::recipe::{Batching, TrainConfig};
-use efa_model::train::{fit, FitOptions};
 use efa_model::{ModelConfig, Samples};
+use efa_nn::params::Params;
+use efa_train::evaluator::Evaluator;
+use efa_train::fit::{fit, FitOptions};
+use efa_train::history::{EpochLog, FitResult};
+use efa_train::recipe::{Batching, TrainConfig};
+use efa_train::{Threads, TrainError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -279,14 +280,15 @@ pub struct RunResult {
     pub batching: String,
     /// Training micro-batches computed by each forward plan.
     #[serde(default)]
-    pub plans: BTreeMap<String, usize>,
+    pub plans: BTreeMap<ForwardPlan, usize>,
     /// Loss history.
     pub history: Vec<EpochLog>,
 }
 
-/// Trains and tests one model; `observer` sees every epoch (progress bars).
+/// Trains and tests one model on `threads`; `observer` sees every epoch (progress bars).
 pub fn run(
     spec: &RunSpec,
+    threads: &Threads,
     observer: &mut dyn FnMut(&EpochLog),
 ) -> Result<(RunResult, Params<f32>), PaperError> {
     spec.model.validate()?;
@@ -302,8 +304,8 @@ pub fn run(
     }
     let start = std::time::Instant::now();
     let mut params = spec.model.init::<f32>(spec.init_seed);
-    let eval = spec.evaluator();
-    let mut hook = |log: &EpochLog| -> Result<(), efa_model::ModelError> {
+    let eval = spec.evaluator().with_threads(threads);
+    let mut hook = |log: &EpochLog| -> Result<(), TrainError> {
         observer(log);
         Ok(())
     };

@@ -10,9 +10,9 @@ use crate::{
 };
 use efa_data::instacart::{load_instacart, Item};
 use efa_data::samples::Direction as DataDir;
-use efa_nn::params::Params;
-use efa_model::recipe::TrainConfig;
 use efa_model::{ModelConfig, ModelError};
+use efa_nn::params::Params;
+use efa_train::recipe::TrainConfig;
 use ndarray::{s, Array2, ArrayView2};
 use serde_json::json;
 use std::path::Path;

@@ -14,7 +14,8 @@
 //! let settings = RunSettings { epochs: Some(2), ..RunSettings::default() };
 //! let specs = exp.runs(&settings)?;
 //! assert_eq!(specs.len(), 4);
-//! let (result, _params) = run(&specs[0], &mut |_| {})?;
+//! let threads = efa_train::Threads::new(2)?;
+//! let (result, _params) = run(&specs[0], &threads, &mut |_| {})?;
 //! println!("{} {}: {:.4} (paper {:.3})", result.model, result.setting, result.value, result.paper);
 //! # Ok::<(), efa_paper::PaperError>(())
 //! ```

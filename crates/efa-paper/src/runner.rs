@@ -6,9 +6,10 @@
 //! better than two two-thread runs one after the other.
 
 use crate::{run, PaperError, RunResult, RunSpec};
-use efa_model::history::EpochLog;
-use efa_nn::params::Params;
 use efa_model::ModelConfig;
+use efa_nn::params::Params;
+use efa_train::history::EpochLog;
+use efa_train::Threads;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -79,12 +80,9 @@ pub fn run_all(
                     let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
                     slot.get_or_insert(e);
                 };
-                let pool = match rayon::ThreadPoolBuilder::new()
-                    .num_threads(per_worker)
-                    .build()
-                {
-                    Ok(p) => p,
-                    Err(e) => return fail(PaperError::Threads(e.to_string())),
+                let threads = match Threads::new(per_worker) {
+                    Ok(t) => t,
+                    Err(e) => return fail(e.into()),
                 };
                 loop {
                     if first_error
@@ -100,7 +98,7 @@ pub fn run_all(
                     };
                     let spec = &specs[i];
                     observer.started(i, spec);
-                    let out = pool.install(|| run(spec, &mut |log| observer.epoch(i, log)));
+                    let out = run(spec, &threads, &mut |log| observer.epoch(i, log));
                     observer.finished(i, spec, out.as_ref().map(|(r, _)| r));
                     match out {
                         Ok(trained) => {

@@ -10,8 +10,8 @@ use efa_model::batch::{Samples, Targets};
 use efa_model::efa::{Direction, EfaConfig, Positions, ValueTable};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
-use efa_model::recipe::TrainConfig;
 use efa_model::ModelConfig;
+use efa_train::recipe::TrainConfig;
 use ndarray::Array2;
 
 /// Users 1..=7500 are train+val, the rest test (PAPER.md §2.1).

@@ -4,14 +4,15 @@
 
 use efa_data::samples::Direction;
 use efa_data::temperature::{City, TempDay};
-use efa_model::audit::{audit_model, default_options};
+use efa_model::{ModelConfig, Objective};
 use efa_nn::params::Params;
-use efa_model::train::FitOptions;
-use efa_model::train::{fit, predict, TrainConfig};
-use efa_model::{Evaluator, ModelConfig, Objective};
 use efa_paper::movielens::{item_efa_config, item_fm_config, item_input};
 use efa_paper::ModelKind;
 use efa_paper::{instacart, temperature};
+use efa_train::audit::{audit_model, default_options};
+use efa_train::Evaluator;
+use efa_train::FitOptions;
+use efa_train::{fit, TrainConfig};
 use ndarray::{ArrayD, IxDyn};
 
 const BASKETS: [&[usize]; 4] = [&[1, 2, 3], &[4, 5], &[2, 5, 1, 3], &[3]];
@@ -109,7 +110,8 @@ fn the_masked_value_never_reaches_the_model_but_the_others_do() {
         lags: vec![],
     };
     let base = temperature::efa_samples(std::slice::from_ref(&day), 3).unwrap();
-    let eta = |s| predict(&model, &params, &s, 8).unwrap();
+    let eval = Evaluator::new(&model, &Objective::Mse);
+    let eta = |s| eval.predict(&params, &s, 8).unwrap();
     let e0 = eta(base.clone());
     // Change the masked city's value in sample 0 (position 0): η is unchanged.
     let mut masked = base.clone();
@@ -290,7 +292,8 @@ fn bad_continuous_inputs_are_errors_naming_field_row_and_position() {
     let model = small_temperature_model(1, 1);
     let params = model.init::<f32>(0);
     let good = temperature::efa_samples(&days()[..2], 3).unwrap();
-    let err = |s: efa_model::Samples| predict(&model, &params, &s, 8).unwrap_err().to_string();
+    let eval = Evaluator::new(&model, &Objective::Mse);
+    let err = |s: efa_model::Samples| eval.predict(&params, &s, 8).unwrap_err().to_string();
     let mut s = good.clone();
     s.tokens[[1, 2]] = 3;
     let e = err(s);

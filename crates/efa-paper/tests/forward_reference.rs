@@ -4,7 +4,6 @@
 
 use efa_data::samples::Direction as SeqDir;
 use efa_model::batch::{Samples, Targets};
-use efa_model::train::{evaluate, fit, predict, FitOptions, TrainConfig};
 use efa_model::{
     Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Positions,
     ValueTable,
@@ -12,6 +11,8 @@ use efa_model::{
 use efa_paper::synthetic;
 use efa_paper::ModelKind;
 use efa_tape::Tape;
+use efa_train::evaluator::MICRO_BATCH;
+use efa_train::{fit, Evaluator, FitOptions, Threads, TrainConfig};
 use ndarray::{Array2, ArrayD};
 
 fn mat(p: &Params<f64>, name: &str) -> Array2<f64> {
@@ -353,7 +354,9 @@ fn item_fm_ignores_padding_and_sums_context_rows() {
 fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
     let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 23).unwrap();
     let p = model.init::<f64>(1);
-    let eta = predict(&model, &p, &batch, 5).unwrap();
+    let eta = Evaluator::new(&model, &Objective::Mse)
+        .predict(&p, &batch, 5)
+        .unwrap();
     let Targets::Real(y) = &batch.targets else {
         panic!("real targets")
     };
@@ -364,7 +367,9 @@ fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
         .sum::<f64>()
         / y.len() as f64;
     for bs in [1, 4, 23, 100] {
-        let got = evaluate(&model, &Objective::Mse, &p, &batch, bs).unwrap();
+        let got = Evaluator::new(&model, &Objective::Mse)
+            .evaluate(&p, &batch, bs)
+            .unwrap();
         assert!(
             (got - want).abs() <= 1e-12 * want,
             "batch {bs}: {got} vs {want}"
@@ -387,7 +392,7 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
         };
         let spec = synthetic::spec(&data, SeqDir::Bi, kind(efa), cfg.clone(), 9).unwrap();
         let mut p = spec.model.init::<f32>(9);
-        let before = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
+        let before = spec.evaluator().evaluate(&p, &spec.val, 128).unwrap();
         let fit = fit(
             &spec.evaluator(),
             &mut p,
@@ -397,7 +402,7 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
             FitOptions::default(),
         )
         .unwrap();
-        let after = evaluate(&spec.model, &spec.objective, &p, &spec.val, 128).unwrap();
+        let after = spec.evaluator().evaluate(&p, &spec.val, 128).unwrap();
         assert!(after < 0.9 * before, "efa={efa}: val {before} -> {after}");
         // The restored weights are exactly the best epoch's: same validation loss.
         assert_eq!(after, fit.best_val, "efa={efa}");
@@ -432,17 +437,18 @@ fn micro_batched_gradients_equal_the_mean_of_per_sample_gradients() {
     // 300 samples run as micro-batches of 128, 128 and 44 in parallel; the loss and every
     // gradient must equal the mean over single-sample tapes (f64, up to round-off).
     let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 300).unwrap();
-    assert!(batch.len() > efa_model::train::MICRO_BATCH);
+    assert!(batch.len() > MICRO_BATCH);
     let p = model.init::<f64>(2);
-    let (loss, grads) =
-        efa_model::train::loss_and_grads(&model, &Objective::Mse, &p, &batch).unwrap();
+    let (loss, grads) = Evaluator::new(&model, &Objective::Mse)
+        .loss_and_grads(&p, &batch)
+        .unwrap();
     let n = batch.len() as f64;
     let mut want_loss = 0.0;
     let mut want: Vec<ArrayD<f64>> = grads.iter().map(|g| ArrayD::zeros(g.raw_dim())).collect();
     for i in 0..batch.len() {
-        let (l, g) =
-            efa_model::train::loss_and_grads(&model, &Objective::Mse, &p, &batch.select(&[i]))
-                .unwrap();
+        let (l, g) = Evaluator::new(&model, &Objective::Mse)
+            .loss_and_grads(&p, &batch.select(&[i]))
+            .unwrap();
         want_loss += l / n;
         for (w, gi) in want.iter_mut().zip(&g) {
             w.scaled_add(1.0 / n, gi);
@@ -480,27 +486,22 @@ fn training_gives_the_same_bits_with_one_and_two_threads() {
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 2));
 }
 
-/// Trains `spec`'s model from seed 4 in a pool of `threads` threads; the parameters' bits.
+/// Trains `spec`'s model from seed 4 on `threads` threads; the parameters' bits.
 fn trained_bits(spec: &efa_paper::RunSpec, cfg: &TrainConfig, threads: usize) -> Vec<u32> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(|| {
-        let mut p = spec.model.init::<f32>(4);
-        fit(
-            &spec.evaluator(),
-            &mut p,
-            &spec.train,
-            &spec.val,
-            cfg,
-            FitOptions::default(),
-        )
-        .unwrap();
-        p.iter()
-            .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-            .collect()
-    })
+    let threads = Threads::new(threads).unwrap();
+    let mut p = spec.model.init::<f32>(4);
+    fit(
+        &spec.evaluator().with_threads(&threads),
+        &mut p,
+        &spec.train,
+        &spec.val,
+        cfg,
+        FitOptions::default(),
+    )
+    .unwrap();
+    p.iter()
+        .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+        .collect()
 }
 
 /// `Dense(b)(relu(Dense(a)(x)))` for one row.

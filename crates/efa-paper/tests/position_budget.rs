@@ -3,10 +3,10 @@
 //! count alone, as before the budget existed.
 
 use efa_model::batch::{length_order, micro_batches};
-use efa_model::grads::{eval_positions, MICRO_BATCH, MICRO_POSITIONS};
 use efa_paper::{
     instacart, movielens, synthetic, temperature, DataOptions, ExperimentOptions, RunSettings,
 };
+use efa_train::evaluator::{eval_positions, MICRO_BATCH, MICRO_POSITIONS};
 use std::path::Path;
 
 /// The paper's experiments (the synthetic one always, the real-data ones where the data are

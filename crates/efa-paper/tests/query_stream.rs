@@ -5,14 +5,15 @@
 //! and for every block variant (values, layer norm, feed-forward, head MLP).
 
 use efa_check::{CheckOptions, Mode};
-use efa_model::audit::audit_model;
 use efa_model::batch::{Samples, Targets};
-use efa_model::train::{epoch_batches, loss_and_grads, Batching, TrainConfig};
 use efa_model::{
-    Direction, EfaConfig, Evaluator, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions,
-    ValueTable,
+    Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions, ValueTable,
 };
 use efa_paper::movielens::{item_efa_config, item_input};
+use efa_train::audit::audit_model;
+use efa_train::fit::epoch_batches;
+use efa_train::Evaluator;
+use efa_train::{Batching, TrainConfig};
 use ndarray::{Array2, ArrayD};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -49,10 +50,11 @@ fn both(
     batch: &Samples,
 ) -> (LossGrads, LossGrads) {
     assert!(batch.group.is_some());
-    let stream = loss_and_grads(model, objective, p, batch).unwrap();
+    let eval = Evaluator::new(model, objective);
+    let stream = eval.loss_and_grads(p, batch).unwrap();
     let mut alone = batch.clone();
     alone.group = None;
-    let plain = loss_and_grads(model, objective, p, &alone).unwrap();
+    let plain = eval.loss_and_grads(p, &alone).unwrap();
     (stream, plain)
 }
 
@@ -215,7 +217,8 @@ fn inconsistent_sequence_ids_are_an_error_not_a_wrong_answer() {
     assert!(batch.pred_idx[1] >= 1);
     batch.tokens[[1, 0]] = if batch.tokens[[0, 0]] == 1 { 2 } else { 1 };
     let p = model.init::<f64>(1);
-    let e = loss_and_grads(&model, &Objective::Mse, &p, &batch)
+    let e = Evaluator::new(&model, &Objective::Mse)
+        .loss_and_grads(&p, &batch)
         .unwrap_err()
         .to_string();
     assert!(
@@ -274,7 +277,7 @@ fn sequence_batches_hold_whole_sequences_and_every_sample_once() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("`batching` = \"sequences\" needs sequence ids"),
+        e.contains("field `train.batching`: \"sequences\" needs sequence ids"),
         "{e}"
     );
 }

@@ -7,6 +7,7 @@ use efa_model::prelude::*;
 use efa_paper::temperature::clean::{Standardiser, CLEAN_PATIENCE};
 use efa_paper::temperature::{Options, Temperature};
 use efa_paper::{DataOptions, Experiment, Models, Protocol, RunSettings};
+use efa_train::Batching;
 
 use efa_tape::Tape;
 use ndarray::{ArrayD, IxDyn};

@@ -62,11 +62,8 @@ impl<H: Copy> ContinuousVars<H> {
 
 /// Checks the continuous-input configuration.
 pub(super) fn validate(c: &ContinuousInputs, has_values: bool) -> Result<(), ModelError> {
-    let bad = |field: &str, why: String| {
-        Err(ModelError::Config(format!(
-            "EFA config field `continuous.{field}`: {why}"
-        )))
-    };
+    let bad =
+        |field: &str, why: String| Err(ModelError::config(format!("efa.continuous.{field}"), why));
     if c.hidden == 0 || c.dim == 0 || c.fuse == 0 {
         return bad("hidden/dim/fuse", "widths must be at least 1".into());
     }

@@ -12,6 +12,7 @@ use efa_nn::ops::gather::{Part, NONE};
 use efa_nn::TapeNn;
 use efa_num::Real;
 use efa_tape::{Tape, Var};
+use std::borrow::Cow;
 
 /// The inputs at each sample's target position, as single-position rows (the query stream's
 /// inputs; their positions are the targets' own, given to `embed` separately).
@@ -63,6 +64,15 @@ pub(super) fn trim(batch: &Samples, w: usize) -> Samples {
 }
 
 impl EfaConfig {
+    /// `batch` cut to the leading positions any target can reach (see `reach`): the dropped
+    /// positions are masked keys for every target and never targets themselves.
+    pub(crate) fn trimmed<'b>(&self, batch: &'b Samples) -> Cow<'b, Samples> {
+        match self.reach(batch) {
+            w if w < batch.width() => Cow::Owned(trim(batch, w)),
+            _ => Cow::Borrowed(batch),
+        }
+    }
+
     /// The number of leading positions any target of `batch` can reach through attention (all
     /// later positions are masked keys and never targets).
     pub(super) fn reach(&self, batch: &Samples) -> usize {

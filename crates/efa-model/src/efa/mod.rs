@@ -16,17 +16,12 @@
 
 mod block;
 mod continuous;
-mod fold;
-mod fused;
-mod general;
 mod inputs;
 mod plan;
-mod stream;
-mod tabled;
 
 pub use block::{BlockVars, HeadVars};
 pub use continuous::ContinuousVars;
-pub use plan::ForwardPlan;
+pub use plan::{ForwardPlan, LayerTrace};
 
 use crate::ModelError;
 use efa_nn::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
@@ -193,14 +188,10 @@ impl EfaConfig {
         self.item_dim + self.values.as_ref().map_or(0, |v| v.dim)
     }
 
-    /// Checks the configuration for impossible shapes and sizes (see `validate_sizes`): an
-    /// error names the field.
+    /// Checks the configuration for impossible shapes (sizes are [`crate::size`]'s): an error
+    /// names the field (`efa.<field>`).
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |field: &str, why: &str| {
-            Err(ModelError::Config(format!(
-                "EFA config field `{field}`: {why}"
-            )))
-        };
+        let bad = |field: &str, why: &str| Err(ModelError::config(format!("efa.{field}"), why));
         if self.items == 0 {
             return bad("items", "must be at least 1");
         }
@@ -232,76 +223,6 @@ impl EfaConfig {
         if let Some(c) = &self.continuous {
             continuous::validate(c, self.values.is_some())?;
         }
-        self.validate_sizes()
-    }
-
-    /// The size checks of [`EfaConfig::validate`]: at most [`MAX_LAYERS`] blocks and head
-    /// layers, every product the parameter declaration forms (`d = item_dim + values.dim`,
-    /// `heads·key_dim`, `heads·d`, `key_dim·d`, `3·continuous.dim`) and every tensor's and
-    /// the total element count within [`crate::limits::MAX_ELEMENTS`], with overflow-safe
-    /// arithmetic; an error names the field and its value.
-    fn validate_sizes(&self) -> Result<(), ModelError> {
-        use crate::limits::{MAX_ELEMENTS, MAX_LAYERS};
-        let bad = |field: &str, why: String| {
-            Err(ModelError::Config(format!(
-                "EFA config field `{field}`: {why}"
-            )))
-        };
-        if self.layers > MAX_LAYERS {
-            return bad(
-                "layers",
-                format!("{} blocks; at most {MAX_LAYERS} are supported", self.layers),
-            );
-        }
-        if self.head_hidden.len() > MAX_LAYERS {
-            return bad(
-                "head_hidden",
-                format!(
-                    "{} hidden layers; at most {MAX_LAYERS} are supported",
-                    self.head_hidden.len()
-                ),
-            );
-        }
-        let fits = |x: Option<usize>| x.filter(|&v| v as u64 <= MAX_ELEMENTS);
-        let vdim = self.values.as_ref().map_or(0, |v| v.dim);
-        let Some(d) = fits(self.item_dim.checked_add(vdim)) else {
-            return bad(
-                "item_dim",
-                format!(
-                    "item_dim {} + values.dim {vdim} exceeds the limit of {MAX_ELEMENTS}",
-                    self.item_dim
-                ),
-            );
-        };
-        for (a, b, what) in [
-            (self.heads, self.key_dim, "heads × key_dim"),
-            (self.heads, d, "heads × model width (item_dim + values.dim)"),
-            (
-                self.key_dim,
-                d,
-                "key_dim × model width (item_dim + values.dim)",
-            ),
-        ] {
-            if fits(a.checked_mul(b)).is_none() {
-                return bad(
-                    "heads/key_dim",
-                    format!("{what} = {a} × {b} exceeds the limit of {MAX_ELEMENTS}"),
-                );
-            }
-        }
-        if let Some(c) = &self.continuous {
-            if fits(c.dim.checked_mul(3)).is_none() {
-                return bad(
-                    "continuous.dim",
-                    format!("{} × 3 exceeds the limit of {MAX_ELEMENTS}", c.dim),
-                );
-            }
-        }
-        let model = crate::ModelConfig::Efa(self.clone());
-        crate::limits::count_params(&model).map_err(|e| match e {
-            ModelError::Config(s) => ModelError::Config(format!("EFA config {s}")),
-            e => e,
-        })?;
         Ok(())
     }
 

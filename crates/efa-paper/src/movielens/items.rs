@@ -15,8 +15,8 @@ use efa_model::batch::{Samples, Targets};
 use efa_model::efa::{Direction, EfaConfig, Norm, Positions};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
-use efa_model::recipe::TrainConfig;
 use efa_model::ModelConfig;
+use efa_train::recipe::TrainConfig;
 use ndarray::Array2;
 use std::path::Path;
 

@@ -12,10 +12,10 @@ use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
 use efa_model::batch::{Samples, Targets};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
-use efa_nn::params::Params;
-use efa_model::recipe::TrainConfig;
-use efa_model::train::predict;
 use efa_model::ModelConfig;
+use efa_nn::params::Params;
+use efa_train::recipe::TrainConfig;
+use efa_train::Evaluator;
 use serde_json::json;
 use std::path::Path;
 
@@ -160,7 +160,7 @@ pub fn exp2_spec(
 /// Mean predicted rating `1 + e^η` (v1: λ + 1; v2: μ) over the samples whose true rating is
 /// 1, 2 and 3, with the number of such samples.
 pub fn mean_prediction_by_rating(
-    model: &ModelConfig,
+    eval: &Evaluator<'_>,
     params: &Params<f32>,
     samples: &Samples,
 ) -> Result<([f64; 3], [usize; 3]), PaperError> {
@@ -169,7 +169,7 @@ pub fn mean_prediction_by_rating(
             "mean prediction by rating needs real targets".into(),
         ));
     };
-    let eta = predict(model, params, samples, 1024)?;
+    let eta = eval.predict(params, samples, 1024)?;
     let (mut sum, mut count) = ([0.0; 3], [0usize; 3]);
     for (i, &t) in y.iter().enumerate() {
         let k = t.round() as i64 - 1;
@@ -277,7 +277,7 @@ impl Experiment for Ratings {
         let mut means = Vec::new();
         let v = self.options.variant;
         for r in runs {
-            let (m, n) = mean_prediction_by_rating(&r.spec.model, r.params, &r.spec.test)?;
+            let (m, n) = mean_prediction_by_rating(&r.spec.evaluator(), r.params, &r.spec.test)?;
             let key = &r.spec.key;
             let dir = key.direction.unwrap_or(DataDir::Bi);
             let paper = exp2_paper_means(v, dir, key.model);

@@ -18,7 +18,7 @@ use crate::PaperError;
 use efa_data::temperature::{TempDay, TemperatureData};
 use efa_model::efa::EfaConfig;
 use efa_model::objective::Objective;
-use efa_model::recipe::TrainConfig;
+use efa_train::recipe::TrainConfig;
 
 /// Minibatch size of the clean EFA recipe.
 pub const CLEAN_BATCH: usize = 128;

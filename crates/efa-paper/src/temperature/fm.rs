@@ -6,8 +6,8 @@ use crate::{ModelKind, PaperError, RunKey, RunSpec};
 use efa_data::temperature::{City, TempDay, TemperatureData};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
-use efa_model::recipe::TrainConfig;
 use efa_model::{ModelConfig, Samples, Targets};
+use efa_train::recipe::TrainConfig;
 use ndarray::Array2;
 
 /// The FM test MSE per k hard-coded in the paper's visualization notebook (§6.4).

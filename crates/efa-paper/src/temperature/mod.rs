@@ -16,10 +16,10 @@ use crate::{
 };
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
 use efa_model::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
-use efa_model::limits::MAX_LAYERS;
 use efa_model::objective::Objective;
-use efa_model::recipe::{Batching, TrainConfig};
+use efa_model::size::MAX_LAYERS;
 use efa_model::{ModelConfig, Samples, Targets};
+use efa_train::recipe::{Batching, TrainConfig};
 use ndarray::Array2;
 use serde::Serialize;
 use serde_json::json;
