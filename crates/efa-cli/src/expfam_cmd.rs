@@ -11,7 +11,7 @@
 
 use crate::CliError;
 use clap::{Args, Subcommand};
-use efa_expfam::refcheck::{check_case, validate_case, FieldCheck, RefCase};
+use efa_expfam::refcheck::{check_case, format, FieldCheck, RefCase};
 use efa_expfam::{Num, Real};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -47,172 +47,10 @@ pub fn run(args: ExpfamArgs) -> Result<(), CliError> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Parsing, with errors naming the file, the case and the field.
-
-struct Parser<'a> {
-    file: &'a Path,
-    /// `case <id> (index <i>)`, or `case at index <i>` when the id is missing.
-    case: String,
-}
-
-impl Parser<'_> {
-    fn err(&self, field: &str, what: impl std::fmt::Display) -> CliError {
-        CliError::new(format!(
-            "{}: {}: field {field:?}: {what}",
-            self.file.display(),
-            self.case
-        ))
-    }
-
-    fn num(&self, field: &str, v: &Value) -> Result<f64, CliError> {
-        let s = v
-            .as_str()
-            .ok_or_else(|| self.err(field, format!("expected a number string, found {v}")))?;
-        match s {
-            "inf" => Ok(f64::INFINITY),
-            "-inf" => Ok(f64::NEG_INFINITY),
-            _ => s
-                .parse::<f64>()
-                .map_err(|_| self.err(field, format!("{s:?} is not a number"))),
-        }
-    }
-
-    fn nums(&self, field: &str, v: &Value) -> Result<Vec<f64>, CliError> {
-        match v {
-            Value::Array(a) => a.iter().map(|x| self.num(field, x)).collect(),
-            Value::String(_) => Ok(vec![self.num(field, v)?]),
-            other => Err(self.err(
-                field,
-                format!("expected a list of number strings, found {other}"),
-            )),
-        }
-    }
-
-    fn matrix(&self, field: &str, v: &Value) -> Result<Vec<f64>, CliError> {
-        let rows = v
-            .as_array()
-            .ok_or_else(|| self.err(field, "expected a list of rows"))?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.extend(self.nums(field, r)?);
-        }
-        Ok(out)
-    }
-
-    fn req<'v>(&self, c: &'v Value, field: &str) -> Result<&'v Value, CliError> {
-        match c.get(field) {
-            Some(v) => Ok(v),
-            None => Err(self.err(field, "missing")),
-        }
-    }
-
-    fn opt_num(&self, c: &Value, field: &str) -> Result<Option<f64>, CliError> {
-        match c.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => self.num(field, v).map(Some),
-        }
-    }
-
-    fn opt_nums(&self, c: &Value, field: &str) -> Result<Option<Vec<f64>>, CliError> {
-        match c.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => self.nums(field, v).map(Some),
-        }
-    }
-
-    fn opt_matrix(&self, c: &Value, field: &str) -> Result<Option<Vec<f64>>, CliError> {
-        match c.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => self.matrix(field, v).map(Some),
-        }
-    }
-}
-
-fn parse_case(file: &Path, index: usize, c: &Value) -> Result<RefCase, CliError> {
-    let id = c.get("id").and_then(Value::as_str).map(str::to_string);
-    let p = Parser {
-        file,
-        case: match &id {
-            Some(id) => format!("case {id} (index {index})"),
-            None => format!("case at index {index}"),
-        },
-    };
-    let id = id.ok_or_else(|| p.err("id", "missing or not a string"))?;
-    let family = p
-        .req(c, "family")?
-        .as_str()
-        .ok_or_else(|| p.err("family", "not a string"))?
-        .to_string();
-    let params = c.get("params").cloned().unwrap_or(Value::Null);
-    let d2nll = p.opt_matrix(c, "d2nll")?;
-    Ok(RefCase {
-        n: p.opt_num(&params, "n")
-            .map_err(|_| p.err("params.n", "not a number string"))?,
-        s2: p
-            .opt_num(&params, "s2")
-            .map_err(|_| p.err("params.s2", "not a number string"))?,
-        r: p.opt_num(&params, "r")
-            .map_err(|_| p.err("params.r", "not a number string"))?,
-        cutpoints: p.opt_nums(&params, "cutpoints")?.unwrap_or_default(),
-        eta: p.nums("eta", p.req(c, "eta")?)?,
-        y: p.nums("y", p.req(c, "y")?)?,
-        t: p.opt_nums(c, "t")?,
-        log_h: p.opt_num(c, "log_h")?,
-        a: p.opt_num(c, "A")?,
-        da: p.opt_nums(c, "dA")?,
-        d2a: p.opt_matrix(c, "d2A")?,
-        nll: p.num("nll", p.req(c, "nll")?)?,
-        dnll: p.nums("dnll", p.req(c, "dnll")?)?,
-        nll_scale: p.num("nll_scale", p.req(c, "nll_scale")?)?,
-        dnll_scale: p.nums("dnll_scale", p.req(c, "dnll_scale")?)?,
-        d2nll: match d2nll {
-            Some(v) if v.len() == 1 => Some(v[0]),
-            Some(v) => {
-                return Err(p.err("d2nll", format!("expected 1x1, found {} values", v.len())))
-            }
-            None => None,
-        },
-        dnll_dcutpoints: p.opt_nums(c, "dnll_dcutpoints")?,
-        probs: p.opt_nums(c, "probs")?,
-        f32_exact_inputs: c
-            .get("f32_exact_inputs")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        id,
-        family,
-    })
-}
-
+/// The cases of the reference file, read and validated by [`efa_expfam::refcheck::format`]
+/// (errors name the file, the case and the field).
 fn load(file: &Path) -> Result<Vec<RefCase>, CliError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| CliError::new(format!("{}: cannot read: {e}", file.display())))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| CliError::new(format!("{}: invalid JSON: {e}", file.display())))?;
-    let cases = doc
-        .get("cases")
-        .and_then(Value::as_array)
-        .ok_or_else(|| CliError::new(format!("{}: no \"cases\" list", file.display())))?;
-    if cases.is_empty() {
-        return Err(CliError::new(format!(
-            "{}: the \"cases\" list is empty: nothing to check",
-            file.display()
-        )));
-    }
-    let mut seen = BTreeMap::new();
-    let mut out = Vec::with_capacity(cases.len());
-    for (i, c) in cases.iter().enumerate() {
-        let case = parse_case(file, i, c)?;
-        let at = format!("{}: case {} (index {i})", file.display(), case.id);
-        if let Some(first) = seen.insert(case.id.clone(), i) {
-            return Err(CliError::new(format!(
-                "{at}: duplicate id (also at index {first})"
-            )));
-        }
-        validate_case(&case).map_err(|m| CliError::new(format!("{at}: {m}")))?;
-        out.push(case);
-    }
-    Ok(out)
+    format::read_file(file).map_err(|e| CliError::new(e.to_string()))
 }
 
 // ---------------------------------------------------------------------------------------------

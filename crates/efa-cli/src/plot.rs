@@ -1,10 +1,23 @@
-//! Minimal SVG line and heat-map plots written directly (no plotting dependency): loss curves
-//! and attention maps that open in any browser. Axis ticks are round values ([`ticks`]); the
-//! y axis of a line chart can be logarithmic ([`ChartOptions::log_y`]).
+//! SVG line charts (loss curves) and heat maps (attention maps), drawn by plotters' SVG
+//! backend; they open in any browser.
+//!
+//! plotters lays out the chart and writes the SVG. This module decides what plotters does not
+//! do the way a reader needs: the axis ticks and their labels ([`ticks`]: round values, and on
+//! a logarithmic y axis ([`ChartOptions::log_y`]) ticks even when the data span less than a
+//! decade, where plotters' own log axis has none); the refusal of a y ≤ 0 on that axis; the
+//! breaks in a line at non-finite points; the legend text; the colours of the heat map.
+//!
+//! Text is written as SVG `<text>` for the viewer to set: no font file is read. plotters
+//! sizes a label it places (a legend box, a caption) from a character-count estimate.
 
 pub mod ticks;
 
-use std::fmt::Write;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+use ticks::Ticks;
 
 /// One named polyline.
 pub struct Series {
@@ -14,15 +27,22 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x17, 0xbe, 0xcf),
 ];
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+/// The darkest heat-map colour (a value at the clip value or above).
+const HEAT_DARK: (f64, f64, f64) = (8.0, 48.0, 107.0);
+
+/// The colour of a value printed on a light heat-map cell.
+const CELL_INK: RGBColor = RGBColor(0x33, 0x33, 0x33);
 
 /// Options of [`line_chart_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -57,6 +77,74 @@ impl std::fmt::Display for PlotError {
 
 impl std::error::Error for PlotError {}
 
+/// A plotters font of `px` pixels: the SVG backend writes `font-size` = size / 1.24.
+fn font(px: f64) -> TextStyle<'static> {
+    ("sans-serif", px * 1.24).into_font().into()
+}
+
+/// An axis as plotters sees it: a span (`lo` may exceed `hi`, for an axis that runs down), a
+/// linear or log10 mapping, and the ticks this module chose (plotters draws a tick mark, a
+/// label and a grid line at each value).
+#[derive(Clone)]
+struct TickAxis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    ticks: Ticks,
+}
+
+impl TickAxis {
+    /// The label of tick value `v` (a key point handed to plotters, so one of the values).
+    fn label(&self, v: f64) -> String {
+        match self.ticks.values.iter().position(|&u| u == v) {
+            Some(i) => self.ticks.labels[i].clone(),
+            None => format!("{v}"),
+        }
+    }
+}
+
+impl Ranged for TickAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let f = |x: f64| if self.log { x.log10() } else { x };
+        // x/2 − lo/2 forms avoid overflow when the span is near ±f64::MAX.
+        let t = (f(*v) / 2.0 - f(self.lo) / 2.0) / (f(self.hi) / 2.0 - f(self.lo) / 2.0);
+        // (`as` saturates; a NaN lands on the axis' start.)
+        limit.0 + (t * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.values.clone()
+        }
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// Renders into an SVG string. plotters' SVG backend writes to memory and lays text out
+/// without a font file, so it has no failure to report: an error here is a broken invariant.
+fn render(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), Box<dyn std::error::Error>>,
+) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        let done = draw(&root).and_then(|()| Ok(root.present()?));
+        if let Err(e) = done {
+            unreachable!("plotters' in-memory SVG backend failed: {e}");
+        }
+    }
+    svg
+}
+
 /// A line chart with axes, round ticks ([`ticks`]), labels and a legend, on linear axes:
 /// [`line_chart_with`] and the default [`ChartOptions`].
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
@@ -67,7 +155,35 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     }
 }
 
-/// A line chart with axes, round ticks, labels and a legend.
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+/// The x and y axes of a chart of these series: the ticks of the data's range
+/// ([`ticks::linear`], or [`ticks::log`] for a log y axis: round values that cover it) over a
+/// span that holds the ticks and the data (ticks cover the data except at f64's own limits).
+fn axes(series: &[Series], log_y: bool) -> (TickAxis, TickAxis) {
+    let pts = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| finite(p))
+    };
+    let axis = |of: fn(&(f64, f64)) -> f64, log: bool| {
+        let (lo, hi) = range(pts().map(of));
+        let ticks = if log {
+            ticks::log(lo, hi)
+        } else {
+            ticks::linear(lo, hi, all_integers(pts().map(of)))
+        };
+        let (lo, hi) = (ticks.lo.min(lo), ticks.hi.max(hi));
+        let hi = if hi > lo { hi } else { lo + 1.0 };
+        TickAxis { lo, hi, log, ticks }
+    };
+    (axis(|p| p.0, false), axis(|p| p.1, log_y))
+}
+
+/// A line chart with axes, round ticks, labels and a legend right of the frame.
 ///
 /// Axes: the x axis, and the y axis unless `opts.log_y`, are linear with the ticks of
 /// [`ticks::linear`] (integer steps when every value on that axis is an integer, e.g. epochs);
@@ -82,7 +198,6 @@ pub fn line_chart_with(
     series: &[Series],
     opts: &ChartOptions,
 ) -> Result<String, PlotError> {
-    let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
     if opts.log_y {
         for s in series {
             if let Some((index, &point)) = s
@@ -99,141 +214,112 @@ pub fn line_chart_with(
             }
         }
     }
-    let (w, h, ml, mr, mt, mb) = (760.0, 460.0, 70.0, 200.0, 40.0, 50.0);
-    let pts = || series.iter().flat_map(|s| s.points.iter()).filter(finite);
-    let (x0, x1) = range(pts().map(|p| p.0));
-    let (y0, y1) = range(pts().map(|p| p.1));
-    let xt = ticks::linear(x0, x1, all_integers(pts().map(|p| p.0)));
-    let yt = if opts.log_y {
-        ticks::log(y0, y1)
-    } else {
-        ticks::linear(y0, y1, all_integers(pts().map(|p| p.1)))
-    };
-    // The axes span the ticks (which cover the data except at f64's own limits).
-    let (x0, x1) = (xt.lo.min(x0), xt.hi.max(x1));
-    let (y0, y1) = (yt.lo.min(y0), yt.hi.max(y1));
-    let fy = |y: f64| if opts.log_y { y.log10() } else { y };
-    let pw = w - ml - mr;
-    let ph = h - mt - mb;
-    // x0/2 − x1/2 forms avoid overflow when the range is near ±f64::MAX.
-    let sx = |x: f64| ml + (x / 2.0 - x0 / 2.0) / (x1 / 2.0 - x0 / 2.0) * pw;
-    let sy =
-        |y: f64| mt + (1.0 - (fy(y) / 2.0 - fy(y0) / 2.0) / (fy(y1) / 2.0 - fy(y0) / 2.0)) * ph;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
-        ml + pw / 2.0,
-        esc(title)
-    );
-    let _ = writeln!(
-        s,
-        r##"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
-    );
-    for (&v, l) in xt.values.iter().zip(&xt.labels) {
-        let px = sx(v);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{px:.2}" y1="{mt}" x2="{px:.2}" y2="{}" stroke="#ddd"/>"##,
-            mt + ph
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{px:.2}" y="{}" text-anchor="middle">{l}</text>"#,
-            mt + ph + 16.0
-        );
-    }
-    for (&v, l) in yt.values.iter().zip(&yt.labels) {
-        let py = sy(v);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{ml}" y1="{py:.2}" x2="{}" y2="{py:.2}" stroke="#ddd"/>"##,
-            ml + pw
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{:.2}" text-anchor="end">{l}</text>"#,
-            ml - 6.0,
-            py + 4.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        ml + pw / 2.0,
-        h - 10.0,
-        esc(x_label)
-    );
-    let y_title = if opts.log_y {
-        format!("{y_label} (log scale)")
-    } else {
-        y_label.to_string()
-    };
-    let _ = writeln!(
-        s,
-        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
-        mt + ph / 2.0,
-        mt + ph / 2.0,
-        esc(&y_title)
-    );
-    for (i, ser) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        // Runs of finite points, split where a point is not finite.
-        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-        for p in &ser.points {
-            if finite(&p) {
-                runs.last_mut().expect("one run at least").push(*p);
-            } else if !runs.last().is_some_and(Vec::is_empty) {
-                runs.push(Vec::new());
-            }
-        }
-        for run in runs.iter().filter(|r| !r.is_empty()) {
-            let path: Vec<String> = run
-                .iter()
-                .map(|&(x, y)| format!("{:.2},{:.2}", sx(x), sy(y)))
-                .collect();
-            let _ = writeln!(
-                s,
-                r#"<polyline fill="none" stroke="{c}" stroke-width="1.6" points="{}"/>"#,
-                path.join(" ")
-            );
-            if let [(x, y)] = run[..] {
-                let _ = writeln!(
-                    s,
-                    r#"<circle cx="{:.2}" cy="{:.2}" r="2.5" fill="{c}"/>"#,
-                    sx(x),
-                    sy(y)
-                );
-            }
-        }
-        let left_out = ser.points.iter().filter(|p| !finite(p)).count();
-        let label = if left_out > 0 {
-            format!("{} ({left_out} non-finite not drawn)", ser.label)
+    let texts = ChartTexts {
+        title,
+        x_label,
+        y_label: &if opts.log_y {
+            format!("{y_label} (log scale)")
         } else {
-            ser.label.clone()
-        };
-        let ly = mt + 14.0 + 18.0 * i as f64;
-        let lx = ml + pw + 12.0;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/>"#,
-            lx + 22.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}">{}</text>"#,
-            lx + 28.0,
-            ly + 4.0,
-            esc(&label)
-        );
+            y_label.to_string()
+        },
+        legend: legend_labels(series),
+    };
+    let (x, y) = axes(series, opts.log_y);
+    Ok(draw_lines(&texts, series, x, y))
+}
+
+/// The legend text of each series: its label, and how many points it leaves out.
+fn legend_labels(series: &[Series]) -> Vec<String> {
+    series
+        .iter()
+        .map(|s| match s.points.iter().filter(|p| !finite(p)).count() {
+            0 => s.label.clone(),
+            n => format!("{} ({n} non-finite not drawn)", s.label),
+        })
+        .collect()
+}
+
+/// The words of a line chart.
+struct ChartTexts<'a> {
+    title: &'a str,
+    x_label: &'a str,
+    y_label: &'a str,
+    legend: Vec<String>,
+}
+
+/// The runs of finite points of a series, split where a point is not finite.
+fn runs(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for p in points {
+        if finite(p) {
+            runs.last_mut().expect("one run at least").push(*p);
+        } else if !runs.last().is_some_and(Vec::is_empty) {
+            runs.push(Vec::new());
+        }
     }
-    s.push_str("</svg>\n");
-    Ok(s)
+    runs.retain(|r| !r.is_empty());
+    runs
+}
+
+/// Frame 490 × 370 px; the canvas adds the axis areas, the title and the legend's width.
+fn draw_lines(texts: &ChartTexts, series: &[Series], x: TickAxis, y: TickAxis) -> String {
+    let (frame_w, frame_h, left, bottom, top) = (490u32, 370u32, 70u32, 50u32, 40u32);
+    // Legend: 12 px text at ~7 px a character after a 28 px sample line.
+    let longest = texts.legend.iter().map(|l| l.chars().count()).max();
+    let legend_w = longest.map_or(10, |n| (7 * n as u32 + 40).clamp(150, 600));
+    let size = (left + frame_w + 10 + legend_w, top + frame_h + bottom);
+    let x_label = |v: &f64| x.label(*v);
+    let y_label = |v: &f64| y.label(*v);
+    render(size, |root| {
+        root.fill(&WHITE)?;
+        // The chart, and right of it the legend (plotters' own legend box stays inside the
+        // frame, over the lines).
+        let (plot, legend) = root.split_horizontally(left + frame_w + 10);
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(texts.title, font(15.0))
+            .margin_top(8)
+            .margin_left(4)
+            .margin_right(10)
+            .x_label_area_size(bottom - 8)
+            .y_label_area_size(left - 4)
+            .build_cartesian_2d(x.clone(), y.clone())?;
+        let grid = RGBColor(0xdd, 0xdd, 0xdd);
+        let ink = RGBColor(0x44, 0x44, 0x44);
+        chart
+            .configure_mesh()
+            .bold_line_style(grid)
+            .light_line_style(TRANSPARENT)
+            .axis_style(ink)
+            .label_style(font(12.0))
+            .axis_desc_style(font(12.0))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_desc(texts.x_label)
+            .y_desc(texts.y_label)
+            .draw()?;
+        // The frame, through the left and bottom axes that the mesh draws just outside the
+        // plotting area (`plot` starts at the canvas' corner: its coordinates are pixels).
+        let (px, py) = chart.plotting_area().get_pixel_range();
+        let corners = [(px.start - 1, py.start), (px.end - 1, py.end)];
+        plot.draw(&Rectangle::new(corners, ink.stroke_width(1)))?;
+        for (i, (s, label)) in series.iter().zip(&texts.legend).enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let line = color.stroke_width(2);
+            for run in runs(&s.points) {
+                if let [p] = run[..] {
+                    chart.draw_series(std::iter::once(Circle::new(p, 3, color.filled())))?;
+                } else {
+                    chart.draw_series(LineSeries::new(run, line))?;
+                }
+            }
+            // Legend entry: a sample of the line, then the label, from the frame's top.
+            let y = py.start + 8 + 18 * i as i32;
+            legend.draw(&PathElement::new([(0, y), (22, y)], line))?;
+            let style = font(12.0).pos(Pos::new(HPos::Left, VPos::Center));
+            legend.draw(&Text::new(label.as_str(), (28, y), style))?;
+        }
+        Ok(())
+    })
 }
 
 /// `(min, max)` of the values, `(∞, −∞)` for none (the tick functions then use a default).
@@ -248,9 +334,23 @@ fn all_integers(mut v: impl Iterator<Item = f64>) -> bool {
     v.all(|x| x.fract() == 0.0 && x.abs() < 9e15)
 }
 
+/// The colour of a heat-map value: white at 0 to [`HEAT_DARK`] at `vmax` and above (a
+/// non-finite value is white), and the fraction `t ∈ [0, 1]` of the way.
+fn heat_color(v: f64, vmax: f64) -> (RGBColor, f64) {
+    let t = if v.is_finite() {
+        (v / vmax).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let mix = |dark: f64| (255.0 - t * (255.0 - dark)).round() as u8;
+    let (r, g, b) = HEAT_DARK;
+    (RGBColor(mix(r), mix(g), mix(b)), t)
+}
+
 /// A heat map: cell `(i, j)` shaded from white (0) to dark blue (`vmax` and above), with row
-/// and column labels and the value printed in each cell (values are clipped to `[0, vmax]`
-/// for the colour only).
+/// labels left of the grid, column labels above it (vertical), and the value printed in each
+/// cell (values are clipped to `[0, vmax]` for the colour only; a `vmax` that is not a positive
+/// number means 1).
 pub fn heat_map(
     title: &str,
     row_labels: &[String],
@@ -258,261 +358,92 @@ pub fn heat_map(
     values: &[Vec<f64>],
     vmax: f64,
 ) -> String {
-    let (rows, cols) = (values.len(), values.first().map_or(0, Vec::len));
-    let cell = 34.0;
-    let label_w = 7.0
-        * row_labels
-            .iter()
-            .map(|l| l.chars().count())
-            .max()
-            .unwrap_or(0) as f64
-        + 12.0;
-    let label_h = 7.0
-        * col_labels
-            .iter()
-            .map(|l| l.chars().count())
-            .max()
-            .unwrap_or(0) as f64
-        * 0.72
-        + 16.0;
-    let (ml, mt) = (label_w.max(40.0), 40.0 + label_h.max(20.0));
-    let (w, h) = (
-        ml + cell * cols as f64 + 20.0,
-        mt + cell * rows as f64 + 20.0,
-    );
+    let (rows, cols) = (values.len(), values.iter().map(Vec::len).max().unwrap_or(0));
     let vmax = if vmax > 0.0 && vmax.is_finite() {
         vmax
     } else {
         1.0
     };
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="20" text-anchor="middle" font-size="14">{}</text>"#,
-        w / 2.0,
-        esc(title)
-    );
-    for (i, row) in values.iter().enumerate() {
-        let y = mt + cell * i as f64;
-        if let Some(l) = row_labels.get(i) {
-            let _ = writeln!(
-                s,
-                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-                ml - 6.0,
-                y + cell / 2.0 + 4.0,
-                esc(l)
-            );
-        }
-        for (j, &v) in row.iter().enumerate() {
-            let x = ml + cell * j as f64;
-            let t = if v.is_finite() {
-                (v / vmax).clamp(0.0, 1.0)
+    let cell = 34u32;
+    // Label areas from the longest label at ~6.5 px a character (11 px text).
+    let width_of = |ls: &[String]| {
+        let n = ls.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        (6.5 * n as f64).ceil() as u32 + 18
+    };
+    let (left, top) = (width_of(row_labels).max(40), width_of(col_labels).max(20));
+    let title_w = (title.chars().count() as f64 * 8.0).ceil() as u32 + 40;
+    let grid_w = left + cell * cols as u32 + 20;
+    let size = (grid_w.max(title_w), 30 + top + cell * rows as u32 + 28);
+    // The grid sits in the middle when the title is the wider.
+    let spare = size.0 - grid_w;
+    render(size, |root| {
+        root.fill(&WHITE)?;
+        let area = root.titled(title, font(14.0))?;
+        // Row 0 at the top: y runs from `rows` (bottom) to 0 (top), with a row label at the
+        // centre of each row.
+        let centers = (0..rows).map(|i| i as f64 + 0.5).collect();
+        let labels = (0..rows).map(|i| row_labels.get(i).cloned().unwrap_or_default());
+        let y = TickAxis {
+            lo: rows.max(1) as f64,
+            hi: 0.0,
+            log: false,
+            ticks: Ticks {
+                lo: 0.0,
+                hi: rows as f64,
+                values: centers,
+                labels: labels.collect(),
+            },
+        };
+        let mut chart = ChartBuilder::on(&area)
+            .margin_top(8)
+            .margin_left(spare / 2)
+            .margin_right(spare - spare / 2 + 20)
+            .margin_bottom(20)
+            .top_x_label_area_size(top)
+            .y_label_area_size(left)
+            .build_cartesian_2d(0.0..cols.max(1) as f64, y.clone())?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .disable_x_axis()
+            .x_labels(0)
+            .axis_style(TRANSPARENT)
+            .label_style(font(11.0))
+            .y_label_formatter(&|v| y.label(*v))
+            .draw()?;
+        let cells = values.iter().enumerate().flat_map(|(i, row)| {
+            row.iter()
+                .enumerate()
+                .map(move |(j, &v)| (i as f64, j as f64, v))
+        });
+        chart.draw_series(cells.clone().map(|(i, j, v)| {
+            let (c, _) = heat_color(v, vmax);
+            let mut r = Rectangle::new([(j, i), (j + 1.0, i + 1.0)], c.filled());
+            r.set_margin(1, 1, 1, 1);
+            r
+        }))?;
+        chart.draw_series(cells.map(|(i, j, v)| {
+            // White on the darker half of the scale.
+            let style = if heat_color(v, vmax).1 > 0.55 {
+                font(9.0).color(&WHITE)
             } else {
-                0.0
+                font(9.0).color(&CELL_INK)
             };
-            let (r, g, b) = (
-                255.0 - t * (255.0 - 8.0),
-                255.0 - t * (255.0 - 48.0),
-                255.0 - t * (255.0 - 107.0),
-            );
-            let _ = writeln!(
-                s,
-                r##"<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="rgb({:.0},{:.0},{:.0})" stroke="#eee"><title>{v:.4}</title></rect>"##,
-                r, g, b
-            );
-            let ink = if t > 0.55 { "white" } else { "#333" };
-            let _ = writeln!(
-                s,
-                r#"<text x="{}" y="{}" text-anchor="middle" font-size="9" fill="{ink}">{:.2}</text>"#,
-                x + cell / 2.0,
-                y + cell / 2.0 + 3.0,
-                v
-            );
+            let style = style.pos(Pos::new(HPos::Center, VPos::Center));
+            Text::new(format!("{v:.2}"), (j + 0.5, i + 0.5), style)
+        }))?;
+        // Column labels: vertical, reading upwards from just above their column.
+        let style = font(11.0)
+            .transform(FontTransform::Rotate270)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (j, l) in col_labels.iter().enumerate().take(cols) {
+            // (Backend coordinates: `root` starts at the canvas' corner.)
+            let (x, y) = chart.backend_coord(&(j as f64 + 0.5, 0.0));
+            root.draw(&Text::new(l.as_str(), (x, y - 6), style.clone()))?;
         }
-    }
-    for (j, l) in col_labels.iter().enumerate().take(cols) {
-        let x = ml + cell * j as f64 + cell / 2.0;
-        let _ = writeln!(
-            s,
-            r#"<text x="{x}" y="{}" transform="rotate(-45 {x} {})">{}</text>"#,
-            mt - 6.0,
-            mt - 6.0,
-            esc(l)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
+        Ok(())
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chart_contains_one_polyline_per_series_with_all_points() {
-        let svg = line_chart(
-            "t",
-            "epoch",
-            "loss",
-            &[
-                Series {
-                    label: "a<b".into(),
-                    points: vec![(1.0, 2.0), (2.0, 1.0), (3.0, 0.5)],
-                },
-                Series {
-                    label: "c".into(),
-                    points: vec![(1.0, 3.0)],
-                },
-            ],
-        );
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert!(svg.contains("a&lt;b"));
-        // The first series' first point is at the left edge (x = 70) and its highest y.
-        let first = svg.split("points=\"").nth(1).unwrap();
-        assert!(first.starts_with("70.00,"), "{first}");
-        assert_eq!(first.split('"').next().unwrap().split(' ').count(), 3);
-    }
-
-    #[test]
-    fn heat_map_has_one_cell_per_value_shaded_by_value() {
-        let labels: Vec<String> = vec!["a".into(), "b&c".into()];
-        let svg = heat_map(
-            "att",
-            &labels,
-            &labels,
-            &[vec![0.0, 0.25], vec![0.5, f64::NAN]],
-            0.25,
-        );
-        assert_eq!(svg.matches("<rect x=").count(), 4);
-        // 0 is white, 0.25 (= vmax) and 0.5 (clipped) are the darkest colour, NaN is white.
-        assert_eq!(svg.matches("fill=\"rgb(255,255,255)\"").count(), 2);
-        assert_eq!(svg.matches("fill=\"rgb(8,48,107)\"").count(), 2);
-        assert!(svg.contains("b&amp;c"));
-    }
-
-    /// The labels of the x ticks (under the frame, y = 40 + 370 + 16) and of the y ticks
-    /// (right-aligned left of the frame), in document order.
-    fn tick_labels(svg: &str) -> (Vec<String>, Vec<String>) {
-        let text = |l: &str| {
-            l.split('>')
-                .nth(1)
-                .unwrap()
-                .split('<')
-                .next()
-                .unwrap()
-                .to_string()
-        };
-        let xs = svg
-            .lines()
-            .filter(|l| l.starts_with("<text") && l.contains(r#"y="426""#))
-            .map(text)
-            .collect();
-        let ys = svg
-            .lines()
-            .filter(|l| l.starts_with("<text") && l.contains(r#"text-anchor="end""#))
-            .map(text)
-            .collect();
-        (xs, ys)
-    }
-
-    fn loss_curve() -> Vec<Series> {
-        // 87 epochs, loss falling linearly from 11.236 to 9.091.
-        let pts = (1..=87)
-            .map(|e| (e as f64, 11.236 - (11.236 - 9.091) * (e - 1) as f64 / 86.0))
-            .collect();
-        vec![Series {
-            label: "train".into(),
-            points: pts,
-        }]
-    }
-
-    #[test]
-    fn loss_chart_has_round_tick_labels() {
-        let svg = line_chart("loss", "epoch", "loss", &loss_curve());
-        let (xs, ys) = tick_labels(&svg);
-        // Epochs 1..=87: step 20 (86/5 = 17.2), axis 0..100. Loss [9.091, 11.236]: step 0.5
-        // (2.145/5 = 0.429), ⌊18.18⌋ = 18 … ⌈22.47⌉ = 23 (see ticks::linear).
-        assert_eq!(xs, ["0", "20", "40", "60", "80", "100"]);
-        assert_eq!(ys, ["9", "9.5", "10", "10.5", "11", "11.5"]);
-        assert!(!svg.contains(">11.236<") && !svg.contains(">40.6<"));
-        // Epoch 1 is 1/100 of the frame width right of its left edge: 70 + 490/100.
-        let first = svg.split("points=\"").nth(1).unwrap();
-        assert!(first.starts_with("74.90,"), "{first}");
-    }
-
-    #[test]
-    fn log_chart_places_points_by_decade() {
-        let series = [Series {
-            label: "val".into(),
-            points: vec![(1.0, 2000.0), (2.0, 1.0), (3.0, 0.3)],
-        }];
-        let opts = ChartOptions { log_y: true };
-        let svg = line_chart_with("loss", "epoch", "loss", &series, &opts).unwrap();
-        let (_, ys) = tick_labels(&svg);
-        assert_eq!(ys, ["0.1", "1", "10", "100", "1000", "10000"]);
-        assert!(svg.contains("loss (log scale)"));
-        // Axis 0.1 … 10^4 spans 5 decades over 370 px: y = 1 is one decade up,
-        // 40 + (1 − 1/5)·370 = 336; y = 2000 is log10(20000)/5 up, 40 + (1 − 0.86020599…)·370.
-        let pts = svg.split("points=\"").nth(1).unwrap();
-        let want_top = 40.0 + (1.0 - 20000f64.log10() / 5.0) * 370.0;
-        assert!(
-            pts.starts_with(&format!("70.00,{want_top:.2} 315.00,336.00 ")),
-            "{pts}"
-        );
-        // The same data on a linear axis: 0 … 2000 by 500.
-        let (_, ys) = tick_labels(&line_chart("loss", "epoch", "loss", &series));
-        assert_eq!(ys, ["0", "500", "1000", "1500", "2000"]);
-    }
-
-    #[test]
-    fn log_chart_refuses_non_positive_values_by_series_and_index() {
-        let opts = ChartOptions { log_y: true };
-        for bad in [0.0, -2.5] {
-            let series = [
-                Series {
-                    label: "ok".into(),
-                    points: vec![(1.0, 1.0)],
-                },
-                Series {
-                    label: "gauss nll".into(),
-                    points: vec![(1.0, f64::NAN), (2.0, 3.0), (3.0, bad)],
-                },
-            ];
-            let e = line_chart_with("t", "x", "y", &series, &opts).unwrap_err();
-            assert_eq!((e.series.as_str(), e.index), ("gauss nll", 2));
-            let msg = e.to_string();
-            assert!(
-                msg.contains("`gauss nll` point 2") && msg.contains(&format!("y = {bad}")),
-                "{msg}"
-            );
-            // A linear axis draws the same data.
-            assert!(line_chart("t", "x", "y", &series).contains("<polyline"));
-        }
-    }
-
-    #[test]
-    fn non_finite_points_break_the_line_and_are_counted() {
-        let series = [Series {
-            label: "s".into(),
-            points: vec![
-                (1.0, 1.0),
-                (2.0, 2.0),
-                (3.0, f64::NAN),
-                (4.0, 1.0),
-                (5.0, f64::INFINITY),
-                (6.0, 2.0),
-                (7.0, 3.0),
-            ],
-        }];
-        let svg = line_chart("t", "x", "y", &series);
-        // Runs [1, 2], [4], [6, 7]: three polylines, a dot for the lone point.
-        assert_eq!(svg.matches("<polyline").count(), 3);
-        assert_eq!(svg.matches("<circle").count(), 1);
-        assert!(svg.contains(">s (2 non-finite not drawn)<"), "{svg}");
-    }
-}
+mod tests;

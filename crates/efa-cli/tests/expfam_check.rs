@@ -182,6 +182,14 @@ fn malformed_cases_are_input_errors_naming_case_and_index() {
             vec!["field \"nll\"", "missing"],
         ),
         (
+            renamed().replacen("\"dnll_scale\": [\"1.0\"]", "\"dnll_scale\": [\"1.0\", 2]", 1),
+            vec!["field \"dnll_scale[1]\"", "integer `2`, expected a string"],
+        ),
+        (
+            renamed().replacen("\"eta\": [\"0.0\"]", "\"eta\": [\"0.0\", \"1.5x\"]", 1),
+            vec!["field \"eta[1]\"", "\"1.5x\" is not a number"],
+        ),
+        (
             renamed().replacen("\"y\": \"1.0\"", "\"y\": \"-1e-300\"", 1),
             vec!["y[0] = -1e-300", "support"],
         ),

@@ -1,6 +1,7 @@
 //! Comparison against high-precision reference values (the schema and tolerance rule of
-//! `shared/reference/README.md`), independent of any file format: the caller parses the file
-//! into [`RefCase`]s (the CLI and the tests use serde_json).
+//! `shared/reference/README.md`). The comparison works on [`RefCase`]s and knows no file
+//! format; the reader of the reference JSON is `refcheck::format` (the CLI and this crate's tests use
+//! it), behind the off-by-default `reference` feature.
 //!
 //! Tolerance rule ([`Tolerance`]), with eps = 2⁻⁵² (f64) or 2⁻²³ (f32) and the reference first
 //! rounded to the type under test:
@@ -16,6 +17,9 @@
 
 use crate::{ordinal, ExpfamError, Family, Num};
 use efa_num::Real;
+
+#[cfg(feature = "reference")]
+pub mod format;
 
 /// One reference case with every number already converted to f64 (exact binary64 values).
 #[derive(Clone, Debug, Default)]

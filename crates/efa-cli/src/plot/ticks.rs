@@ -1,4 +1,6 @@
-//! Axis ticks a person reads at a glance: round values, just enough digits.
+//! Axis ticks a person reads at a glance: round values, just enough digits. The charts hand
+//! them to plotters as the axes' key points: plotters' own choice has no tick at all on a
+//! log axis over less than a decade (a loss curve's usual range) and prints its own digits.
 //!
 //! * Linear axes ([`linear`]): the step is the smallest `s = m·10^k`, `m ∈ {1, 2, 5}`, with
 //!   `(hi − lo)/s ≤ 5` (on an integer axis, such as epochs, also `s ≥ 1`); the axis is widened
