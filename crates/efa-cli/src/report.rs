@@ -132,24 +132,9 @@ pub fn print_table(rows: &[RunResult]) -> Result<(), CliError> {
 }
 
 #[derive(Serialize)]
-struct Row<'a> {
-    setting: &'a str,
-    model: &'a str,
-    metric: &'a str,
-    value: f64,
-    paper: f64,
-    epochs: usize,
-    best_epoch: usize,
-    seconds: f64,
-    params: usize,
-    batching: &'a str,
-    plans: &'a BTreeMap<efa_model::ForwardPlan, usize>,
-}
-
-#[derive(Serialize)]
 struct Results<'a, C: Serialize> {
     experiment: &'a str,
-    rows: Vec<Row<'a>>,
+    rows: &'a [RunResult],
     config: &'a C,
     history: Vec<History<'a>>,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
@@ -181,22 +166,7 @@ pub fn write_outputs<C: Serialize>(
     })?;
     let results = Results {
         experiment,
-        rows: rows
-            .iter()
-            .map(|r| Row {
-                setting: &r.setting,
-                model: &r.model,
-                metric: &r.metric,
-                value: r.value,
-                paper: r.paper,
-                epochs: r.epochs,
-                best_epoch: r.best_epoch,
-                seconds: r.seconds,
-                params: r.params,
-                batching: &r.batching,
-                plans: &r.plans,
-            })
-            .collect(),
+        rows,
         config,
         history: rows
             .iter()

@@ -147,12 +147,7 @@ fn finish(
         a.log_y,
     )?;
     errln!("wrote {}/results.json and loss_curves.svg", out.display());
-    Ok(
-        json!({"experiment": exp.name(), "rows": rows.iter().map(|r| json!({
-        "setting": r.setting, "model": r.model, "metric": r.metric, "value": r.value,
-        "paper": r.paper, "epochs": r.epochs, "best_epoch": r.best_epoch, "seconds": r.seconds,
-    })).collect::<Vec<_>>(), "analysis": analysis.json}),
-    )
+    Ok(json!({"experiment": exp.name(), "rows": rows, "analysis": analysis.json}))
 }
 
 /// Runs `efa reproduce`.

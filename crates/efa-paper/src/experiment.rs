@@ -254,7 +254,8 @@ impl RunSpec {
     }
 }
 
-/// The outcome of one run: a row of `results.json`.
+/// The outcome of one run. It serialises as its row of `results.json` (the loss history is
+/// written beside the rows, by setting and model).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     /// Setting, e.g. `"unidirectional"` ([`RunKey::setting`]).
@@ -282,6 +283,7 @@ pub struct RunResult {
     #[serde(default)]
     pub plans: BTreeMap<ForwardPlan, usize>,
     /// Loss history.
+    #[serde(skip_serializing, default)]
     pub history: Vec<EpochLog>,
 }
 

@@ -1,9 +1,23 @@
 //! Forward plans: the named ways of computing one EFA forward pass, the one function that
-//! chooses among them, and the entry point that runs the chosen plan.
+//! chooses among them, and the one place every forward pass goes through.
 //!
 //! Every plan computes the same function η(θ; batch) up to round-off; they differ in how much
 //! work they share. [`ForwardPlan::General`] is the definition; the others are exact
 //! shortcuts, each tested against it on the same batch (losses and all gradients, f64).
+//!
+//! Which plan runs when ([`EfaConfig::choose_plan`], unless one is forced):
+//!
+//! | plan | file | runs for |
+//! |---|---|---|
+//! | `query-stream` | `stream.rs` | causal models without continuous inputs, on batches whose sequences hold at least two targets on average |
+//! | `two-block-fold` | `fold.rs` | two blocks, no layer norm, no feed-forward block, no continuous inputs (the paper's sequence models) |
+//! | `fused-blocks` | `fused.rs` | post-norm blocks with a feed-forward layer and padding-only attention, two blocks or more (the temperature models) |
+//! | `tabled` | `tabled.rs` | every other model |
+//! | `general` | `general.rs` | never chosen: the definition, forced for tests, audits and attention maps |
+//!
+//! A plan is checked once per batch: by [`crate::ModelConfig::plan_for`] (a forced plan must
+//! apply) inside [`crate::ModelConfig::forward_with`], which then runs it through
+//! `EfaConfig::run_plan`, the dispatch below.
 
 mod fold;
 mod fused;
