@@ -20,6 +20,7 @@
 //! ```
 
 pub mod ceiling;
+pub mod gemm;
 pub mod real;
 pub mod scalar;
 pub mod simd;
