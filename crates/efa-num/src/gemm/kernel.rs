@@ -178,6 +178,10 @@ pub(super) unsafe fn store<L: Lanes, const MR: usize, const NV: usize>(
     // SAFETY: every address written or read below is a `C[i, j]` with `i < mr`, `j < nr`
     // (the contract), or inside the local scratch tile of `MR·NV·W ≤ MAX_TILE` elements.
     unsafe {
+        // Opaque to the optimiser, so these splats are formed here and not hoisted out of the
+        // tile loops, where they would hold two registers across the k loop (with 16 AVX2
+        // registers that spills an accumulator).
+        let (alpha, beta) = std::hint::black_box((alpha, beta));
         let va = L::splat(alpha);
         if mr == MR && nr == full && csc == 1 {
             let vb = L::splat(beta);

@@ -47,10 +47,11 @@ use rayon::prelude::*;
 /// Whether the product packs `A` into panels or reads it in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
-    /// Chosen per product: direct when `A`'s rows are contiguous (`csa = 1`), `k` fits one
-    /// KC block and `n ≤ 2·NC`, where packing `A` would cost about as much as the product;
-    /// packed otherwise (large products, transposed `A`, where strided reads of `A` touch a
-    /// new page per step of `k`).
+    /// Chosen per product from the strides of `A`: direct when its rows are contiguous and
+    /// under 4 KB apart (the models' `[B·N, d]` activations), or its columns contiguous and at
+    /// most 512 bytes apart (a transposed `[B·N, d]` with `d ≤ 128` in f32); packed otherwise
+    /// (large leading dimensions such as the 2048³ product, where a strip's rows would share
+    /// L1 sets and pages). Measured crossovers are in the driver's documentation.
     Auto,
     /// Pack `A` and `B` (the classic blocked algorithm).
     Packed,

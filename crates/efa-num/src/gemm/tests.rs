@@ -193,7 +193,7 @@ fn every_variant_matches_the_reference<T: Real>() {
                     case += 1;
                     let alpha = ALPHAS[(case % 3) as usize];
                     let beta = BETAS[((case / 3) % 3) as usize];
-                    let cl = if case % 5 == 0 {
+                    let cl = if case.is_multiple_of(5) {
                         CLayout::Cols
                     } else {
                         CLayout::Rows
@@ -263,8 +263,8 @@ fn alpha_zero_and_empty_k_scale_c() {
     for isa in isas() {
         for (alpha, k) in [(0.0, 4), (1.0, 0)] {
             for beta in [0.0, 0.5] {
-                let a = vec![f64::NAN; 12];
-                let b = vec![f64::NAN; 12];
+                let a = [f64::NAN; 12];
+                let b = [f64::NAN; 12];
                 let mut c = vec![f64::NAN; 9];
                 if beta != 0.0 {
                     c = (0..9).map(|x| x as f64).collect();
