@@ -143,8 +143,10 @@ fn peak_scalar(iters: usize) -> f32 {
     acc.iter().sum()
 }
 
-/// Runs `iters` rounds on variant `isa` (supported); returns FLOPs done.
-fn peak_run(isa: Isa, iters: usize) -> f64 {
+/// The FMA loop on this thread: `iters` rounds of 12 independent vector FMAs
+/// `acc ← acc·x + y` on variant `isa` (the scalar path, with a separate multiply and add, if
+/// the CPU lacks it); returns the FLOPs done, `iters × 12 × lanes × 2`.
+pub fn fma_loop(isa: Isa, iters: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn v512(iters: usize) -> f32 {
@@ -170,18 +172,24 @@ fn peak_run(isa: Isa, iters: usize) -> f64 {
     (iters * PEAK_ACC * lanes * 2) as f64
 }
 
+/// [`fma_loop`] on every thread of the current rayon pool at once; returns the total FLOPs
+/// (threads × the FLOPs of one loop).
+pub fn fma_loop_pool(isa: Isa, iters: usize) -> f64 {
+    rayon::broadcast(|_| fma_loop(isa, iters)).iter().sum()
+}
+
 /// GFLOP/s of the FMA loop on this thread: calibrated to about 40 ms per timing, the median
 /// of 5 timings.
 fn peak_thread(isa: Isa) -> f64 {
     let t = Instant::now();
     let probe = 1 << 16;
-    let f = peak_run(isa, probe);
+    let f = fma_loop(isa, probe);
     let rate = f / t.elapsed().as_secs_f64().max(1e-9);
     let iters = ((0.04 * rate / f) * probe as f64).clamp(1.0, 1e10) as usize;
     let mut r: Vec<f64> = (0..5)
         .map(|_| {
             let t = Instant::now();
-            let f = peak_run(isa, iters);
+            let f = fma_loop(isa, iters);
             f / t.elapsed().as_secs_f64().max(1e-9) / 1e9
         })
         .collect();
@@ -191,7 +199,7 @@ fn peak_thread(isa: Isa) -> f64 {
 
 /// Measured f32 FMA peak of variant `isa` (the scalar path if unsupported) in GFLOP/s, over
 /// all threads of the current rayon pool running the loop at the same time: the sum of the
-/// per-thread rates. Each thread runs [`PEAK_ACC`] independent FMA chains (`acc ← acc·x + y`,
+/// per-thread rates. Each thread runs 12 independent FMA chains (`acc ← acc·x + y`,
 /// lanes × 2 FLOPs per FMA), enough to saturate two FMA ports of latency 4.
 pub fn fma_peak(isa: Isa) -> f64 {
     let threads = rayon::current_num_threads().max(1);
@@ -281,7 +289,7 @@ mod tests {
     #[test]
     fn the_peak_loop_runs_on_every_variant() {
         for isa in Isa::ALL {
-            assert!(peak_run(isa, 10) > 0.0);
+            assert!(fma_loop(isa, 10) > 0.0);
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
