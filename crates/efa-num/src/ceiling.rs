@@ -178,38 +178,36 @@ pub fn fma_loop_pool(isa: Isa, iters: usize) -> f64 {
     rayon::broadcast(|_| fma_loop(isa, iters)).iter().sum()
 }
 
-/// GFLOP/s of the FMA loop on this thread: calibrated to about 40 ms per timing, the median
-/// of 5 timings.
-fn peak_thread(isa: Isa) -> f64 {
+/// GFLOP/s of the FMA loop on this thread: calibrated to about 40 ms per timing, the best of
+/// 5 timings (a peak is what the core can do; other load only lowers a timing's rate). Each
+/// timing starts when every thread of the pool has reached `barrier`.
+fn peak_thread(isa: Isa, barrier: &std::sync::Barrier) -> f64 {
     let t = Instant::now();
     let probe = 1 << 16;
     let f = fma_loop(isa, probe);
     let rate = f / t.elapsed().as_secs_f64().max(1e-9);
     let iters = ((0.04 * rate / f) * probe as f64).clamp(1.0, 1e10) as usize;
-    let mut r: Vec<f64> = (0..5)
+    (0..5)
         .map(|_| {
+            barrier.wait();
             let t = Instant::now();
             let f = fma_loop(isa, iters);
             f / t.elapsed().as_secs_f64().max(1e-9) / 1e9
         })
-        .collect();
-    r.sort_by(|a, b| a.total_cmp(b));
-    r[r.len() / 2]
+        .fold(0.0, f64::max)
 }
 
 /// Measured f32 FMA peak of variant `isa` (the scalar path if unsupported) in GFLOP/s, over
 /// all threads of the current rayon pool running the loop at the same time: the sum of the
-/// per-thread rates. Each thread runs 12 independent FMA chains (`acc ← acc·x + y`,
-/// lanes × 2 FLOPs per FMA), enough to saturate two FMA ports of latency 4.
+/// per-thread rates (each the best of 5 timings started together). Each thread runs 12
+/// independent FMA chains (`acc ← acc·x + y`, lanes × 2 FLOPs per FMA), enough to saturate
+/// two FMA ports of latency 4.
 pub fn fma_peak(isa: Isa) -> f64 {
     let threads = rayon::current_num_threads().max(1);
     let barrier = std::sync::Barrier::new(threads);
-    rayon::broadcast(|_| {
-        barrier.wait();
-        peak_thread(isa)
-    })
-    .iter()
-    .sum()
+    rayon::broadcast(|_| peak_thread(isa, &barrier))
+        .iter()
+        .sum()
 }
 
 /// The ceilings of one run on the current rayon pool.
