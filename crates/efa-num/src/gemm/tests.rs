@@ -460,3 +460,52 @@ fn tile_shapes_are_the_documented_ones() {
         assert_eq!(tile_shape::<f64>(Isa::Avx512), (12, 16));
     }
 }
+
+/// Negative strides (rows of A read bottom-up, columns of B right-to-left, C written
+/// bottom-up) give the product of the reversed matrices, on every variant and path.
+#[test]
+fn negative_strides_are_followed() {
+    let (m, k, n) = (23, 19, 37);
+    let a = values(m * k, 11);
+    let b = values(k * n, 12);
+    for isa in isas() {
+        for path in [Path::Packed, Path::Direct, Path::Auto] {
+            let mut c = vec![f64::NAN; m * n];
+            // SAFETY: A's rows run from the last (offset (m−1)·k) with stride −k, B's columns
+            // from the last (offset n−1) with stride −1, C's rows from the last with stride −n:
+            // every address stays inside its buffer.
+            unsafe {
+                gemm_with(
+                    isa,
+                    path,
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr().add((m - 1) * k),
+                    -(k as isize),
+                    1,
+                    b.as_ptr().add(n - 1),
+                    n as isize,
+                    -1,
+                    0.0,
+                    c.as_mut_ptr().add((m - 1) * n),
+                    -(n as isize),
+                    1,
+                )
+            };
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| a[(m - 1 - i) * k + p] * b[p * n + n - 1 - j])
+                        .sum();
+                    let got = c[(m - 1 - i) * n + j];
+                    assert!(
+                        (got - want).abs() <= 1e-13,
+                        "{isa:?} {path:?} C[{i},{j}] = {got}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+}
