@@ -178,16 +178,18 @@ pub fn fma_loop_pool(isa: Isa, iters: usize) -> f64 {
     rayon::broadcast(|_| fma_loop(isa, iters)).iter().sum()
 }
 
-/// GFLOP/s of the FMA loop on this thread: calibrated to about 40 ms per timing, the best of
-/// 5 timings (a peak is what the core can do; other load only lowers a timing's rate). Each
-/// timing starts when every thread of the pool has reached `barrier`.
+/// GFLOP/s of the FMA loop on this thread: calibrated to about 2 ms per timing, the best of
+/// 25 timings (a peak is what the core can do; other load on a shared machine only lowers a
+/// timing's rate, and short timings, like those of small products, can fall between its time
+/// slices). Each timing starts
+/// when every thread of the pool has reached `barrier`.
 fn peak_thread(isa: Isa, barrier: &std::sync::Barrier) -> f64 {
     let t = Instant::now();
     let probe = 1 << 16;
     let f = fma_loop(isa, probe);
     let rate = f / t.elapsed().as_secs_f64().max(1e-9);
-    let iters = ((0.04 * rate / f) * probe as f64).clamp(1.0, 1e10) as usize;
-    (0..5)
+    let iters = ((0.002 * rate / f) * probe as f64).clamp(1.0, 1e10) as usize;
+    (0..25)
         .map(|_| {
             barrier.wait();
             let t = Instant::now();
@@ -199,7 +201,7 @@ fn peak_thread(isa: Isa, barrier: &std::sync::Barrier) -> f64 {
 
 /// Measured f32 FMA peak of variant `isa` (the scalar path if unsupported) in GFLOP/s, over
 /// all threads of the current rayon pool running the loop at the same time: the sum of the
-/// per-thread rates (each the best of 5 timings started together). Each thread runs 12
+/// per-thread rates (each the best of 25 timings of about 2 ms, started together). Each thread runs 12
 /// independent FMA chains (`acc ← acc·x + y`, lanes × 2 FLOPs per FMA), enough to saturate
 /// two FMA ports of latency 4.
 pub fn fma_peak(isa: Isa) -> f64 {
