@@ -180,7 +180,7 @@ fn sgemm_ceiling() -> efa_num::ceiling::Ceiling {
 }
 
 /// The ceilings with an n³ sgemm (each product the median of 3 after one warm-up; the peak
-/// the sum over the pool's threads of each thread's median FMA-loop rate).
+/// the sum over the pool's threads of each thread's best FMA-loop rate).
 pub(crate) fn sgemm_ceiling_n(n: usize) -> efa_num::ceiling::Ceiling {
     efa_num::ceiling::Ceiling::measure(n)
 }
