@@ -1,5 +1,6 @@
 //! `efa bench …`: kernel and training benchmarks with same-run baselines (the naive reference
-//! kernel and a matrixmultiply sgemm 2048³ ceiling on the same thread pool).
+//! kernel; on the same thread pool, the measured FMA peak and a 2048³ sgemm through efa's own
+//! GEMM and through matrixmultiply, `efa_num::ceiling::Ceiling`).
 
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
@@ -77,7 +78,7 @@ struct AttentionArgs {
     /// Element type.
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
-    /// Skip the naive kernel and the sgemm ceiling (for profiling the kernel alone).
+    /// Skip the naive kernel and the ceilings (for profiling the kernel alone).
     #[arg(long)]
     no_baselines: bool,
 }
@@ -172,18 +173,21 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     })
 }
 
-/// GFLOP/s of a 2048³ sgemm (matrixmultiply), row blocks split over the current rayon pool.
-fn sgemm_ceiling() -> f64 {
+/// The ceilings on the current rayon pool: the measured FMA peak and a 2048³ sgemm through
+/// efa's GEMM and through matrixmultiply.
+fn sgemm_ceiling() -> efa_num::ceiling::Ceiling {
     sgemm_ceiling_n(2048)
 }
 
-/// GFLOP/s of an n³ sgemm (matrixmultiply), row blocks split over the current rayon pool;
-/// the median of 3 after one warm-up.
-pub(crate) fn sgemm_ceiling_n(n: usize) -> f64 {
-    let mut s = efa_num::ceiling::Sgemm::new(n);
-    s.run();
-    let ms = median_ms(3, &mut || s.run());
-    s.flops() / (ms * 1e-3) / 1e9
+/// The ceilings with an n³ sgemm (each product the median of 3 after one warm-up; the peak
+/// the sum over the pool's threads of each thread's best FMA-loop rate).
+pub(crate) fn sgemm_ceiling_n(n: usize) -> efa_num::ceiling::Ceiling {
+    efa_num::ceiling::Ceiling::measure(n)
+}
+
+/// `x` as a percentage of the measured FMA peak `peak`.
+pub(crate) fn pct_of_peak(x: f64, peak: f64) -> f64 {
+    100.0 * x / peak
 }
 
 /// Most FLOPs one `efa bench attention` run may ask for: 10¹³ (the forward's FLOPs, times
@@ -278,14 +282,7 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             Dtype::F32 => time_attention::<f32>(&a, &mask)?,
             Dtype::F64 => time_attention::<f64>(&a, &mask)?,
         };
-        Ok((
-            t,
-            if a.no_baselines {
-                f64::NAN
-            } else {
-                sgemm_ceiling()
-            },
-        ))
+        Ok((t, (!a.no_baselines).then(sgemm_ceiling)))
     })?;
     let flops = t.flops;
     let gf = |ms: f64, mult: f64| mult * flops / (ms * 1e-3) / 1e9;
@@ -301,11 +298,9 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             obj["fwdbwd_gflops"] = serde_json::json!(gf(ms, 3.5));
         }
         obj["naive_fwd_ms"] = serde_json::json!(t.naive_ms);
-        obj["sgemm_gflops"] = if sgemm.is_nan() {
-            serde_json::Value::Null
-        } else {
-            serde_json::json!(sgemm)
-        };
+        obj["sgemm_gflops"] = serde_json::json!(sgemm.map(|c| c.efa_gflops));
+        obj["matrixmultiply_gflops"] = serde_json::json!(sgemm.map(|c| c.reference_gflops));
+        obj["fma_peak_gflops"] = serde_json::json!(sgemm.map(|c| c.peak_gflops));
         outln!("{obj}")?;
     } else {
         outln!(
@@ -337,10 +332,27 @@ fn attention(a: AttentionArgs) -> Result<(), CliError> {
             None if a.no_baselines => outln!("  naive f64 forward skipped (--no-baselines)")?,
             None => outln!("  naive f64 forward skipped (too large)")?,
         }
-        if sgemm.is_nan() {
-            outln!("  sgemm 2048³ ceiling skipped (--no-baselines)")?;
-        } else {
-            outln!("  sgemm 2048³       {sgemm:9.1} GFLOP/s ceiling (same pool)")?;
+        match sgemm {
+            None => outln!("  FMA peak and sgemm 2048³ ceilings skipped (--no-baselines)")?,
+            Some(c) => {
+                let p = c.peak_gflops;
+                outln!(
+                    "  FMA peak          {p:9.1} GFLOP/s ({}, measured on the same pool); forward \
+                     {:.1} % of it",
+                    c.isa.name(),
+                    pct_of_peak(gf(t.fwd_ms, 1.0), p)
+                )?;
+                outln!(
+                    "  sgemm 2048³ efa   {:9.1} GFLOP/s ({:.1} % of peak)",
+                    c.efa_gflops,
+                    pct_of_peak(c.efa_gflops, p)
+                )?;
+                outln!(
+                    "  sgemm 2048³ mm    {:9.1} GFLOP/s ({:.1} % of peak, matrixmultiply)",
+                    c.reference_gflops,
+                    pct_of_peak(c.reference_gflops, p)
+                )?;
+            }
         }
     }
     Ok(())

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod ceiling;
+pub mod gemm;
 pub mod real;
 pub mod scalar;
 pub mod simd;

@@ -15,7 +15,7 @@ mod sealed {
 /// A real floating-point scalar: `f32` or `f64`.
 ///
 /// Gives the constants, conversions and elementary functions the efa crates need, plus a
-/// dense matrix product ([`Real::gemm`]) backed by `matrixmultiply`.
+/// dense matrix product ([`Real::gemm`]) backed by [`crate::gemm`].
 pub trait Real:
     sealed::Sealed
     + Copy
@@ -120,7 +120,9 @@ pub trait Real:
     fn to_bits_u64(self) -> u64;
 
     /// General matrix product `C ← α·A·B + β·C` with arbitrary (row, column) strides, in
-    /// elements, through `matrixmultiply`. `A` is m×k, `B` is k×n, `C` is m×n.
+    /// elements, through efa's own GEMM ([`crate::gemm::gemm`]: AVX-512, AVX2 or scalar
+    /// microkernels; `matrixmultiply` on other architectures). `A` is m×k at
+    /// `a[i·rsa + p·csa]`, `B` is k×n, `C` is m×n; β = 0 does not read `C`.
     ///
     /// # Safety
     /// The pointers with their strides must address valid, non-aliasing (for `c`) storage of
@@ -278,8 +280,8 @@ macro_rules! impl_real {
     };
 }
 
-impl_real!(f32, matrixmultiply::sgemm, libm::lgammaf, libm::erff, 4);
-impl_real!(f64, matrixmultiply::dgemm, libm::lgamma, libm::erf, 8);
+impl_real!(f32, crate::gemm::gemm, libm::lgammaf, libm::erff, 4);
+impl_real!(f64, crate::gemm::gemm, libm::lgamma, libm::erf, 8);
 
 #[cfg(test)]
 mod tests {

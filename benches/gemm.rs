@@ -1,0 +1,169 @@
+//! GEMM throughput (criterion), f32, reported as FLOP/s (`Throughput::Elements` = FLOPs, so
+//! criterion's "elem/s" reads as FLOP/s):
+//!
+//! - `ceiling` (shared with the other benches, `common/ceiling.rs`): the FMA peak of the active
+//!   variant on every thread of the pool, and the 2048³ product through efa's GEMM
+//!   (`gemm_par`, rows split over the pool) and through matrixmultiply (row blocks over the
+//!   pool);
+//! - `fma_peak`: the measured FMA loop (`efa_num::ceiling::fma_loop`) of each supported variant,
+//!   on one thread and on every thread of the pool at once;
+//! - `gemm_models`: the models' products single-threaded (as the tape runs them inside rayon
+//!   tasks), forward `y = x·W` (m×k·k×n) and the backward forms `dx = dy·Wᵀ` (m×n·n×k, `W`
+//!   read transposed) and `dW = xᵀ·dy` (k×m·m×n, `x` read transposed), efa vs matrixmultiply.
+//!
+//! Quick run: `cargo bench --bench gemm -- --warm-up-time 0.5 --measurement-time 1`;
+//! `RAYON_NUM_THREADS` sets the pool.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use efa_num::ceiling::{fma_loop, fma_loop_pool};
+use efa_num::gemm::{gemm, reference_gemm};
+use efa_num::simd::Isa;
+use std::hint::black_box;
+use std::time::Duration;
+
+#[path = "common/ceiling.rs"]
+mod ceiling;
+
+/// Rounds of the FMA loop per iteration: 12·2¹⁶ FMAs per thread, about 1 ms.
+const PEAK_ITERS: usize = 1 << 16;
+
+fn fma_peak(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fma_peak");
+    g.sample_size(10).measurement_time(Duration::from_secs(1));
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        let flops = fma_loop(isa, PEAK_ITERS);
+        g.throughput(Throughput::Elements(flops as u64));
+        g.bench_function(BenchmarkId::new(isa.name(), "1_thread"), |b| {
+            b.iter(|| black_box(fma_loop(isa, PEAK_ITERS)))
+        });
+        g.throughput(Throughput::Elements(fma_loop_pool(isa, PEAK_ITERS) as u64));
+        g.bench_function(BenchmarkId::new(isa.name(), "all_threads"), |b| {
+            b.iter(|| black_box(fma_loop_pool(isa, PEAK_ITERS)))
+        });
+    }
+    g.finish();
+}
+
+/// Deterministic values in [-0.5, 0.5).
+fn filled(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+/// One product of the models: logical `m × k` times `k × n` with the storage of a forward
+/// `x [rows, d_in]`, `W [d_in, d_out]`, `dy [rows, d_out]`.
+struct Product {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Vec<f32>,
+    sa: (isize, isize),
+    b: Vec<f32>,
+    sb: (isize, isize),
+    c: Vec<f32>,
+}
+
+impl Product {
+    fn run(&mut self, efa: bool) {
+        let f = if efa {
+            gemm::<f32>
+        } else {
+            reference_gemm::<f32>
+        };
+        // SAFETY: `a`, `b` hold the logical m×k and k×n matrices at strides `sa`, `sb`;
+        // `c` is a distinct m×n row-major buffer.
+        unsafe {
+            f(
+                self.m,
+                self.k,
+                self.n,
+                1.0,
+                self.a.as_ptr(),
+                self.sa.0,
+                self.sa.1,
+                self.b.as_ptr(),
+                self.sb.0,
+                self.sb.1,
+                0.0,
+                self.c.as_mut_ptr(),
+                self.n as isize,
+                1,
+            )
+        }
+    }
+}
+
+/// The three products of a linear layer `[rows, d_in] × [d_in, d_out]`.
+fn products(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Product)> {
+    let x = filled(rows * d_in, 1);
+    let w = filled(d_in * d_out, 2);
+    let dy = filled(rows * d_out, 3);
+    let (ri, ro) = (d_in as isize, d_out as isize);
+    vec![
+        (
+            "fwd",
+            Product {
+                m: rows,
+                k: d_in,
+                n: d_out,
+                a: x.clone(),
+                sa: (ri, 1),
+                b: w.clone(),
+                sb: (ro, 1),
+                c: vec![0.0; rows * d_out],
+            },
+        ),
+        (
+            "dx=dy.Wt",
+            Product {
+                m: rows,
+                k: d_out,
+                n: d_in,
+                a: dy.clone(),
+                sa: (ro, 1),
+                b: w,
+                sb: (1, ro),
+                c: vec![0.0; rows * d_in],
+            },
+        ),
+        (
+            "dW=xt.dy",
+            Product {
+                m: d_in,
+                k: rows,
+                n: d_out,
+                a: x,
+                sa: (1, ri),
+                b: dy,
+                sb: (ro, 1),
+                c: vec![0.0; d_in * d_out],
+            },
+        ),
+    ]
+}
+
+fn gemm_models(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm_models");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1));
+    for (rows, d_in, d_out) in [(44, 32, 32), (128, 32, 64), (5632, 32, 96), (16896, 64, 64)] {
+        for (form, mut p) in products(rows, d_in, d_out) {
+            g.throughput(Throughput::Elements(2 * (p.m * p.k * p.n) as u64));
+            let id = format!("{rows}x{d_in}x{d_out}/{form}");
+            g.bench_function(BenchmarkId::new("efa", &id), |b| b.iter(|| p.run(true)));
+            g.bench_function(BenchmarkId::new("matrixmultiply", &id), |b| {
+                b.iter(|| p.run(false))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, ceiling::sgemm_ceiling, fma_peak, gemm_models);
+criterion_main!(benches);
