@@ -10,6 +10,7 @@ mod out;
 mod alloc;
 mod audit_cmd;
 mod bench_cmd;
+mod cluster;
 mod common;
 mod error;
 mod evaluate_cmd;
@@ -55,18 +56,32 @@ fn main() -> ExitCode {
     error::install_panic_hook();
     alloc::tune();
     let cli = Cli::parse();
+    let job = match cluster::Job::join() {
+        Ok(job) => job,
+        Err(e) => {
+            // Every rank refuses; one says why.
+            if cluster::launched_rank() == 0 {
+                errln!("error: {e}");
+            }
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let single = |name: &str| job.require_single(name);
     let result = match cli.command {
-        Command::Expfam(args) => expfam_cmd::run(args),
-        Command::Bench(args) => bench_cmd::run(args),
-        Command::Reproduce(args) => reproduce::run(args),
-        Command::Audit(args) => audit_cmd::run(args),
-        Command::Train(args) => train_cmd::run(args),
-        Command::Evaluate(args) => evaluate_cmd::run(args),
-        Command::Predict(args) => predict_cmd::run(args),
+        Command::Expfam(args) => single("expfam").and_then(|()| expfam_cmd::run(args)),
+        Command::Bench(args) => single("bench").and_then(|()| bench_cmd::run(args)),
+        Command::Reproduce(args) => reproduce::run(args, &job),
+        Command::Audit(args) => single("audit").and_then(|()| audit_cmd::run(args)),
+        Command::Train(args) => train_cmd::run(args, &job),
+        Command::Evaluate(args) => single("evaluate").and_then(|()| evaluate_cmd::run(args)),
+        Command::Predict(args) => single("predict").and_then(|()| predict_cmd::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // With several ranks this ends the whole job (naming this rank) and does not
+            // return.
+            job.fail(&e);
             errln!("error: {e}");
             ExitCode::from(e.exit_code())
         }

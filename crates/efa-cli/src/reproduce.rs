@@ -3,12 +3,13 @@
 //! beside the paper's numbers, and write `results.json`, the loss curves and the experiments'
 //! own figures.
 
+use crate::cluster::Job;
 use crate::common::check_threads;
-use crate::report::{print_table, write_outputs, Bars};
+use crate::report::{print_table, write_outputs, write_timings, Bars, RunTimes};
 use crate::CliError;
 use clap::{Args, Subcommand};
 use efa_model::ForwardPlan;
-use efa_paper::runner::{run_all, workers};
+use efa_paper::runner::{run_all_in, workers, Distribute, Quiet, RunObserver};
 use efa_paper::{
     temperature, DataOptions, Experiment, ExperimentOptions, Models, Protocol, RunResult,
     RunSettings, RunSpec, TrainedRun,
@@ -50,6 +51,12 @@ pub struct ReproduceArgs {
     /// No progress bars.
     #[arg(long, global = true)]
     quiet: bool,
+    /// In a multi-process job (`mpirun -np N efa reproduce …`, built with the `mpi` feature):
+    /// `batches` trains every run on all ranks, each computing its share of every micro-batch
+    /// wave; `runs` spreads whole runs over the ranks. Default: `batches` for one experiment,
+    /// `runs` for `reproduce all`. The results are the same bits either way.
+    #[arg(long, global = true, value_parser = ["batches", "runs"])]
+    distribute: Option<String>,
     /// Draw the loss curves on a logarithmic y axis (losses must be positive; otherwise the
     /// curves are drawn on a linear axis with a warning).
     #[arg(long, global = true)]
@@ -94,6 +101,34 @@ fn threads(a: &ReproduceArgs) -> Result<usize, CliError> {
     }
 }
 
+/// How the ranks of a multi-process job share the runs: `--distribute`, else `default`.
+fn distribute(a: &ReproduceArgs, default: Distribute) -> Distribute {
+    match a.distribute.as_deref() {
+        Some("batches") => Distribute::Batches,
+        Some("runs") => Distribute::Runs,
+        _ => default,
+    }
+}
+
+/// Progress bars on rank 0; the other ranks stay quiet.
+fn observer(a: &ReproduceArgs, job: &Job) -> Box<dyn RunObserver> {
+    match job.leads() {
+        true => Box::new(Bars::new(a.quiet)),
+        false => Box::new(Quiet),
+    }
+}
+
+/// The wall-clock times of `done`'s runs, for `timings.json`.
+fn times(done: &[(RunResult, efa_model::Params<f32>)]) -> Vec<RunTimes<'_>> {
+    done.iter()
+        .map(|(r, _)| RunTimes {
+            run: format!("{} {}", r.model, r.setting),
+            seconds: r.seconds,
+            epochs: &r.history,
+        })
+        .collect()
+}
+
 fn settings(a: &ReproduceArgs) -> RunSettings {
     RunSettings {
         epochs: a.epochs,
@@ -103,20 +138,22 @@ fn settings(a: &ReproduceArgs) -> RunSettings {
     }
 }
 
-/// `results.json`'s configuration: the experiment's options and the shared settings.
+/// `results.json`'s configuration: the experiment's options and the shared settings (not
+/// the thread count, which changes no result; it is in `timings.json`).
 fn config(a: &ReproduceArgs, options: &ExperimentOptions) -> Result<serde_json::Value, CliError> {
     let mut config = serde_json::to_value(options).map_err(|e| CliError::new(e.to_string()))?;
     config["epochs"] = json!(a.epochs);
     config["seed"] = json!(a.seed);
     config["plan"] = json!(a.plan.map(ForwardPlan::name));
-    config["threads"] = json!(a.threads);
     config["batching"] = json!(a.batching.name());
     Ok(config)
 }
 
-/// One experiment's runs done: its analysis, table and files.
+/// One experiment's runs done: its analysis, table and files (results.json, timings.json,
+/// plots).
 fn finish(
     a: &ReproduceArgs,
+    job: &Job,
     exp: &dyn Experiment,
     options: &ExperimentOptions,
     specs: &[RunSpec],
@@ -146,31 +183,41 @@ fn finish(
         &analysis,
         a.log_y,
     )?;
-    errln!("wrote {}/results.json and loss_curves.svg", out.display());
+    write_timings(out, &times(done), job.group().size(), threads(a)?)?;
+    errln!(
+        "wrote {}/results.json, timings.json and loss_curves.svg",
+        out.display()
+    );
     Ok(json!({"experiment": exp.name(), "rows": rows, "analysis": analysis.json}))
 }
 
-/// Runs `efa reproduce`.
-pub fn run(a: ReproduceArgs) -> Result<(), CliError> {
+/// Runs `efa reproduce` as a member of `job` (every rank trains; rank 0 prints and writes).
+pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
     // Bad settings fail before any data are read (clap checks the flags' ranges).
     settings(&a).validate()?;
     match &a.target {
         Target::Experiment(options) => {
             let threads = threads(&a)?;
             let exp = options.build()?;
-            for line in exp.describe() {
-                errln!("{line}");
+            if job.leads() {
+                for line in exp.describe() {
+                    errln!("{line}");
+                }
             }
             let specs = exp.runs(&settings(&a))?;
-            let done = run_all(&specs, threads, &Bars::new(a.quiet))?;
+            let how = distribute(&a, Distribute::Batches);
+            let done = run_all_in(&specs, threads, job.group(), how, observer(&a, job).as_ref())?;
+            if !job.leads() {
+                return Ok(());
+            }
             let out = a
                 .out
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("out").join(exp.name()));
-            finish(&a, exp.as_ref(), options, &specs, &done, &out)?;
+            finish(&a, job, exp.as_ref(), options, &specs, &done, &out)?;
             Ok(())
         }
-        Target::All(all) => reproduce_all(&a, all),
+        Target::All(all) => reproduce_all(&a, all, job),
     }
 }
 
@@ -229,7 +276,7 @@ fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
 /// Runs `efa reproduce all`: every run of every experiment in one queue (runs side by side,
 /// longest first), then each experiment's outputs under `OUT/<experiment>/` and the summary in
 /// `OUT/results.json`.
-fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
+fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliError> {
     let start = std::time::Instant::now();
     let threads = threads(a)?;
     let options = all_experiments(all);
@@ -238,21 +285,35 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
     let mut ranges = Vec::new();
     for o in &options {
         let exp = o.build()?;
-        for line in exp.describe() {
-            errln!("{line}");
+        if job.leads() {
+            for line in exp.describe() {
+                errln!("{line}");
+            }
         }
         let runs = exp.runs(&settings(a))?;
         ranges.push(specs.len()..specs.len() + runs.len());
         specs.extend(runs);
         exps.push(exp);
     }
-    errln!(
-        "reproduce all: {} runs of {} experiments, {} side by side",
-        specs.len(),
-        exps.len(),
-        workers(threads, specs.len())
-    );
-    let done = run_all(&specs, threads, &Bars::new(a.quiet))?;
+    let size = job.group().size();
+    if job.leads() {
+        errln!(
+            "reproduce all: {} runs of {} experiments, {} side by side{}",
+            specs.len(),
+            exps.len(),
+            workers(threads, specs.len()),
+            if size > 1 {
+                format!(" on each of {size} ranks")
+            } else {
+                String::new()
+            }
+        );
+    }
+    let how = distribute(a, Distribute::Runs);
+    let done = run_all_in(&specs, threads, job.group(), how, observer(a, job).as_ref())?;
+    if !job.leads() {
+        return Ok(());
+    }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
     let mut summary = Vec::new();
     let mut experiments = Vec::new();
@@ -261,6 +322,7 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
         let dir = out.join(exp.name());
         experiments.push(finish(
             a,
+            job,
             exp.as_ref(),
             o,
             &specs[range.clone()],
@@ -296,17 +358,27 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs) -> Result<(), CliError> {
     }
     let seconds = start.elapsed().as_secs_f64();
     outln!(
-        "wall time {:.1} min with {threads} thread(s)",
-        seconds / 60.0
+        "wall time {:.1} min with {threads} thread(s){}",
+        seconds / 60.0,
+        if size > 1 {
+            format!(" on each of {size} ranks")
+        } else {
+            String::new()
+        }
     )?;
     std::fs::create_dir_all(&out)
         .map_err(|e| CliError::new(format!("cannot create {}: {e}", out.display())))?;
-    let json = json!({"wall_seconds": seconds, "threads": threads,
-        "experiments": experiments});
+    // Only what a run reproduces to the bit: times go to timings.json.
+    let json = json!({ "experiments": experiments });
     crate::report::write_file(
         &out.join("results.json"),
         &serde_json::to_string_pretty(&json).map_err(|e| CliError::new(e.to_string()))?,
     )?;
-    errln!("wrote {}/results.json", out.display());
+    let timing = json!({"wall_seconds": seconds, "ranks": size, "threads_per_rank": threads});
+    crate::report::write_file(
+        &out.join("timings.json"),
+        &serde_json::to_string_pretty(&timing).map_err(|e| CliError::new(e.to_string()))?,
+    )?;
+    errln!("wrote {}/results.json and timings.json", out.display());
     Ok(())
 }

@@ -4,15 +4,17 @@
 //! Output directory: `config.toml` (a copy of the configuration), `checkpoint.safetensors`
 //! (every `--checkpoint-every` epochs and at the end), `model.safetensors` (the restored best
 //! parameters, one f32 tensor per parameter, configuration in metadata `efa.config`),
-//! `result.json` (history, best epoch, validation and test nll), and `train.lock` while a
+//! `result.json` (losses per epoch, best epoch, validation and test nll: the same bytes for
+//! the same run anywhere), `timings.json` (wall-clock times), and `train.lock` while a
 //! process runs there (a second one is refused; see `efa_train::fsio::runlock`).
 //!
 //! A resume (`--resume`) is checked completely (checkpoint checksums and state, configuration,
 //! training settings, sample counts, size and CRC-32 of the `--data` and `--valid` files, the
 //! optimizer's step count) before anything in the output directory is written.
 
+use crate::cluster::Job;
 use crate::common::{threads, user};
-use crate::report::{epoch_bar, on_epoch};
+use crate::report::{epoch_bar, on_epoch, write_timings, Losses, RunTimes};
 use crate::CliError;
 use clap::Args;
 use efa_model::{Objective, Params};
@@ -136,11 +138,14 @@ struct TrainReport<'a> {
     stopped_early: bool,
     best_valid_nll: f64,
     test_nll: Option<f64>,
-    history: &'a [EpochLog],
+    /// The loss history (wall-clock times are in `timings.json`, so that this file is the
+    /// same bytes for the same run on any machine, thread count or number of ranks).
+    history: Vec<Losses>,
 }
 
-/// Runs `efa train`.
-pub fn run(args: TrainArgs) -> Result<(), CliError> {
+/// Runs `efa train` as a member of `job` (rank 0 alone locks and writes the output directory
+/// and prints; every rank trains its share).
+pub fn run(args: TrainArgs, job: &Job) -> Result<(), CliError> {
     if args.checkpoint_every == 0 {
         return Err(CliError::new("--checkpoint-every must be at least 1"));
     }
@@ -165,15 +170,21 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         .clone()
         .or_else(|| args.resume.clone())
         .unwrap_or_else(|| PathBuf::from("efa-train-out"));
-    std::fs::create_dir_all(&out).map_err(|e| {
-        CliError::new(format!(
-            "{}: cannot create the output directory: {e}",
-            out.display()
-        ))
-    })?;
-    // One process per output directory; released (and its file removed) when `run` returns,
-    // and by the operating system if the process dies.
-    let _lock = RunLock::acquire(&out).map_err(user)?;
+    let lead = job.leads();
+    if lead {
+        std::fs::create_dir_all(&out).map_err(|e| {
+            CliError::new(format!(
+                "{}: cannot create the output directory: {e}",
+                out.display()
+            ))
+        })?;
+    }
+    // One process per output directory (rank 0 of a multi-process job); released (and its
+    // file removed) when `run` returns, and by the operating system if the process dies.
+    let _lock = match lead {
+        true => Some(RunLock::acquire(&out).map_err(user)?),
+        false => None,
+    };
     let config_json = serde_json::to_string(&cfg).map_err(user)?;
     let val_samples = valid.as_ref().unwrap_or(&train);
 
@@ -181,6 +192,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     let objective = Objective::Nll(family);
     let eval = Evaluator::new(&cfg.model, &objective)
         .with_threads(&threads)
+        .with_group(job.group())
         .with_detect_anomaly(args.detect_anomaly);
     let mut params = cfg.model.init::<f32>(cfg.init_seed);
     // Every check of a resume comes before the first write into the output directory.
@@ -209,14 +221,16 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     };
     let text = std::fs::read(&args.config)
         .map_err(|e| CliError::new(format!("{}: cannot read: {e}", args.config.display())))?;
-    write_atomic(&out.join("config.toml"), &text).map_err(user)?;
+    if lead {
+        write_atomic(&out.join("config.toml"), &text).map_err(user)?;
+    }
     let policy = CheckpointPolicy {
         path: out.join(CHECKPOINT_FILE),
         every: args.checkpoint_every,
         meta: BTreeMap::from([(CONFIG_KEY.to_string(), config_json.clone())]),
     };
     let crash = args.crash_after_epoch;
-    let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet);
+    let bar = epoch_bar("train", cfg.train.max_epochs, args.quiet || !lead);
     let mut hook = |log: &EpochLog| {
         on_epoch(&bar, log);
         if crash == Some(log.epoch) {
@@ -241,7 +255,10 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     .map_err(user)?;
     bar.finish_and_clear();
     let meta = BTreeMap::from([(CONFIG_KEY.to_string(), config_json)]);
-    save_model(&out.join(MODEL_FILE), &params, &meta).map_err(user)?;
+    if lead {
+        save_model(&out.join(MODEL_FILE), &params, &meta).map_err(user)?;
+    }
+    // Every rank evaluates its share of the test set.
     let test_nll = match &test {
         Some(t) => Some(
             eval.evaluate(&params, &t.samples, cfg.train.eval_batch)
@@ -258,10 +275,19 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         stopped_early: fit.stopped_early,
         best_valid_nll: fit.best_val,
         test_nll,
-        history: &fit.history,
+        history: Losses::of(&fit.history),
     };
+    if !lead {
+        return Ok(());
+    }
     let json = serde_json::to_string_pretty(&report).map_err(user)?;
     write_atomic(&out.join("result.json"), json.as_bytes()).map_err(user)?;
+    let times = RunTimes {
+        run: "train".into(),
+        seconds: fit.seconds,
+        epochs: &fit.history,
+    };
+    write_timings(&out, &[times], job.group().size(), threads.count())?;
     outln!(
         "trained {} ({}) for {} epochs, best epoch {}, valid nll {:.6}{}; wrote {}",
         cfg.model.kind(),

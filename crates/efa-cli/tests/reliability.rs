@@ -58,7 +58,7 @@ fn ok(o: &Output) {
     );
 }
 
-/// Losses of result.json's history (seconds vary between runs).
+/// Losses of result.json's history.
 fn history(dir: &Path) -> Vec<(u64, u64, u64)> {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
@@ -169,6 +169,14 @@ fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     ok(&train(&cfg, &c, &["--threads", "2", "--detect-anomaly"]));
     assert_eq!(model(&a), model(&c));
     assert_eq!(history(&a), history(&c));
+    // result.json holds no wall-clock times (they are in timings.json): the same bytes.
+    let result = |d: &Path| std::fs::read(d.join("result.json")).unwrap();
+    assert_eq!(result(&a), result(&b));
+    assert_eq!(result(&a), result(&c));
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(c.join("timings.json")).unwrap()).unwrap();
+    assert_eq!((t["ranks"].as_u64(), t["threads_per_rank"].as_u64()), (Some(1), Some(2)));
+    assert!(t["runs"][0]["epochs"][0]["seconds"].as_f64().unwrap() > 0.0, "{t}");
     // A truncated checkpoint cannot be resumed from.
     let ck = b.join("checkpoint.safetensors");
     let bytes = std::fs::read(&ck).unwrap();
@@ -342,4 +350,47 @@ fn bad_configs_and_outputs_are_clear_errors() {
         )),
         "{err}"
     );
+}
+
+#[test]
+fn started_as_several_ranks_without_mpi_it_refuses_at_once() {
+    // The launchers' size variables: Open MPI, PMI (MPICH, Slurm's PMI2), Slurm's step.
+    let dir = tmpdir("ranks");
+    let out = dir.join("out");
+    for (var, rank_var) in [
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+        ("PMI_SIZE", "PMI_RANK"),
+        ("SLURM_STEP_NUM_TASKS", "SLURM_PROCID"),
+    ] {
+        for rank in ["0", "1"] {
+            let o = Command::new(env!("CARGO_BIN_EXE_efa"))
+                .args(["train", "--config", s(&fixture("efa_poisson.toml"))])
+                .args(["--data", s(&fixture("counts_train.csv")), "--out", s(&out)])
+                .env(var, "2")
+                .env(rank_var, rank)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{var}: {err}");
+            if rank == "0" {
+                assert!(
+                    err.contains(&format!("started as one of 2 processes ({var}=2)"))
+                        && err.contains("--features mpi"),
+                    "{var}: {err}"
+                );
+            } else {
+                assert!(err.is_empty(), "rank {rank} stays quiet: {err}");
+            }
+            assert!(!out.exists(), "nothing written");
+        }
+    }
+    // One process announced as one: it trains.
+    let o = Command::new(env!("CARGO_BIN_EXE_efa"))
+        .args(["train", "--config", s(&fixture("efa_poisson.toml")), "--quiet"])
+        .args(["--data", s(&fixture("counts_train.csv")), "--out", s(&out)])
+        .env("OMPI_COMM_WORLD_SIZE", "1")
+        .output()
+        .unwrap();
+    ok(&o);
+    assert!(out.join("model.safetensors").exists());
 }

@@ -12,6 +12,7 @@ use efa_model::efa::ForwardPlan;
 use efa_model::objective::Objective;
 use efa_model::{ModelConfig, Samples};
 use efa_nn::params::Params;
+use efa_train::collective::{Collective, Solo};
 use efa_train::evaluator::Evaluator;
 use efa_train::fit::{fit, FitOptions};
 use efa_train::history::{EpochLog, FitResult};
@@ -272,7 +273,9 @@ pub struct RunResult {
     pub epochs: usize,
     /// Epoch of the best validation loss.
     pub best_epoch: usize,
-    /// Wall time of training and testing.
+    /// Wall time of training and testing (not in results files, which hold only what the
+    /// same run reproduces to the bit; the CLI writes times to `timings.json`).
+    #[serde(skip_serializing, default)]
     pub seconds: f64,
     /// Number of trainable parameters.
     pub params: usize,
@@ -293,6 +296,17 @@ pub fn run(
     threads: &Threads,
     observer: &mut dyn FnMut(&EpochLog),
 ) -> Result<(RunResult, Params<f32>), PaperError> {
+    run_in(spec, threads, &Solo, observer)
+}
+
+/// [`run`] as a member of the multi-process job `group`: every member trains the run, each
+/// computing its share of every micro-batch wave, and ends with the same bits as one process.
+pub fn run_in(
+    spec: &RunSpec,
+    threads: &Threads,
+    group: &dyn Collective,
+    observer: &mut dyn FnMut(&EpochLog),
+) -> Result<(RunResult, Params<f32>), PaperError> {
     spec.model.validate()?;
     spec.train_config.validate()?;
     let setting = spec.setting();
@@ -306,7 +320,7 @@ pub fn run(
     }
     let start = std::time::Instant::now();
     let mut params = spec.model.init::<f32>(spec.init_seed);
-    let eval = spec.evaluator().with_threads(threads);
+    let eval = spec.evaluator().with_threads(threads).with_group(group);
     let mut hook = |log: &EpochLog| -> Result<(), TrainError> {
         observer(log);
         Ok(())

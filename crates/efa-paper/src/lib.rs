@@ -36,7 +36,7 @@ pub mod temperature;
 pub use analysis::{Analysis, Figure, TrainedRun};
 pub use error::PaperError;
 pub use experiment::{
-    batching_for, direction_name, plan_of, run, Experiment, ModelKind, RunKey, RunResult,
+    batching_for, direction_name, plan_of, run, run_in, Experiment, ModelKind, RunKey, RunResult,
     RunSettings, RunSpec,
 };
 pub use options::{DataOptions, Directions, Models, Protocol};

@@ -5,11 +5,12 @@
 //! running runs side by side only changes wall time: two one-thread runs use a 2-core machine
 //! better than two two-thread runs one after the other.
 
-use crate::{run, PaperError, RunResult, RunSpec};
+use crate::{run, run_in, PaperError, RunResult, RunSpec};
 use efa_model::ModelConfig;
 use efa_nn::params::Params;
 use efa_train::history::EpochLog;
-use efa_train::Threads;
+use efa_train::collective::{wire, Collective};
+use efa_train::{Threads, TrainError};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -66,9 +67,21 @@ pub fn run_all(
     threads: usize,
     observer: &dyn RunObserver,
 ) -> Result<Vec<Trained>, PaperError> {
-    let workers = workers(threads, specs.len());
+    let all: Vec<usize> = (0..specs.len()).collect();
+    run_some(specs, &all, threads, observer)
+}
+
+/// [`run_all`] for the runs `which` of `specs` (the observer sees their indices in `specs`);
+/// returns their results in the order of `which`.
+fn run_some(
+    specs: &[RunSpec],
+    which: &[usize],
+    threads: usize,
+    observer: &dyn RunObserver,
+) -> Result<Vec<Trained>, PaperError> {
+    let workers = workers(threads, which.len());
     let per_worker = (threads / workers).max(1);
-    let mut order: Vec<usize> = (0..specs.len()).collect();
+    let mut order: Vec<usize> = which.to_vec();
     order.sort_by(|&a, &b| cost(&specs[b]).total_cmp(&cost(&specs[a])).then(a.cmp(&b)));
     let queue = Mutex::new(order.into_iter().collect::<VecDeque<usize>>());
     let results: Mutex<Vec<Option<Trained>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
@@ -113,11 +126,187 @@ pub fn run_all(
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| r.ok_or(PaperError::Unfinished { index: i }))
+    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    which
+        .iter()
+        .map(|&i| results[i].take().ok_or(PaperError::Unfinished { index: i }))
         .collect()
+}
+
+/// How the members of a multi-process job share a queue of runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribute {
+    /// Every member trains every run, one run after another, each computing its share of
+    /// every micro-batch wave (data-parallel): for few, long runs.
+    Batches,
+    /// Whole runs go to members, longest first to the least loaded (task-parallel); the
+    /// results are gathered on every member afterwards: for many runs.
+    Runs,
+}
+
+/// [`run_all`] as a member of the multi-process job `group`, shared as `how` says; returns
+/// every run's result on every member, the same bits as one process (training is bitwise
+/// independent of the thread count and of the number of members). With one member this is
+/// [`run_all`]. Every member must call it with the same specs.
+pub fn run_all_in(
+    specs: &[RunSpec],
+    threads: usize,
+    group: &dyn Collective,
+    how: Distribute,
+    observer: &dyn RunObserver,
+) -> Result<Vec<Trained>, PaperError> {
+    if group.size() <= 1 {
+        return run_all(specs, threads, observer);
+    }
+    match how {
+        Distribute::Batches => {
+            let threads = Threads::new(threads)?;
+            let mut out = Vec::with_capacity(specs.len());
+            for (i, spec) in specs.iter().enumerate() {
+                observer.started(i, spec);
+                let r = run_in(spec, &threads, group, &mut |log| observer.epoch(i, log));
+                observer.finished(i, spec, r.as_ref().map(|(r, _)| r));
+                out.push(r?);
+            }
+            Ok(out)
+        }
+        Distribute::Runs => {
+            let owner = assign(specs, group.size());
+            let mine: Vec<usize> = (0..specs.len())
+                .filter(|&i| owner[i] == group.rank())
+                .collect();
+            let trained = run_some(specs, &mine, threads, observer);
+            let mut bytes = Vec::new();
+            match &trained {
+                Ok(done) => {
+                    bytes.push(0);
+                    for (&i, t) in mine.iter().zip(done) {
+                        wire::put_bytes(&mut bytes, &(i as u64).to_le_bytes());
+                        put_trained(&mut bytes, t, group.rank())?;
+                    }
+                }
+                Err(e) => {
+                    bytes.push(1);
+                    wire::put_bytes(&mut bytes, e.to_string().as_bytes());
+                }
+            }
+            let all = group.all_gather(bytes)?;
+            let mut out: Vec<Option<Trained>> = (0..specs.len()).map(|_| None).collect();
+            for (rank, b) in all.iter().enumerate() {
+                let bad = |what: &str| {
+                    PaperError::Train(TrainError::Rank {
+                        rank,
+                        message: format!("its results could not be read ({what})"),
+                    })
+                };
+                let mut r = wire::Reader::new(b);
+                match r.byte() {
+                    Some(0) => {}
+                    Some(1) => {
+                        let msg = r.bytes().ok_or_else(|| bad("error message"))?;
+                        return Err(PaperError::Train(TrainError::Rank {
+                            rank,
+                            message: String::from_utf8_lossy(msg).into_owned(),
+                        }));
+                    }
+                    _ => return Err(bad("status")),
+                }
+                while !r.is_empty() {
+                    let i = r
+                        .bytes()
+                        .and_then(|x| x.try_into().ok())
+                        .map(u64::from_le_bytes)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .filter(|&i| i < specs.len() && owner[i] == rank)
+                        .ok_or_else(|| bad("run index"))?;
+                    out[i] = Some(get_trained(&mut r, &specs[i]).ok_or_else(|| bad("run"))?);
+                }
+            }
+            out.into_iter()
+                .enumerate()
+                .map(|(i, r)| r.ok_or(PaperError::Unfinished { index: i }))
+                .collect()
+        }
+    }
+}
+
+/// The member that trains each run: longest first ([`cost`]) to the member with the least
+/// cost so far (lowest rank on ties); the same on every member.
+pub fn assign(specs: &[RunSpec], members: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by(|&a, &b| cost(&specs[b]).total_cmp(&cost(&specs[a])).then(a.cmp(&b)));
+    let mut load = vec![0.0f64; members.max(1)];
+    let mut owner = vec![0; specs.len()];
+    for i in order {
+        let m = (0..load.len())
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
+            .unwrap_or(0);
+        load[m] += cost(&specs[i]);
+        owner[i] = m;
+    }
+    owner
+}
+
+/// Appends a trained run: its result (JSON for the labels and counts, every float in binary
+/// so it arrives with the same bits), its history and its parameters in declaration order.
+fn put_trained(
+    out: &mut Vec<u8>,
+    (result, params): &Trained,
+    rank: usize,
+) -> Result<(), PaperError> {
+    let json = serde_json::to_vec(result).map_err(|e| {
+        PaperError::Train(TrainError::Rank {
+            rank,
+            message: format!("cannot encode a run's result: {e}"),
+        })
+    })?;
+    wire::put_bytes(out, &json);
+    for x in [result.value, result.paper, result.seconds] {
+        wire::put_f64(out, x);
+    }
+    wire::put_f64(out, result.history.len() as f64);
+    for h in &result.history {
+        for x in [
+            h.epoch as f64,
+            h.train_loss,
+            h.val_loss,
+            h.seconds,
+            h.samples_per_s,
+        ] {
+            wire::put_f64(out, x);
+        }
+    }
+    for (_, v) in params.iter() {
+        wire::put_reals(out, v.iter().copied());
+    }
+    Ok(())
+}
+
+/// Reads what [`put_trained`] wrote for `spec` (whose model gives the parameters' layout).
+fn get_trained(r: &mut wire::Reader<'_>, spec: &RunSpec) -> Option<Trained> {
+    let mut result: RunResult = serde_json::from_slice(r.bytes()?).ok()?;
+    result.value = r.f64()?;
+    result.paper = r.f64()?;
+    result.seconds = r.f64()?;
+    let n = r.f64()?;
+    if !(0.0..=1e9).contains(&n) {
+        return None;
+    }
+    result.history = (0..n as usize)
+        .map(|_| {
+            Some(EpochLog {
+                epoch: r.f64()? as usize,
+                train_loss: r.f64()?,
+                val_loss: r.f64()?,
+                seconds: r.f64()?,
+                samples_per_s: r.f64()?,
+            })
+        })
+        .collect::<Option<_>>()?;
+    let mut params = spec.model.init::<f32>(spec.init_seed);
+    for (_, v) in params.iter_mut() {
+        let got = r.reals::<f32>(v.len())?;
+        v.iter_mut().zip(got).for_each(|(a, b)| *a = b);
+    }
+    Some((result, params))
 }

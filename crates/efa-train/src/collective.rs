@@ -157,6 +157,12 @@ pub mod wire {
         out.extend_from_slice(&x.to_le_bytes());
     }
 
+    /// Appends `bytes` after their length (8 bytes, little-endian).
+    pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytes);
+    }
+
     /// Appends every element of `xs` in its own width (4 bytes for f32, 8 for f64).
     pub fn put_reals<T: Real>(out: &mut Vec<u8>, xs: impl Iterator<Item = T>) {
         for x in xs {
@@ -168,7 +174,7 @@ pub mod wire {
         }
     }
 
-    /// Reads what [`put_f64`] and [`put_reals`] wrote, in order.
+    /// Reads what [`put_f64`], [`put_bytes`] and [`put_reals`] wrote, in order.
     pub struct Reader<'a> {
         bytes: &'a [u8],
     }
@@ -196,6 +202,12 @@ pub mod wire {
         /// The next `f64`.
         pub fn f64(&mut self) -> Option<f64> {
             Some(f64::from_le_bytes(self.take(8)?.try_into().ok()?))
+        }
+
+        /// The next byte string written by [`put_bytes`].
+        pub fn bytes(&mut self) -> Option<&'a [u8]> {
+            let n = u64::from_le_bytes(self.take(8)?.try_into().ok()?);
+            self.take(usize::try_from(n).ok()?)
         }
 
         /// The next `n` reals (each exactly as written: f32 and f64 round-trip).

@@ -240,7 +240,7 @@ impl<'a> Evaluator<'a> {
                 .collect(),
             plans: BTreeMap::new(),
         };
-        let wave = self.threads.count().max(1) * self.group.size().max(1);
+        let wave = self.wave_width()? * self.group.size().max(1);
         for group in pieces.chunks(wave) {
             let mine: Vec<usize> = my_pieces(self.group, group.len()).collect();
             let parts: Result<Vec<MicroGrad<T>>, TrainError> = self.threads.install(|| {
@@ -383,6 +383,28 @@ impl<'a> Evaluator<'a> {
         });
         let sums = self.share_sums(sums, chunks.len())?;
         Ok(sums.iter().sum::<f64>() / n as f64)
+    }
+
+    /// Micro-batches per member in one wave: this process's thread count, or in a
+    /// multi-process job the largest over the members (agreed by an exchange), so that every
+    /// member cuts the same waves whatever its own `--threads`.
+    fn wave_width(&self) -> Result<usize, TrainError> {
+        let mine = self.threads.count().max(1);
+        if self.group.size() <= 1 {
+            return Ok(mine);
+        }
+        let all = self.group.all_gather((mine as u64).to_le_bytes().to_vec())?;
+        let mut width = 1;
+        for (rank, b) in all.iter().enumerate() {
+            let n = <[u8; 8]>::try_from(b.as_slice())
+                .map(u64::from_le_bytes)
+                .map_err(|_| TrainError::Rank {
+                    rank,
+                    message: format!("sent a thread count of {} bytes, not 8", b.len()),
+                })?;
+            width = width.max(usize::try_from(n).unwrap_or(usize::MAX).min(1 << 16));
+        }
+        Ok(width)
     }
 
     /// Every member's sums of `n` evaluation chunks, in chunk order (see

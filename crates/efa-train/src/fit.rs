@@ -5,6 +5,8 @@
 //! history and early stopping from [`crate::history`]; resuming from [`crate::resume`].
 
 use crate::checkpoint::{Checkpoint, CheckpointPolicy, InputDigest, TrainState};
+use crate::collective::Collective;
+use crate::fsio::crc32::{to_hex, Crc32};
 use crate::evaluator::Evaluator;
 use crate::history::{EarlyStopping, EpochLog, FitResult, Verdict};
 use crate::recipe::{Batching, TrainConfig};
@@ -91,6 +93,15 @@ pub fn fit(
         (stopped_early, finished, first_epoch) = (r.stopped_early, r.finished, r.first_epoch);
     }
     let last_epoch = if finished { 0 } else { cfg.max_epochs };
+    // Members of a multi-process job must start from the same state and data.
+    let start_state = [
+        train.len() as u64,
+        val.len() as u64,
+        first_epoch as u64,
+        history.len() as u64,
+    ];
+    let extra: Vec<u8> = start_state.iter().flat_map(|x| x.to_le_bytes()).collect();
+    check_agreement(eval.group, params, &extra, "at the start")?;
     for epoch in first_epoch..=last_epoch {
         let t0 = Instant::now();
         let (train_loss, plans) = train_epoch(
@@ -104,6 +115,7 @@ pub fn fit(
             *plan_counts.entry(plan).or_default() += n;
         }
         let val_loss = eval.evaluate(params, val, cfg.eval_batch)?;
+        check_agreement(eval.group, params, &[], &format!("after epoch {epoch}"))?;
         let seconds = t0.elapsed().as_secs_f64();
         let log = EpochLog {
             epoch,
@@ -120,7 +132,8 @@ pub fn fit(
             Verdict::Stop => stopped_early = epoch < cfg.max_epochs,
         }
         let last = verdict == Verdict::Stop || epoch == cfg.max_epochs;
-        if let Some(policy) = &opts.checkpoint {
+        // In a multi-process job rank 0 writes; every rank holds the same state.
+        if let Some(policy) = opts.checkpoint.as_ref().filter(|_| eval.group.rank() == 0) {
             if epoch % policy.every == 0 || last {
                 let state = TrainState::capture(
                     cfg,
@@ -158,6 +171,46 @@ pub fn fit(
         seconds: start.elapsed().as_secs_f64(),
         plans: plan_counts,
     })
+}
+
+/// In a multi-process job, checks (`when`: at the start, after an epoch) that every member
+/// holds the same parameters and `extra` (their CRC-32 over the f32 bytes in declaration
+/// order, then `extra`): members that read different data or checkpoints, or computed
+/// different bits (different SIMD levels or binaries), are stopped with an error naming the
+/// member, instead of training on silently different states.
+fn check_agreement(
+    group: &dyn Collective,
+    params: &Params<f32>,
+    extra: &[u8],
+    when: &str,
+) -> Result<(), TrainError> {
+    if group.size() <= 1 {
+        return Ok(());
+    }
+    let mut c = Crc32::new();
+    c.update(extra);
+    for (_, v) in params.iter() {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        c.update(&bytes);
+    }
+    let mine = c.finish();
+    let all = group.all_gather(mine.to_le_bytes().to_vec())?;
+    let crc = |b: &[u8]| b.try_into().map(u32::from_le_bytes).unwrap_or(0);
+    let first = crc(&all[0]);
+    match all.iter().position(|b| crc(b) != first) {
+        None => Ok(()),
+        Some(rank) => Err(TrainError::Rank {
+            rank,
+            message: format!(
+                "{when} its parameters or data differ from rank 0's (CRC-32 {} against {}): \
+                 every rank must read the same files and compute the same bits; run every \
+                 rank with the same efa binary and the same SIMD level (set EFA_SIMD=avx2, \
+                 avx512 or scalar on every node)",
+                to_hex(crc(&all[rank])),
+                to_hex(first)
+            ),
+        }),
+    }
 }
 
 /// The minibatches of one epoch: `order` (all sample indices, the persistent shuffle state)
