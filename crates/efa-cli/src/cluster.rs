@@ -34,10 +34,15 @@ pub fn launched_size() -> Option<(&'static str, usize)> {
 
 /// This process's rank as the launcher announced it (0 when none did).
 pub fn launched_rank() -> usize {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
-        .unwrap_or(0)
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
+    .unwrap_or(0)
 }
 
 /// The members of this job, kept alive for the whole command (for MPI, dropping it finalises

@@ -206,7 +206,13 @@ pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
             }
             let specs = exp.runs(&settings(&a))?;
             let how = distribute(&a, Distribute::Batches);
-            let done = run_all_in(&specs, threads, job.group(), how, observer(&a, job).as_ref())?;
+            let done = run_all_in(
+                &specs,
+                threads,
+                job.group(),
+                how,
+                observer(&a, job).as_ref(),
+            )?;
             if !job.leads() {
                 return Ok(());
             }

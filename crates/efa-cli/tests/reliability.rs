@@ -175,8 +175,14 @@ fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     assert_eq!(result(&a), result(&c));
     let t: serde_json::Value =
         serde_json::from_slice(&std::fs::read(c.join("timings.json")).unwrap()).unwrap();
-    assert_eq!((t["ranks"].as_u64(), t["threads_per_rank"].as_u64()), (Some(1), Some(2)));
-    assert!(t["runs"][0]["epochs"][0]["seconds"].as_f64().unwrap() > 0.0, "{t}");
+    assert_eq!(
+        (t["ranks"].as_u64(), t["threads_per_rank"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert!(
+        t["runs"][0]["epochs"][0]["seconds"].as_f64().unwrap() > 0.0,
+        "{t}"
+    );
     // A truncated checkpoint cannot be resumed from.
     let ck = b.join("checkpoint.safetensors");
     let bytes = std::fs::read(&ck).unwrap();
@@ -386,7 +392,12 @@ fn started_as_several_ranks_without_mpi_it_refuses_at_once() {
     }
     // One process announced as one: it trains.
     let o = Command::new(env!("CARGO_BIN_EXE_efa"))
-        .args(["train", "--config", s(&fixture("efa_poisson.toml")), "--quiet"])
+        .args([
+            "train",
+            "--config",
+            s(&fixture("efa_poisson.toml")),
+            "--quiet",
+        ])
         .args(["--data", s(&fixture("counts_train.csv")), "--out", s(&out)])
         .env("OMPI_COMM_WORLD_SIZE", "1")
         .output()

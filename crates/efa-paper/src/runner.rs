@@ -8,8 +8,8 @@
 use crate::{run, run_in, PaperError, RunResult, RunSpec};
 use efa_model::ModelConfig;
 use efa_nn::params::Params;
-use efa_train::history::EpochLog;
 use efa_train::collective::{wire, Collective};
+use efa_train::history::EpochLog;
 use efa_train::{Threads, TrainError};
 use std::collections::VecDeque;
 use std::sync::Mutex;

@@ -393,7 +393,9 @@ impl<'a> Evaluator<'a> {
         if self.group.size() <= 1 {
             return Ok(mine);
         }
-        let all = self.group.all_gather((mine as u64).to_le_bytes().to_vec())?;
+        let all = self
+            .group
+            .all_gather((mine as u64).to_le_bytes().to_vec())?;
         let mut width = 1;
         for (rank, b) in all.iter().enumerate() {
             let n = <[u8; 8]>::try_from(b.as_slice())

@@ -6,8 +6,8 @@
 
 use crate::checkpoint::{Checkpoint, CheckpointPolicy, InputDigest, TrainState};
 use crate::collective::Collective;
-use crate::fsio::crc32::{to_hex, Crc32};
 use crate::evaluator::Evaluator;
+use crate::fsio::crc32::{to_hex, Crc32};
 use crate::history::{EarlyStopping, EpochLog, FitResult, Verdict};
 use crate::recipe::{Batching, TrainConfig};
 use crate::resume::resume;

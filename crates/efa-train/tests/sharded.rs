@@ -32,7 +32,9 @@ fn write_csv(dir: &Path, n: usize) -> PathBuf {
 
 fn setup(n: usize, tag: &str) -> (UserConfig, Samples) {
     let dir = scratch::scratch(tag);
-    let cfg = UserConfig::from_toml(CONFIG, Path::new("c.toml")).unwrap().0;
+    let cfg = UserConfig::from_toml(CONFIG, Path::new("c.toml"))
+        .unwrap()
+        .0;
     let data = read_csv(&write_csv(&dir, n), &cfg).unwrap();
     let set = build(&data, &cfg).samples;
     let mut dense = set.dense();
@@ -56,7 +58,9 @@ fn on_group<R: Send>(size: usize, f: impl Fn(&SimGroup) -> R + Sync) -> Vec<R> {
 }
 
 fn bits32(g: &[ndarray::ArrayD<f32>]) -> Vec<u32> {
-    g.iter().flat_map(|a| a.iter().map(|x| x.to_bits())).collect()
+    g.iter()
+        .flat_map(|a| a.iter().map(|x| x.to_bits()))
+        .collect()
 }
 
 #[test]
