@@ -40,7 +40,8 @@ if ! command -v mpirun >/dev/null || ! [ -e /usr/include/x86_64-linux-gnu/openmp
 fi
 
 say "building efa with --features mpi"
-cargo build --quiet -p efa-cli --features mpi
+# The test profile: `cargo test` has built every dependency in it already.
+cargo build --quiet --profile test -p efa-cli --features mpi
 EFA="$WORK/efa-mpi"
 cp target/debug/efa "$EFA"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -166,7 +167,7 @@ done
 echo "resumed 3 -> 2 ranks and 3 ranks -> one process: identical to the uninterrupted run"
 
 say "4. a build without MPI started as 2 ranks refuses"
-cargo build --quiet -p efa-cli
+cargo build --quiet --profile test -p efa-cli
 if run_np 2 "$ROOT/target/debug/efa" train --config "$DATA/model.toml" \
   --data "$DATA/train.csv" --out "$WORK/refused" >"$WORK/refused.log" 2>&1; then
   fail "a build without MPI ran as 2 ranks"
