@@ -12,7 +12,8 @@ pinned with `taskset` to cores 0..T-1, for `--rounds` rounds (the order of the t
 round), and prints the medians as a markdown table, with the machine, the thread count, the
 date and the load average. Before the rounds, a selection pass times every PyTorch variant once
 (briefly) and the rounds time the fastest (`--all-variants` times every variant in every round
-instead). See README.md beside this file.
+instead; the full-batch temperature models take the variant selected on L = 1 and the lag
+models the one selected on lag 1). See README.md beside this file.
 """
 
 import argparse
@@ -41,6 +42,10 @@ ATTENTION_QUICK = {
     "attn-b8-n512-causal": dict(batch=2, len=256, reps=3),
     "attn-b1-n4096-causal": dict(len=1024, reps=3),
 }
+
+# Items whose PyTorch variant is selected on another (cheaper) item of the same architecture
+# and recipe: the full-batch temperature models on L = 1, the lag models on lag 1.
+SELECT_ON = {"temp-L2": "temp-L1", "temp-L4": "temp-L1", "temp-L4-lag2": "temp-L4-lag1"}
 
 TRAIN = ["synthetic-uni", "synthetic-bi", "instacart-uni", "instacart-bi", "temp-L1", "temp-L2",
          "temp-L4", "temp-L4-lag1", "temp-L4-lag2"]
@@ -100,8 +105,11 @@ def torch_command(python, key, threads, data, quick, variants, selecting):
                s["mask"], "--reps", str(reps)]
     else:
         secs = "0.3" if quick else ("0.5" if selecting else "1.0")
+        # A full-batch temperature step is a whole epoch (seconds): one timed step per round.
+        full_batch = key.startswith("temp") and "lag" not in key
+        blocks = "1" if selecting or full_batch else "3"
         cmd = [python, TORCH_BENCH, "train", key, "--data", data, "--warm-s", secs, "--block-s",
-               secs, "--blocks", "1" if selecting else "3"]
+               secs, "--blocks", blocks]
         if quick:
             cmd.append("--quick")
     cmd += ["--threads", str(threads)]
@@ -119,7 +127,7 @@ def pinned(cmd, threads):
 
 def run_json(cmd, log):
     """Runs `cmd`, returns the JSON objects of its standard output (one per line)."""
-    print("  $ " + " ".join(cmd), file=log, flush=True)
+    print(f"  {datetime.datetime.now():%H:%M:%S} $ " + " ".join(cmd), file=log, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -309,6 +317,11 @@ def main():
         selection = {}
         if not args.all_variants:
             for key in keys:
+                leader = SELECT_ON.get(key)
+                if leader in chosen:
+                    chosen[key] = chosen[leader]
+                    print(f"  {key}: selected {', '.join(chosen[key])} (as {leader})", file=log, flush=True)
+                    continue
                 objs = run_json(pinned(torch_command(args.python, key, threads, args.data, args.quick,
                                                      None if key.startswith("attn") else train_variants,
                                                      True), threads), log)
