@@ -166,13 +166,40 @@ def run_once(cmd, threads):
     return p, others / max((t1 - t0) * len(cpus), 1e-9)
 
 
-def run_json(cmd, log, threads=None, max_others=None, attempts=1):
+def wait_quiet(threads, max_others, max_wait, log, window=2.0):
+    """Waits (up to `max_wait` seconds) until other processes use at most `max_others` of the
+    pinned CPUs over a `window`-second sample; returns the seconds waited."""
+    cpus = set(range(threads))
+    start = time.monotonic()
+    said = False
+    while True:
+        b0 = busy_jiffies(cpus)
+        time.sleep(window)
+        b1 = busy_jiffies(cpus)
+        if b0 is None or b1 is None:
+            return 0.0
+        share = (b1 - b0) / os.sysconf("SC_CLK_TCK") / (window * len(cpus))
+        waited = time.monotonic() - start
+        if share <= max_others or waited >= max_wait:
+            if said:
+                print(f"    waited {waited:.0f} s for the pinned CPUs (others now {share:.0%})",
+                      file=log, flush=True)
+            return waited
+        if not said:
+            print(f"    other processes use {share:.0%} of the pinned CPUs; waiting", file=log, flush=True)
+            said = True
+        time.sleep(8.0)
+
+
+def run_json(cmd, log, threads=None, max_others=None, attempts=1, max_wait=0.0):
     """Runs `cmd`, returns the JSON objects of its standard output (one per line). With
     `max_others`, a run during which other processes used more than that share of the pinned
     CPUs is repeated (up to `attempts` runs; the least disturbed is kept). The 1-minute load
     average at the start and the others' share of the kept run go to LOADS and OTHERS."""
     best = None
     for attempt in range(attempts):
+        if max_others is not None and max_wait > 0:
+            wait_quiet(threads or 1, max_others, max_wait, log)
         LOADS.append(load())
         print(f"  {datetime.datetime.now():%H:%M:%S} (load {LOADS[-1]:.2f}) $ " + " ".join(cmd),
               file=log, flush=True)
@@ -355,6 +382,9 @@ def main():
                          "of the pinned CPUs (default 0.05; read from /proc/stat)")
     ap.add_argument("--attempts", type=int, default=4,
                     help="most runs per timed measurement under --max-others (default 4)")
+    ap.add_argument("--max-wait", type=float, default=600.0,
+                    help="before each timed run, wait up to this many seconds for other processes "
+                         "to use at most --max-others of the pinned CPUs (default 600; 0: no waiting)")
     ap.add_argument("--json-out", default=None, help="also write every raw result to this file")
     ap.add_argument("--log", default=None, help="write the commands run to this file (default: stderr)")
     args = ap.parse_args()
@@ -411,7 +441,7 @@ def main():
                 if r % 2 == 1:
                     jobs.reverse()
                 for side, cmd in jobs:
-                    objs = run_json(cmd, log, threads, args.max_others, args.attempts)
+                    objs = run_json(cmd, log, threads, args.max_others, args.attempts, args.max_wait)
                     results[key][side].extend(objs)
             print(f"# round {r + 1} of {rounds} done (load {load():.2f})", file=log, flush=True)
         load1 = load()
