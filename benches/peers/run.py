@@ -417,7 +417,8 @@ def main():
                     continue
                 objs = run_json(pinned(torch_command(args.python, key, threads, args.data, args.quick,
                                                      None if key.startswith("attn") else train_variants,
-                                                     True), threads), log)
+                                                     True), threads), log, threads,
+                                args.max_others, 2, args.max_wait)
                 ok = [o for o in objs if "error" not in o]
                 selection[key] = objs
                 if not ok:
