@@ -33,6 +33,8 @@ struct Scratch<T> {
     dv: Vec<T>,
     dq: Vec<T>,
     cnt: Vec<usize>,
+    rows: Vec<(usize, usize, usize)>,
+    keys: Vec<(usize, usize, usize)>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -56,6 +58,8 @@ impl<T: Real> Scratch<T> {
             dv: zeros(bk * dvpad),
             dq: zeros(rows * dpad),
             cnt: vec![0; bq],
+            rows: Vec::with_capacity(bq.div_ceil(ROW_GROUP)),
+            keys: Vec::with_capacity(bk.div_ceil(ROW_GROUP)),
         }
     }
 }
@@ -266,127 +270,150 @@ impl<T: Real> Ctx<'_, '_, T> {
         let isa = p.isa;
         let (dpad, dvpad) = pads(p);
         let bkp = padded(bk);
-        // S = scale·Q·Kᵀ
-        // SAFETY (all gemm calls): operands address the views' rows or scratch buffers sized by
-        // Scratch::new for these tile shapes; n is a multiple of PAD; outputs do not alias.
-        unsafe {
-            gemm(
-                isa,
-                mq,
-                bkp,
-                p.d,
-                qs.qa.ptr,
-                qs.qa.rs,
-                qs.qa.cs,
-                sc.kt.as_ptr(),
-                bkp as isize,
-                sc.s.as_mut_ptr(),
-                bkp as isize,
-                false,
-                p.scale,
-            )
-        };
-        // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
-        let pointwise = p.rules.has_pointwise();
+        // Query row r sees the first cnt[r] keys of the tile (prefix rules; cnt grows with r).
         for r in 0..mq {
-            let i = i0 + r;
-            let cnt = p.rules.hi(b, i).saturating_sub(j0).min(bk);
-            sc.cnt[r] = cnt;
-            if pointwise && cnt > 0 {
-                for (c, x) in sc.s[r * bkp..r * bkp + cnt].iter_mut().enumerate() {
+            sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
+        }
+        let k_eff = sc.cnt[..mq].iter().copied().max().unwrap_or(0);
+        if k_eff == 0 {
+            return;
+        }
+        row_groups(&sc.cnt[..mq], &mut sc.rows);
+        key_groups(&sc.cnt[..mq], k_eff, &mut sc.keys);
+        // S = scale·Q·Kᵀ on each row group's visible columns (padded): the causal triangle
+        // beyond them is neither multiplied nor exponentiated.
+        // SAFETY (all gemm calls): operands address the views' rows or scratch buffers sized by
+        // Scratch::new for these tile shapes; widths are multiples of PAD up to bkp; row and
+        // key ranges stay inside the tile; outputs do not alias.
+        for &(r0, r1, kr) in &sc.rows {
+            let a = qs.qa.down(r0);
+            unsafe {
+                gemm(
+                    isa,
+                    r1 - r0,
+                    padded(kr),
+                    p.d,
+                    a.ptr,
+                    a.rs,
+                    a.cs,
+                    sc.kt.as_ptr(),
+                    bkp as isize,
+                    sc.s.as_mut_ptr().add(r0 * bkp),
+                    bkp as isize,
+                    false,
+                    p.scale,
+                )
+            };
+        }
+        // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
+        if p.rules.has_pointwise() {
+            for r in 0..mq {
+                let i = i0 + r;
+                for (c, x) in sc.s[r * bkp..r * bkp + sc.cnt[r]].iter_mut().enumerate() {
                     if !p.rules.pointwise(b, h, i, j0 + c) {
                         *x = T::NEG_INFINITY;
                     }
                 }
             }
         }
-        // SAFETY: buffers sized by Scratch::new for this tile.
-        let k_eff = unsafe { probabilities(isa, mq, &mut sc.s, bkp, &sc.cnt, &sc.lse[at..]) };
-        if k_eff == 0 {
-            return;
+        // SAFETY: buffers sized by Scratch::new for this tile; row r is read up to
+        // padded(cnt[r]), inside its group's computed columns.
+        unsafe { probabilities(isa, mq, &mut sc.s, bkp, &sc.cnt, &sc.lse[at..]) };
+        if kv {
+            // dV += Pᵀ·dO; key rows [j0, j1) sum over the query rows from f on (the rows
+            // before f see none of them, so their P is 0 and is skipped, not added).
+            for &(ja, jb, f) in &sc.keys {
+                let b_op = qs.dob.down(f);
+                unsafe {
+                    gemm(
+                        isa,
+                        jb - ja,
+                        dvpad,
+                        mq - f,
+                        sc.s.as_ptr().add(f * bkp + ja),
+                        1,
+                        bkp as isize,
+                        b_op.ptr,
+                        b_op.rs,
+                        sc.dv.as_mut_ptr().add(ja * dvpad),
+                        dvpad as isize,
+                        true,
+                        T::ONE,
+                    );
+                }
+            }
         }
-        let kp_w = padded(k_eff);
-        unsafe {
-            if kv {
-                // dV += Pᵀ·dO (Pᵀ read through transposed strides).
+        for &(r0, r1, kr) in &sc.rows {
+            let w = padded(kr);
+            // dP = dO·Vᵀ on the group's columns.
+            let a = qs.doa.down(r0);
+            unsafe {
                 gemm(
                     isa,
-                    k_eff,
-                    dvpad,
-                    mq,
-                    sc.s.as_ptr(),
-                    1,
+                    r1 - r0,
+                    w,
+                    p.dv,
+                    a.ptr,
+                    a.rs,
+                    a.cs,
+                    sc.vt.as_ptr(),
                     bkp as isize,
-                    qs.dob.ptr,
-                    qs.dob.rs,
-                    sc.dv.as_mut_ptr(),
-                    dvpad as isize,
-                    true,
+                    sc.dp.as_mut_ptr().add(r0 * bkp),
+                    bkp as isize,
+                    false,
                     T::ONE,
                 );
             }
-            // dP = dO·Vᵀ
-            gemm(
-                isa,
-                mq,
-                kp_w,
-                p.dv,
-                qs.doa.ptr,
-                qs.doa.rs,
-                qs.doa.cs,
-                sc.vt.as_ptr(),
-                bkp as isize,
-                sc.dp.as_mut_ptr(),
-                bkp as isize,
-                false,
-                T::ONE,
-            );
-        }
-        // dS = P ∘ (dP − D)
-        for r in 0..mq {
-            let (pr, dr) = (
-                &sc.s[r * bkp..r * bkp + kp_w],
-                &mut sc.dp[r * bkp..r * bkp + kp_w],
-            );
-            ds_row(isa, pr, dr, sc.dd[at + r]);
-        }
-        unsafe {
-            if kv {
-                // dK += dSᵀ·Q (scale applied when written out)
-                gemm(
-                    isa,
-                    k_eff,
-                    dpad,
-                    mq,
-                    sc.dp.as_ptr(),
-                    1,
-                    bkp as isize,
-                    qs.qb.ptr,
-                    qs.qb.rs,
-                    sc.dk.as_mut_ptr(),
-                    dpad as isize,
-                    true,
-                    T::ONE,
+            // dS = P ∘ (dP − D) (P is 0 past each row's visible keys).
+            for r in r0..r1 {
+                let (pr, dr) = (
+                    &sc.s[r * bkp..r * bkp + w],
+                    &mut sc.dp[r * bkp..r * bkp + w],
                 );
+                ds_row(isa, pr, dr, sc.dd[at + r]);
             }
             if dq {
-                // dQ += dS·K (scale applied when written out)
-                let c = sc.dq[at * dpad..].as_mut_ptr();
-                gemm(
-                    isa,
-                    mq,
-                    dpad,
-                    k_eff,
-                    sc.dp.as_ptr(),
-                    bkp as isize,
-                    1,
-                    kb.ptr,
-                    kb.rs,
-                    c,
-                    dpad as isize,
-                    true,
-                    T::ONE,
-                );
+                // dQ += dS·K over the group's visible keys (scale applied when written out).
+                unsafe {
+                    gemm(
+                        isa,
+                        r1 - r0,
+                        dpad,
+                        kr,
+                        sc.dp.as_ptr().add(r0 * bkp),
+                        bkp as isize,
+                        1,
+                        kb.ptr,
+                        kb.rs,
+                        sc.dq[(at + r0) * dpad..].as_mut_ptr(),
+                        dpad as isize,
+                        true,
+                        T::ONE,
+                    );
+                }
+            }
+        }
+        if kv {
+            // dK += dSᵀ·Q (scale applied when written out), rows as for dV.
+            for &(ja, jb, f) in &sc.keys {
+                let b_op = qs.qb.down(f);
+                unsafe {
+                    gemm(
+                        isa,
+                        jb - ja,
+                        dpad,
+                        mq - f,
+                        sc.dp.as_ptr().add(f * bkp + ja),
+                        1,
+                        bkp as isize,
+                        b_op.ptr,
+                        b_op.rs,
+                        sc.dk.as_mut_ptr().add(ja * dpad),
+                        dpad as isize,
+                        true,
+                        T::ONE,
+                    );
+                }
             }
         }
     }
@@ -397,6 +424,48 @@ impl<T: Real> Ctx<'_, '_, T> {
             for (o, &a) in out[r * n..(r + 1) * n].iter_mut().zip(&acc[r * w..]) {
                 o.write(alpha * a);
             }
+        }
+    }
+}
+
+/// Rows (of queries, or of keys) per group of the causal-triangle skipping: the AVX-512 f32
+/// register block's row count, and a multiple of 8 so a key group's last row stays inside the
+/// padded columns of every query row that sees its first (see [`key_groups`]).
+const ROW_GROUP: usize = 8;
+const _: () = assert!(crate::micro::PAD.is_multiple_of(ROW_GROUP));
+
+/// Query row groups `(r0, r1, k)` of a tile whose row `r` sees the first `cnt[r]` keys (`cnt`
+/// non-decreasing): chunks of [`ROW_GROUP`] rows, consecutive chunks merged while their last
+/// rows' counts pad to the same width, `k` the count of the group's last row (its widest);
+/// rows that see no key are left out.
+fn row_groups(cnt: &[usize], out: &mut Vec<(usize, usize, usize)>) {
+    out.clear();
+    for r0 in (0..cnt.len()).step_by(ROW_GROUP) {
+        let r1 = (r0 + ROW_GROUP).min(cnt.len());
+        let k = cnt[r1 - 1];
+        if k == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(g) if g.1 == r0 && padded(g.2) == padded(k) => (g.1, g.2) = (r1, k),
+            _ => out.push((r0, r1, k)),
+        }
+    }
+}
+
+/// Key row groups `(j0, j1, f)` covering the first `k_eff` keys: chunks of [`ROW_GROUP`] keys,
+/// consecutive chunks merged while they share `f`, the first query row that sees the chunk's
+/// first key (no row before `f` sees any key of the group: `cnt` is non-decreasing). Every
+/// row `r ≥ f` has `cnt[r] > j0`, so its padded width `padded(cnt[r]) ≥ j0 + ROW_GROUP ≥ j1`
+/// (`j0` a multiple of 8, widths of 16): the group's columns of rows `f..` were computed.
+fn key_groups(cnt: &[usize], k_eff: usize, out: &mut Vec<(usize, usize, usize)>) {
+    out.clear();
+    for j0 in (0..k_eff).step_by(ROW_GROUP) {
+        let j1 = (j0 + ROW_GROUP).min(k_eff);
+        let f = cnt.partition_point(|&c| c <= j0);
+        match out.last_mut() {
+            Some(g) if g.2 == f => g.1 = j1,
+            _ => out.push((j0, j1, f)),
         }
     }
 }

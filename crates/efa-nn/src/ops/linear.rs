@@ -11,6 +11,10 @@ const NAME: &str = "fused:linear";
 #[derive(Clone)]
 struct LinearOp;
 
+/// Multiply-adds `m·k·n` from which a product runs on the whole rayon pool: about 30 µs of
+/// single-threaded work, well above the cost of a fork-join.
+const PAR_MIN_WORK: usize = 1 << 18;
+
 /// `c[m×n] = a[m×k]·b[k×n] (+ c if accumulate)`, all row-major slices; `ta`/`tb` read `a`
 /// (stored `k×m`) or `b` (stored `n×k`) transposed.
 #[allow(clippy::too_many_arguments)]
@@ -29,10 +33,18 @@ fn gemm<T: Real>(
     let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
     let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
     let beta = if accumulate { T::ONE } else { T::ZERO };
+    // Large products split `C` over the current pool (`gemm_par`: rows or columns of `C` only,
+    // never `k`, so the bits are those of the single-threaded product at any thread count).
+    let product = if m * k * n >= PAR_MIN_WORK {
+        efa_num::gemm::gemm_par::<T>
+    } else {
+        T::gemm
+    };
     // SAFETY: the asserts above guarantee that every index the strides address lies inside
-    // the slices; `c` is a unique borrow, so it does not alias `a` or `b`.
+    // the slices; `c` is a unique borrow, so it does not alias `a` or `b` (nor is it shared
+    // with another thread during the call).
     unsafe {
-        T::gemm(
+        product(
             m,
             k,
             n,
@@ -236,6 +248,65 @@ mod tests {
                 tape.sum_all(y)
             });
         }
+    }
+
+    /// A product above [`PAR_MIN_WORK`] (split over the pool) gives the same bits at 1 and 2
+    /// threads, in the forward and in both operand gradients, and the bits of the
+    /// single-threaded `T::gemm` (a product below the threshold runs on it).
+    #[test]
+    fn large_products_same_bits_at_one_and_two_threads() {
+        let (m, fi, fo) = (1000, 37, 45);
+        assert!(m * fi * fo >= PAR_MIN_WORK);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let x = input(&[m, fi], 0.3).mapv(|v| v as f32);
+                let w = input(&[fi, fo], 0.7).mapv(|v| v as f32);
+                let b = input(&[fo], 1.3).mapv(|v| v as f32);
+                let dy = input(&[m, fo], 2.1).mapv(|v| v as f32);
+                let mut op = LinearOp;
+                let y = FusedOp::<f32>::forward(&mut op, &[&x, &w, &b]).unwrap();
+                let g = op
+                    .backward(&[&x, &w, &b], &[&y[0]], &[Some(&dy)], &[true, true, true])
+                    .unwrap();
+                let bits = |a: &ArrayD<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                let mut want_dw = vec![0f32; fi * fo];
+                // SAFETY: shapes as stated; dW = xᵀ·dy through the single-threaded product.
+                unsafe {
+                    f32::gemm(
+                        fi,
+                        m,
+                        fo,
+                        1.0,
+                        x.as_ptr(),
+                        1,
+                        fi as isize,
+                        dy.as_ptr(),
+                        fo as isize,
+                        1,
+                        0.0,
+                        want_dw.as_mut_ptr(),
+                        fo as isize,
+                        1,
+                    );
+                }
+                let dw = g[1].as_ref().unwrap();
+                assert!(dw
+                    .iter()
+                    .zip(&want_dw)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                [
+                    bits(&y[0]),
+                    bits(g[0].as_ref().unwrap()),
+                    bits(dw),
+                    bits(g[2].as_ref().unwrap()),
+                ]
+            })
+        };
+        assert_eq!(run(1), run(2));
     }
 
     #[test]

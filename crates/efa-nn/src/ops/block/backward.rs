@@ -32,6 +32,9 @@ const BE2: usize = 15;
 
 type Partial<T> = [Vec<T>; 16];
 
+/// Elements of a parameter gradient per task of the partial sums' reduction.
+const SUM_PIECE: usize = 512;
+
 fn zeros<T: Real>(dm: &Dims, project: bool) -> Partial<T> {
     let (d, hk, f) = (dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
@@ -219,14 +222,20 @@ pub(super) fn run<T: Real>(
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
         .collect::<Result<_, TapeError>>()?;
-    // Partial parameter gradients summed in chunk order (independent of the thread count).
+    // Partial parameter gradients summed in chunk order (independent of the thread count):
+    // every element adds its chunks' values in chunk order, the elements split over the pool.
     let mut pg = zeros::<T>(dm, project);
-    for part in &parts {
-        for (acc, x) in pg.iter_mut().zip(part) {
-            for (a, &v) in acc.iter_mut().zip(x) {
-                *a += v;
-            }
-        }
+    for (t, acc) in pg.iter_mut().enumerate() {
+        acc.par_chunks_mut(SUM_PIECE)
+            .enumerate()
+            .for_each(|(i, piece)| {
+                let at = i * SUM_PIECE;
+                for part in &parts {
+                    for (a, &v) in piece.iter_mut().zip(&part[t][at..]) {
+                        *a += v;
+                    }
+                }
+            });
     }
     let vec1 = |x: &Vec<T>| ArrayD::from_shape_vec(IxDyn(&[x.len()]), x.clone()).expect("sizes");
     let mut out = vec![Some(

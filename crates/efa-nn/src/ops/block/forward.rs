@@ -3,12 +3,13 @@
 
 use super::dense::{grow, init_rows, ld, ln_row, mm, Packed};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
-use super::{err, split, tail_at, Config, Dims, Saved};
+use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use efa_tape::TapeError;
 use ndarray::{ArrayD, CowArray, IxDyn};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Inputs as contiguous slices (copies only for inputs not in standard layout).
 pub(super) fn slices<'a, T: Real>(inputs: &[&'a ArrayD<T>]) -> Vec<CowArray<'a, T, IxDyn>> {
@@ -35,20 +36,41 @@ struct Ctx<'a, T> {
     eps: T,
 }
 
-/// One chunk's rows of the output and of the saved buffers.
-struct Chunk<'a, T> {
+/// One chunk's rows of the output and of the saved buffers (elements `E`: not yet written
+/// `MaybeUninit<T>` until [`Chunk::zeroed`], then `T`).
+struct Chunk<'a, E> {
     s0: usize,
     ns: usize,
-    q: &'a mut [T],
-    kv: &'a mut [T],
-    p: &'a mut [T],
-    o: &'a mut [T],
-    xhat1: &'a mut [T],
-    rstd1: &'a mut [T],
-    hid: &'a mut [T],
-    xhat2: &'a mut [T],
-    rstd2: &'a mut [T],
-    y: &'a mut [T],
+    q: &'a mut [E],
+    kv: &'a mut [E],
+    p: &'a mut [E],
+    o: &'a mut [E],
+    xhat1: &'a mut [E],
+    rstd1: &'a mut [E],
+    hid: &'a mut [E],
+    xhat2: &'a mut [E],
+    rstd2: &'a mut [E],
+    y: &'a mut [E],
+}
+
+impl<'a, T: Real> Chunk<'a, MaybeUninit<T>> {
+    /// The chunk's pieces zeroed (on the thread that computes them, in cache).
+    fn zeroed(self) -> Chunk<'a, T> {
+        Chunk {
+            s0: self.s0,
+            ns: self.ns,
+            q: zeroed(self.q),
+            kv: zeroed(self.kv),
+            p: zeroed(self.p),
+            o: zeroed(self.o),
+            xhat1: zeroed(self.xhat1),
+            rstd1: zeroed(self.rstd1),
+            hid: zeroed(self.hid),
+            xhat2: zeroed(self.xhat2),
+            rstd2: zeroed(self.rstd2),
+            y: zeroed(self.y),
+        }
+    }
 }
 
 /// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output and
@@ -113,29 +135,28 @@ pub(super) fn run<T: Real>(
     let plen = cfg.shape(dm, 0).p_len();
     let rq = b * nq;
     let project = !cfg.given;
-    let mut s = Saved {
-        q: vec![T::ZERO; if project { rq * ldhk } else { 0 }],
-        kv: vec![T::ZERO; if project { b * n * ldkv } else { 0 }],
-        p: vec![T::ZERO; b * plen],
-        o: vec![T::ZERO; rq * ldhk],
-        xhat1: vec![T::ZERO; rq * ldd],
-        rstd1: vec![T::ZERO; rq],
-        xhat2: vec![T::ZERO; rq * ldd],
-        rstd2: vec![T::ZERO; rq],
-        hid: vec![T::ZERO; rq * ldf],
-    };
-    let mut y = vec![T::ZERO; rq * d];
+    // Every buffer is zeroed by the chunk that owns its piece (see `uninit`).
+    let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
+    let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
+    let mut sp = uninit::<T>(b * plen);
+    let mut so = uninit::<T>(rq * ldhk);
+    let mut sx1 = uninit::<T>(rq * ldd);
+    let mut sr1 = uninit::<T>(rq);
+    let mut sx2 = uninit::<T>(rq * ldd);
+    let mut sr2 = uninit::<T>(rq);
+    let mut shid = uninit::<T>(rq * ldf);
+    let mut y = uninit::<T>(rq * d);
     let per = Config::per_chunk(dm);
-    let chunks: Vec<Chunk<T>> = {
-        let mut q = split(&mut s.q, nq * ldhk, per, b).into_iter();
-        let mut kv = split(&mut s.kv, n * ldkv, per, b).into_iter();
-        let mut p = split(&mut s.p, plen, per, b).into_iter();
-        let mut o = split(&mut s.o, nq * ldhk, per, b).into_iter();
-        let mut xhat1 = split(&mut s.xhat1, nq * ldd, per, b).into_iter();
-        let mut rstd1 = split(&mut s.rstd1, nq, per, b).into_iter();
-        let mut hid = split(&mut s.hid, nq * ldf, per, b).into_iter();
-        let mut xhat2 = split(&mut s.xhat2, nq * ldd, per, b).into_iter();
-        let mut rstd2 = split(&mut s.rstd2, nq, per, b).into_iter();
+    let chunks: Vec<Chunk<MaybeUninit<T>>> = {
+        let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
+        let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
+        let mut p = split(&mut sp, plen, per, b).into_iter();
+        let mut o = split(&mut so, nq * ldhk, per, b).into_iter();
+        let mut xhat1 = split(&mut sx1, nq * ldd, per, b).into_iter();
+        let mut rstd1 = split(&mut sr1, nq, per, b).into_iter();
+        let mut hid = split(&mut shid, nq * ldf, per, b).into_iter();
+        let mut xhat2 = split(&mut sx2, nq * ldd, per, b).into_iter();
+        let mut rstd2 = split(&mut sr2, nq, per, b).into_iter();
         let mut ys = split(&mut y, nq * d, per, b).into_iter();
         (0..b)
             .step_by(per)
@@ -157,8 +178,27 @@ pub(super) fn run<T: Real>(
     };
     chunks
         .into_par_iter()
-        .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
+        .map_init(Scratch::new, |sc, c| chunk(&cx, c.zeroed(), sc))
         .collect::<Result<Vec<()>, TapeError>>()?;
+    // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
+    // every chunk zeroed all its pieces before computing (`Chunk::zeroed`); on an error we
+    // returned above.
+    let (s, y) = unsafe {
+        (
+            Saved {
+                q: assume_init(sq),
+                kv: assume_init(skv),
+                p: assume_init(sp),
+                o: assume_init(so),
+                xhat1: assume_init(sx1),
+                rstd1: assume_init(sr1),
+                xhat2: assume_init(sx2),
+                rstd2: assume_init(sr2),
+                hid: assume_init(shid),
+            },
+            assume_init(y),
+        )
+    };
     let y = ArrayD::from_shape_vec(IxDyn(&[b, nq, d]), y).expect("block: sizes");
     Ok((y, s))
 }

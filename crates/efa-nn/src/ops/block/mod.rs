@@ -34,6 +34,7 @@ use efa_num::Real;
 use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
 use rows::RowsShape;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 const NAME: &str = "fused:post_norm_block";
@@ -311,6 +312,36 @@ fn split<T>(buf: &mut [T], each: usize, per: usize, b: usize) -> Vec<&mut [T]> {
     }
     debug_assert_eq!(buf.len(), b * each);
     buf.chunks_mut(per * each).collect()
+}
+
+/// A buffer of `n` elements not yet written, to be cut like [`split`] and zeroed piece by
+/// piece by the parallel chunks that own them ([`zeroed`]): the zero-fill of the large saved
+/// buffers then runs on the pool, each piece in cache just before its chunk writes it, instead
+/// of as one serial pass before the chunks start. The contents are the same zeros.
+fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
+    let mut v = Vec::with_capacity(n);
+    v.resize_with(n, MaybeUninit::uninit);
+    v
+}
+
+/// A piece of an [`uninit`] buffer, zeroed and returned initialised.
+fn zeroed<T: Real>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    for x in s.iter_mut() {
+        x.write(T::ZERO);
+    }
+    // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+/// An [`uninit`] buffer whose every piece went through [`zeroed`] (or was otherwise written).
+///
+/// # Safety
+/// Every element must be initialised.
+unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: same allocation, length and capacity; `MaybeUninit<T>` has the layout of `T`; the
+    // caller guarantees every element is initialised.
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
 }
 
 /// `buf` cut like [`split`], read-only.

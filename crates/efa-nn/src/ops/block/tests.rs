@@ -313,8 +313,12 @@ fn the_block_passes_the_finite_difference_audit_in_every_mode() {
 
 #[test]
 fn results_are_the_same_bits_for_one_and_two_threads() {
-    let case = &cases()[2];
-    for mode in MODES {
+    // Several chunks; the temperature widths also split the reduction of the partial
+    // parameter gradients (W₁, W₂: more than one `SUM_PIECE` each).
+    for (case, mode) in [&cases()[2], &cases()[3]]
+        .into_iter()
+        .flat_map(|c| MODES.iter().map(move |m| (c, *m)))
+    {
         let bits = |threads| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
