@@ -31,19 +31,23 @@ fn fingerprint((result, params): &Trained) -> (String, Vec<u64>, Vec<u32>) {
     (row, losses, bits)
 }
 
-#[test]
-fn shared_runs_are_bit_identical_to_one_process_at_every_group_size() {
+/// The runs of a small synthetic experiment (48 users) with `epochs`.
+fn synthetic_runs(epochs: Option<usize>) -> Vec<efa_paper::RunSpec> {
     let exp = synthetic::Synthetic::new(&synthetic::Options {
         users: 48,
         ..Default::default()
     })
     .unwrap();
-    let specs = exp
-        .runs(&RunSettings {
-            epochs: Some(2),
-            ..RunSettings::default()
-        })
-        .unwrap();
+    exp.runs(&RunSettings {
+        epochs,
+        ..RunSettings::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn shared_runs_are_bit_identical_to_one_process_at_every_group_size() {
+    let specs = synthetic_runs(Some(2));
     assert!(specs.len() >= 3, "{} runs", specs.len());
     let solo: Vec<_> = run_all(&specs, 1, &Quiet)
         .unwrap()
@@ -63,12 +67,7 @@ fn shared_runs_are_bit_identical_to_one_process_at_every_group_size() {
 
 #[test]
 fn runs_go_longest_first_to_the_least_loaded_member() {
-    let exp = synthetic::Synthetic::new(&synthetic::Options {
-        users: 48,
-        ..Default::default()
-    })
-    .unwrap();
-    let specs = exp.runs(&RunSettings::default()).unwrap();
+    let specs = synthetic_runs(None);
     let cost: Vec<f64> = specs.iter().map(efa_paper::runner::cost).collect();
     for members in 1..=5 {
         let owner = assign(&specs, members);
