@@ -14,6 +14,7 @@ mod common;
 mod error;
 mod evaluate_cmd;
 mod expfam_cmd;
+mod export_cmd;
 mod plot;
 mod predict_cmd;
 mod report;
@@ -49,6 +50,8 @@ enum Command {
     Evaluate(evaluate_cmd::EvaluateArgs),
     /// Natural parameter, mean and variance per target row of a CSV, from a trained model.
     Predict(predict_cmd::PredictArgs),
+    /// Write a paper data set as `efa train` inputs: split CSVs, items.csv and model.toml.
+    Export(export_cmd::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train_cmd::run(args),
         Command::Evaluate(args) => evaluate_cmd::run(args),
         Command::Predict(args) => predict_cmd::run(args),
+        Command::Export(args) => export_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
