@@ -228,6 +228,7 @@ fn check_json(r: &Report) -> serde_json::Value {
     json!({
         "passed": r.passed(),
         "nonfinite_base": r.nonfinite_base,
+        "kinks": r.kinks,
         "tensors": r.params.iter().map(|p| json!({
             "name": p.name, "shape": p.shape, "checked": p.checked,
             "max_abs_err": p.max_abs_err, "max_rel_err": p.max_rel_err, "pass": p.pass,
@@ -284,6 +285,14 @@ pub fn print_report(
     )?;
     if let Some(w) = &report.nonfinite_base {
         outln!("  WARNING: {w}")?;
+    }
+    if !report.kinks.is_empty() {
+        outln!(
+            "  {} element(s) at a kink (one-sided differences disagree; the gradient lies \
+             between them): {}",
+            report.kinks.len(),
+            report.kinks.join(", ")
+        )?;
     }
     outln!(
         "{:<28} {:<14} {:>7} {:>12} {:>12}  result",
