@@ -21,7 +21,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A standard normal draw (Box–Muller).
 fn normal(rng: &mut StdRng) -> f64 {
@@ -78,6 +78,21 @@ fn main() {
     let seed: u64 = args.get(2).map_or(7, |s| s.parse().expect("SEED"));
     let sites: usize = args.get(3).map_or(8, |s| s.parse().expect("SITES"));
     let days: usize = args.get(4).map_or(160, |s| s.parse().expect("DAYS"));
+    assert!(sites >= 1 && days >= 8, "at least 1 site and 8 days");
+    let (oracle, base) = generate(&out, seed, sites, days);
+    let n_train = days * 5 / 8;
+    let n_valid = (days - n_train) / 2;
+    println!(
+        "wrote {sites} sites × 3 items, {n_train} / {n_valid} / {} days into {}",
+        days - n_train - n_valid,
+        out.display()
+    );
+    println!("test mean nll: oracle {oracle:.4}, per-item baseline {base:.4}");
+}
+
+/// Writes the three splits and the item table into `out`; returns the test split's oracle
+/// and per-item-baseline mean nll.
+fn generate(out: &Path, seed: u64, sites: usize, days: usize) -> (f64, f64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let coords: Vec<(f64, f64)> = (0..sites)
         .map(|_| {
@@ -118,7 +133,7 @@ fn main() {
         ("mixed_sites_valid.csv", n_train + 1..=n_train + n_valid),
         ("mixed_sites_test.csv", n_train + n_valid + 1..=days),
     ];
-    std::fs::create_dir_all(&out).expect("create the output directory");
+    std::fs::create_dir_all(out).expect("create the output directory");
     for (name, range) in &splits {
         let mut s = String::from("seq,order,item,value,lag\n");
         for d in range.clone() {
@@ -165,15 +180,32 @@ fn main() {
             n += 3.0;
         }
     }
-    println!(
-        "wrote {} sites × 3 items, {n_train} / {n_valid} / {} days into {}",
-        sites,
-        days - n_train - n_valid,
-        out.display()
-    );
-    println!(
-        "test mean nll: oracle {:.4}, per-item baseline {:.4}",
-        oracle / n,
-        base / n
-    );
+    (oracle / n, base / n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::generate;
+    use std::path::Path;
+
+    /// The committed fixture is exactly this generator's output with the default settings,
+    /// and the references lie where the README says.
+    #[test]
+    fn the_committed_fixture_is_this_generators_output() {
+        let out = std::env::temp_dir().join(format!("efa-mixed-gen-{}", std::process::id()));
+        let (oracle, base) = generate(&out, 7, 8, 160);
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/train");
+        for name in [
+            "mixed_sites_train.csv",
+            "mixed_sites_valid.csv",
+            "mixed_sites_test.csv",
+            "mixed_sites_items.csv",
+        ] {
+            let made = std::fs::read(out.join(name)).unwrap();
+            let kept = std::fs::read(fixtures.join(name)).unwrap();
+            assert!(made == kept, "{name} differs from the generator's output");
+        }
+        assert_eq!(format!("{oracle:.3} {base:.3}"), "1.329 2.387");
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }
