@@ -110,3 +110,34 @@ fn a_family_wider_than_eta_or_a_support_violation_is_an_error() {
     let t = Targets::Mixed { y, families: f };
     assert!(Objective::MixedNll.loss(&mut tape, v, &t).is_err());
 }
+
+#[test]
+fn poisson_log_eps_on_counts_is_the_shifted_loss_on_ratings_bit_for_bit() {
+    // The paper's v1 loss on ratings r: mean(λ − (r − 1)·ln(λ + 1e-8)); on counts y = r − 1
+    // the same numbers, in the training dtype.
+    let eta = [0.3f32, -1.1, 0.05, 2.0, -0.6];
+    let ratings = [1.0, 3.0, 2.0, 5.0, 4.0];
+    let value = |objective: Objective, y: Vec<f64>| {
+        let mut tape = Tape::<f32>::new();
+        let v = tape.constant(ArrayD::from_shape_fn(IxDyn(&[5, 1]), |i| eta[i[0]]));
+        let l = objective.loss(&mut tape, v, &Targets::Real(y)).unwrap();
+        *tape.value(l).iter().next().unwrap()
+    };
+    let shifted = value(Objective::PoissonShifted, ratings.to_vec());
+    let counts = value(
+        Objective::PoissonLogEps,
+        ratings.iter().map(|r| r - 1.0).collect(),
+    );
+    assert_eq!(shifted.to_bits(), counts.to_bits());
+    // And by hand in f64.
+    let want: f64 = eta
+        .iter()
+        .zip(&ratings)
+        .map(|(&e, &r)| {
+            let lam = f64::from(e).exp();
+            lam - (r - 1.0) * (lam + 1e-8).ln()
+        })
+        .sum::<f64>()
+        / 5.0;
+    assert!((f64::from(counts) - want).abs() < 1e-6 * want.abs().max(1.0));
+}

@@ -281,3 +281,29 @@ fn configuration_errors_name_the_field() {
     let e = err(&("loss = \"mse\"\n".to_string() + CFG));
     assert!(e.starts_with("m.toml: field `loss`"), "{e}");
 }
+
+#[test]
+fn the_papers_losses_map_the_output_to_their_natural_parameter() {
+    use efa_train::userdata::UserLoss;
+    let p = Family::Poisson;
+    // v1: λ = e^z, η = z; v2: μ = 1 + e^z, η = ln μ; mse: η = z / s2 (z is the mean).
+    assert_eq!(UserLoss::PoissonV1.natural(&p, &[0.7]), vec![0.7]);
+    let v2 = UserLoss::PoissonV2.natural(&p, &[0.7])[0];
+    assert!((v2 - (1.0 + 0.7f64.exp()).ln()).abs() < 1e-15);
+    let g = Family::GaussianKnownVar { s2: 4.0 };
+    assert_eq!(UserLoss::Mse.natural(&g, &[2.0]), vec![0.5]);
+    // The default is the family's link of the leading columns.
+    let gauss = UserLoss::Nll.natural(&Family::Gaussian, &[1.0, 0.0, 9.0]);
+    assert_eq!(
+        gauss,
+        efa_expfam::link::natural(&Family::Gaussian, &[1.0, 0.0])
+    );
+    assert_eq!(
+        UserLoss::PoissonV1.objective(&Families::All(FamilySpec::Poisson {})),
+        Objective::PoissonLogEps
+    );
+    assert_eq!(
+        UserLoss::PoissonV2.objective(&Families::All(FamilySpec::Poisson {})),
+        Objective::PoissonOnePlus
+    );
+}
