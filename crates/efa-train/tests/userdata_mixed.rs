@@ -307,3 +307,33 @@ fn the_papers_losses_map_the_output_to_their_natural_parameter() {
         Objective::PoissonOnePlus
     );
 }
+
+#[test]
+fn a_target_column_selects_exactly_the_marked_rows() {
+    let data = "seq,order,item,value,lag,target\n\
+a,0,1,12.5,0,0\n\
+a,1,3,1,0,1\n\
+a,2,5,4,0,0\n\
+a,3,1,11.0,1,0\n\
+b,0,2,9.25,0,1\n\
+b,1,4,0,0,1\n";
+    let (cfg, p) = setup("target", CFG, data).unwrap();
+    let items = read_item_csv(&file("target-items", ITEMS)).unwrap();
+    let s = build(&read_csv_with(&p, &cfg, Some(&items)).unwrap(), &cfg);
+    let lines: Vec<usize> = s.targets.iter().map(|r| r.line).collect();
+    assert_eq!(lines, vec![3, 6, 7]);
+    // A sequence without any target is an error naming it.
+    let e = read_err(
+        "notarget",
+        "seq,order,item,value,target\na,0,1,1.5,0\na,1,3,1,0\n",
+    );
+    assert!(
+        e.starts_with("DATA:2: field `target`") && e.contains("no target row"),
+        "{e}"
+    );
+    let e = read_err(
+        "badtarget",
+        "seq,order,item,value,target\na,0,1,1.5,yes\na,1,3,1,1\n",
+    );
+    assert!(e.starts_with("DATA:2: field `target`"), "{e}");
+}
