@@ -149,7 +149,7 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
                     name,
                     name,
                     format!(
-                        "unknown column (expected exactly {}), and optionally {}",
+                        "unknown column (expected exactly {}, and optionally {})",
                         COLUMNS.join(","),
                         OPTIONAL_COLUMNS.join(",")
                     ),

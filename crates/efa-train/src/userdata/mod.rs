@@ -188,15 +188,20 @@ impl UserConfig {
         match &self.model {
             ModelConfig::Efa(c) => {
                 if c.out_dim != width {
-                    return bad(
-                        "model.efa.out_dim",
-                        format!(
+                    let why = match &self.family {
+                        Families::All(f) => format!(
+                            "{} but family `{}` needs {width} natural parameter(s)",
+                            c.out_dim,
+                            f.family().name()
+                        ),
+                        Families::Ranges(_) => format!(
                             "{} but the families ({}) need {width} natural parameter(s) (the \
-                 widest family's)",
+                             widest family's)",
                             c.out_dim,
                             self.family.describe()
                         ),
-                    );
+                    };
+                    return bad("model.efa.out_dim", why);
                 }
                 if let Some(v) = &c.values {
                     if v.rows < 3 {

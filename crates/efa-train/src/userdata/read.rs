@@ -119,10 +119,13 @@ pub fn read_csv_with(
             let why = match e {
                 ExpfamError::Support {
                     family, expected, ..
-                } => format!(
+                } if cfg.family.is_mixed() => format!(
                     "outside the support of {family} ({expected}), the family of item {}",
                     r.item
                 ),
+                ExpfamError::Support {
+                    family, expected, ..
+                } => format!("outside the support of {family} ({expected})"),
                 other => other.to_string(),
             };
             return Err(err(n, "value", &fv, why));
