@@ -47,6 +47,13 @@ pub fn run(a: ExportArgs) -> Result<(), CliError> {
         .out
         .clone()
         .ok_or_else(|| CliError::new("efa export needs --out DIR"))?;
+    // Settings are checked before the data are looked for.
+    match a.data_set {
+        ExportSet::Temperature { layers, lag } => {
+            efa_paper::temperature::check_layers(layers).map_err(paper)?;
+            efa_paper::temperature::check_lag(lag).map_err(paper)?;
+        }
+    }
     let dir = resolve_data_dir(a.data.as_ref()).map_err(paper)?;
     let export = match a.data_set {
         ExportSet::Temperature { layers, lag } => {

@@ -292,3 +292,24 @@ fn exported_temperature_trains_to_the_reproduced_test_mse_bit_for_bit() {
         "{ours} vs {paper_path}"
     );
 }
+
+#[test]
+fn export_settings_out_of_range_are_errors_naming_the_flag() {
+    let dir = scratch::scratch("efa-export-bad");
+    let out = dir.join("x");
+    for (args, want) in [
+        (vec!["--lag", "3"], "--lag 3"),
+        (vec!["--layers", "0"], "--layers 0"),
+    ] {
+        let mut a = vec!["export", "temperature", "--out", s(&out)];
+        a.extend(args);
+        let o = efa(&a);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want) && !err.contains("panicked"), "{err}");
+    }
+    let o = efa(&["export", "temperature"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --out"));
+    assert!(!out.exists(), "nothing written on error");
+}
