@@ -45,7 +45,7 @@ fn json(text: &str) -> serde_json::Value {
 fn config(dir: &Path, epochs: usize) -> PathBuf {
     let text = std::fs::read_to_string(fixture("mixed_sites.toml"))
         .unwrap()
-        .replace("max_epochs = 100", &format!("max_epochs = {epochs}"));
+        .replace("max_epochs = 150", &format!("max_epochs = {epochs}"));
     assert!(text.contains(&format!("max_epochs = {epochs}")));
     let p = dir.join("mixed.toml");
     std::fs::write(&p, text).unwrap();
