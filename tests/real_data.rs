@@ -29,14 +29,14 @@ fn params(m: &ModelConfig) -> usize {
 fn classes(s: &Samples) -> &[usize] {
     match &s.targets {
         Targets::Class(c) => c,
-        Targets::Real(_) => panic!("expected class targets"),
+        _ => panic!("expected class targets"),
     }
 }
 
 fn reals(s: &Samples) -> &[f64] {
     match &s.targets {
         Targets::Real(r) => r,
-        Targets::Class(_) => panic!("expected real targets"),
+        _ => panic!("expected real targets"),
     }
 }
 

@@ -137,6 +137,13 @@ pub fn nonfinite_message(value: f64) -> String {
 /// carries [`Report::nonfinite_base`] (a warning: the comparisons are still made and
 /// reported, but the report does not pass).
 ///
+/// **Kinks.** Compared element by element, an element whose central difference disagrees
+/// is checked once more with one-sided differences: where they disagree (`f` is not
+/// differentiable there, e.g. a ReLU input exactly at 0 — a zero bias meeting a zero input
+/// at initialisation), an analytic value between them is a valid subgradient and passes; the
+/// element is listed in [`Report::kinks`]. Where `f` is smooth the one-sided differences
+/// agree and a wrong gradient still fails. Random directions get no such second look.
+///
 /// Errors if `grads.len() != params.len()` or a gradient's length differs from its
 /// parameter's; numerical disagreements are not errors but entries in the [`Report`].
 pub fn audit_params(
@@ -189,7 +196,17 @@ pub fn audit_params(
             None => {
                 let mut summary = SummaryBuilder::new(&p.name, &p.shape, Compared::Elements);
                 for (i, &gi) in g.iter().enumerate() {
-                    let num = central_difference(&mut eval, &mut x, i, &opts.fd);
+                    let mut num = central_difference(&mut eval, &mut x, i, &opts.fd);
+                    if !opts.tol.passes(gi, num) && base.is_finite() {
+                        if let Some(n) =
+                            at_kink(&mut eval, &mut x, i, &opts.fd, base, gi, &opts.tol)
+                        {
+                            report
+                                .kinks
+                                .push(format!("{}{:?}", p.name, unravel(i, &p.shape)));
+                            num = n;
+                        }
+                    }
                     let loc = Location::Element(unravel(i, &p.shape));
                     report
                         .failures
@@ -220,6 +237,40 @@ pub fn audit_params(
         report.params.push(summary.finish());
     }
     Ok(report)
+}
+
+/// The subgradient check of element `i` where the central difference disagrees with the
+/// analytic `ana`: with the one-sided differences `l = (f(θ) − f(θ − h·eᵢ)) / h` and
+/// `r = (f(θ + h·eᵢ) − f(θ)) / h` (`base = f(θ)`), `f` has a kink at θ along `eᵢ` when they
+/// disagree beyond `tol`; then `ana` is accepted if it lies in `[min(l, r), max(l, r)]`
+/// widened by `tol` (a one-sided derivative or between them, as a ReLU's 0 at its kink is),
+/// and the value returned is `ana` clamped into that interval, to be compared in place of
+/// the central difference. `None` where `f` is smooth (the central difference stands) or
+/// `ana` lies outside.
+fn at_kink(
+    f: &mut dyn FnMut(&[f64]) -> f64,
+    x: &mut [f64],
+    i: usize,
+    fd: &FdOptions,
+    base: f64,
+    ana: f64,
+    tol: &Tolerance,
+) -> Option<f64> {
+    let x0 = x[i];
+    let h = fd.rel_step * x0.abs().max(1.0);
+    x[i] = x0 + h;
+    let (xp, fp) = (x[i], f(x));
+    x[i] = x0 - h;
+    let (xm, fm) = (x[i], f(x));
+    x[i] = x0;
+    let l = (base - fm) / (x0 - xm);
+    let r = (fp - base) / (xp - x0);
+    let (lo, hi) = (l.min(r), l.max(r));
+    if !(lo.is_finite() && hi.is_finite()) || tol.passes(l, r) {
+        return None;
+    }
+    let slack = tol.abs + tol.rel * lo.abs().max(hi.abs());
+    (ana >= lo - slack && ana <= hi + slack).then(|| ana.clamp(lo, hi))
 }
 
 /// Audits a claimed gradient `grad` of `f: ℝⁿ → ℝ` at `x` (reported as parameter `"x"` of
@@ -284,6 +335,30 @@ mod tests {
         let dirs = audit_params(&s, &g, f, &opts).unwrap();
         assert!(dirs.passed(), "{dirs}");
         assert_eq!(dirs.summary("b").unwrap().checked, 5);
+    }
+
+    #[test]
+    fn kinks_accept_a_subgradient_and_nothing_else() {
+        // f = relu(a) + relu(b)·3 + b² at a = 0 (kink), b = 0.5 (smooth): ∂f/∂b = 3 + 1 = 4.
+        let f = |v: &[Vec<f64>]| v[0][0].max(0.0) + 3.0 * v[0][1].max(0.0) + v[0][1].powi(2);
+        let spec = || vec![ParamSpec::new("p", &[2], vec![0.0, 0.5]).unwrap()];
+        let opts = CheckOptions {
+            mode: Mode::Full,
+            ..CheckOptions::default()
+        };
+        // relu'(0) = 0 and = 1 are both one-sided derivatives: both pass, at a kink.
+        for a in [0.0, 1.0, 0.4] {
+            let r = audit_params(&spec(), &[vec![a, 4.0]], f, &opts).unwrap();
+            assert!(r.passed(), "{a}: {r}");
+            assert_eq!(r.kinks, vec!["p[0]".to_string()]);
+        }
+        // Outside [0, 1] fails; a wrong gradient at the smooth element fails with no kink.
+        let r = audit_params(&spec(), &[vec![1.5, 4.0]], f, &opts).unwrap();
+        assert!(!r.passed());
+        let r = audit_params(&spec(), &[vec![0.0, 4.1]], f, &opts).unwrap();
+        assert!(!r.passed());
+        assert_eq!(r.failures.len(), 1);
+        assert_eq!(r.kinks, vec!["p[0]".to_string()]);
     }
 
     #[test]

@@ -117,6 +117,10 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// Set when `f(θ₀)` is not finite: what was not finite, and where if known.
     pub nonfinite_base: Option<String>,
+    /// Elements where `f` has a kink (its one-sided differences disagree, e.g. a ReLU input
+    /// exactly at 0) and the analytic value was accepted as lying between them (a
+    /// subgradient), as `parameter[index]`; see [`crate::audit_params`].
+    pub kinks: Vec<String>,
 }
 
 impl Report {
@@ -139,6 +143,7 @@ impl Report {
         self.failures.extend(other.failures);
         self.params.extend(other.params);
         self.skipped.extend(other.skipped);
+        self.kinks.extend(other.kinks);
         self.nonfinite_base = match (self.nonfinite_base.take(), other.nonfinite_base) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),

@@ -26,6 +26,9 @@ pub struct AuditArgs {
     /// With --config: the CSV (`seq,order,item,value`) the audit batch comes from.
     #[arg(long, requires = "config")]
     data: Option<PathBuf>,
+    /// With --config: the item-feature CSV (`item,<feature>,…`) of the continuous inputs.
+    #[arg(long, requires = "config")]
+    items: Option<PathBuf>,
     /// With --config: audit at the trained weights of this `efa train` output directory (or
     /// model file) instead of the initial weights.
     #[arg(long, requires = "config")]
@@ -177,18 +180,25 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
         .data
         .as_ref()
         .ok_or_else(|| CliError::new("--config needs --data"))?;
+    let items = crate::train_cmd::read_items(a.items.as_deref())?;
     let (cfg, count, params) = match &a.model {
         Some(dir) => {
-            let (cfg, count, p) = crate::train_cmd::load_saved(dir)?;
+            let (cfg, count, p) = crate::train_cmd::load_saved(dir, items.as_ref())?;
             (cfg, count, p.cast::<f64>())
         }
         None => {
-            let (cfg, count) = crate::train_cmd::read_config(config)?;
+            let (cfg, count) = crate::train_cmd::read_config(config, items.as_ref())?;
             let p = cfg.model.init::<f64>(cfg.init_seed);
             (cfg, count, p)
         }
     };
-    let split = crate::train_cmd::load_split(data, &cfg, &count, efa_train::Threads::single())?;
+    let split = crate::train_cmd::load_split(
+        data,
+        &cfg,
+        &count,
+        efa_train::Threads::single(),
+        items.as_ref(),
+    )?;
     let n = a.batch.min(split.samples.len());
     let idx: Vec<usize> = (0..n).collect();
     Ok(vec![Job {
@@ -202,7 +212,7 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
                 "initial weights"
             }
         ),
-        objective: Objective::Nll(cfg.family.family()),
+        objective: cfg.objective(),
         batch: split.samples.select(&idx),
         plan: match cfg.model {
             ModelConfig::Efa(_) => a.plan,
@@ -218,6 +228,7 @@ fn check_json(r: &Report) -> serde_json::Value {
     json!({
         "passed": r.passed(),
         "nonfinite_base": r.nonfinite_base,
+        "kinks": r.kinks,
         "tensors": r.params.iter().map(|p| json!({
             "name": p.name, "shape": p.shape, "checked": p.checked,
             "max_abs_err": p.max_abs_err, "max_rel_err": p.max_rel_err, "pass": p.pass,
@@ -274,6 +285,14 @@ pub fn print_report(
     )?;
     if let Some(w) = &report.nonfinite_base {
         outln!("  WARNING: {w}")?;
+    }
+    if !report.kinks.is_empty() {
+        outln!(
+            "  {} element(s) at a kink (one-sided differences disagree; the gradient lies \
+             between them): {}",
+            report.kinks.len(),
+            report.kinks.join(", ")
+        )?;
     }
     outln!(
         "{:<28} {:<14} {:>7} {:>12} {:>12}  result",

@@ -15,6 +15,7 @@ mod common;
 mod error;
 mod evaluate_cmd;
 mod expfam_cmd;
+mod export_cmd;
 mod plot;
 mod predict_cmd;
 mod report;
@@ -50,6 +51,8 @@ enum Command {
     Evaluate(evaluate_cmd::EvaluateArgs),
     /// Natural parameter, mean and variance per target row of a CSV, from a trained model.
     Predict(predict_cmd::PredictArgs),
+    /// Write a paper data set as `efa train` inputs: split CSVs, items.csv and model.toml.
+    Export(export_cmd::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train_cmd::run(args, &job),
         Command::Evaluate(args) => single("evaluate").and_then(|()| evaluate_cmd::run(args)),
         Command::Predict(args) => single("predict").and_then(|()| predict_cmd::run(args)),
+        Command::Export(args) => single("export").and_then(|()| export_cmd::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,15 +1,16 @@
 //! `efa predict`: per target row, the natural parameter η, the mean ∇A(η) and the variance
-//! (diagonal of ∇²A(η)) under the model's family, as CSV.
+//! (diagonal of ∇²A(η)) under that row's family, as CSV.
 //!
-//! Columns: `seq,order,item,value,eta,mean,variance` for one natural parameter; for `d > 1`
-//! (Gaussian, Gamma, Beta: t = two statistics; categorical: one per class)
-//! `eta_0..eta_{d−1}, mean_0.., variance_0..` (mean and variance of each sufficient statistic).
+//! Columns: `seq,order,item,value,eta,mean,variance` when every family has one natural
+//! parameter (with `[[family]]` ranges a `family` column after `value`); otherwise `eta_0..eta_{d−1}, mean_0.., variance_0..` with `d` the widest family's
+//! width (Gaussian, Gamma, Beta: two statistics; categorical: one per class), the columns a
+//! row's family does not have left empty.
 
 use crate::common::threads;
-use crate::train_cmd::{load_saved, load_split};
+use crate::train_cmd::{load_saved, load_split, read_items};
 use crate::CliError;
 use clap::Args;
-use efa_model::Objective;
+use efa_train::userdata::report::predict_rows;
 use efa_train::Evaluator;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -24,6 +25,9 @@ pub struct PredictArgs {
     /// observation; it is checked but not used for that row's own prediction).
     #[arg(long)]
     data: PathBuf,
+    /// The item-feature CSV the model was trained with (checked against the model's table).
+    #[arg(long)]
+    items: Option<PathBuf>,
     /// Output CSV (default: standard output).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -35,16 +39,29 @@ pub struct PredictArgs {
 /// Runs `efa predict`.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
     let threads = threads(args.threads)?;
-    let (cfg, count, params) = load_saved(&args.model)?;
-    let data = load_split(&args.data, &cfg, &count, &threads)?;
-    let family = cfg.family.family();
-    let objective = Objective::Nll(family);
+    let items = read_items(args.items.as_deref())?;
+    let (cfg, count, params) = load_saved(&args.model, items.as_ref())?;
+    let data = load_split(&args.data, &cfg, &count, &threads, items.as_ref())?;
+    let objective = cfg.objective();
     let z = Evaluator::new(&cfg.model, &objective)
         .with_threads(&threads)
         .predict(&params, &data.samples, cfg.train.eval_batch)?;
-    // The model's output is unconstrained; the natural parameter is its link (as in training).
-    let eta = efa_expfam::link::natural_rows(&family, &z);
-    let d = family.eta_dim();
+    // The model's output is unconstrained; the natural parameter is each row's family's link
+    // of its leading columns (as in training).
+    let preds = predict_rows(&cfg, &data.targets, &z).map_err(|(i, e)| {
+        CliError::new(format!(
+            "{}:{}: prediction for this row: {e}",
+            args.data.display(),
+            data.targets[i].line
+        ))
+    })?;
+    let d = cfg
+        .family
+        .list()
+        .iter()
+        .map(|f| f.family().eta_dim())
+        .max()
+        .unwrap_or(1);
     let cols = |name: &str| -> String {
         if d == 1 {
             format!(",{name}")
@@ -52,32 +69,28 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
             (0..d).map(|i| format!(",{name}_{i}")).collect()
         }
     };
+    let mixed = cfg.family.is_mixed();
     let mut s = format!(
-        "seq,order,item,value{}{}{}\n",
+        "seq,order,item,value{}{}{}{}\n",
+        if mixed { ",family" } else { "" },
         cols("eta"),
         cols("mean"),
         cols("variance")
     );
-    let mut mean = vec![0.0f64; d];
-    let mut hess = vec![0.0f64; d * d];
-    for (i, row) in data.targets.iter().enumerate() {
-        let e: Vec<f64> = eta.row(i).to_vec();
-        let at = |err: efa_expfam::ExpfamError| {
-            CliError::new(format!(
-                "{}:{}: prediction for this row: {err}",
-                args.data.display(),
-                row.line
-            ))
-        };
-        family.mean(&e, &mut mean, i).map_err(at)?;
-        family.hessian(&e, &mut hess, i).map_err(at)?;
+    for (row, p) in data.targets.iter().zip(&preds) {
         let _ = write!(s, "{},{},{},{}", row.seq, row.order, row.item, row.value);
-        for v in e
-            .iter()
-            .chain(&mean)
-            .chain((0..d).map(|k| &hess[k * d + k]))
-        {
-            let _ = write!(s, ",{v}");
+        if mixed {
+            let _ = write!(s, ",{}", p.family.name());
+        }
+        for part in [&p.eta, &p.mean, &p.variance] {
+            for k in 0..d {
+                match part.get(k) {
+                    Some(v) => {
+                        let _ = write!(s, ",{v}");
+                    }
+                    None => s.push(','),
+                }
+            }
         }
         s.push('\n');
     }

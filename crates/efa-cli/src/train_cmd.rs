@@ -17,7 +17,7 @@ use crate::common::{threads, user};
 use crate::report::{epoch_bar, on_epoch, write_timings, Losses, RunTimes};
 use crate::CliError;
 use clap::Args;
-use efa_model::{Objective, Params};
+use efa_model::Params;
 use efa_nn::params::ParamCount;
 use efa_train::checkpoint::{
     load_model_layout, read_meta, save_model, Checkpoint, CheckpointPolicy, InputDigest,
@@ -25,7 +25,11 @@ use efa_train::checkpoint::{
 use efa_train::fsio::runlock::RunLock;
 use efa_train::fsio::write_atomic;
 use efa_train::resume::check_resume;
-use efa_train::userdata::{build, check_job_memory, read_csv, UserConfig, UserSamples};
+use efa_train::userdata::diagnose::explain_nonfinite;
+use efa_train::userdata::{
+    build, check_items_match, check_job_memory, read_csv_with, read_item_csv, ItemTable,
+    UserConfig, UserSamples,
+};
 use efa_train::{fit, EpochLog, Evaluator, FitOptions, Threads};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -44,9 +48,13 @@ pub struct TrainArgs {
     /// TOML configuration: [model.efa] or [model.fm], [family], [train], direction, init_seed.
     #[arg(long)]
     config: PathBuf,
-    /// Training CSV with header `seq,order,item,value`.
+    /// Training CSV with header `seq,order,item,value` (optionally `lag`, `target`).
     #[arg(long)]
     data: PathBuf,
+    /// Item-feature CSV `item,<feature>,…` (e.g. coordinates) for the site MLP of
+    /// `model.efa.continuous`.
+    #[arg(long)]
+    items: Option<PathBuf>,
     /// Validation CSV for early stopping (default: the training data).
     #[arg(long)]
     valid: Option<PathBuf>,
@@ -77,30 +85,45 @@ pub struct TrainArgs {
     crash_after_epoch: Option<usize>,
 }
 
-/// Reads and validates the TOML configuration; with its model's parameter count.
-pub(crate) fn read_config(path: &Path) -> Result<(UserConfig, ParamCount), CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
-    Ok(UserConfig::from_toml(&text, path)?)
+/// Reads an optional `--items` table.
+pub(crate) fn read_items(path: Option<&Path>) -> Result<Option<ItemTable>, CliError> {
+    path.map(|p| read_item_csv(p).map_err(user)).transpose()
 }
 
-/// Reads a CSV split into samples (stored as sequences), checked against the model, and
-/// checks that training and evaluating on it with `threads` fits in the available memory.
+/// Reads and validates the TOML configuration, with the item-feature table (`--items`) as
+/// the site table of its continuous inputs; with its model's parameter count.
+pub(crate) fn read_config(
+    path: &Path,
+    items: Option<&ItemTable>,
+) -> Result<(UserConfig, ParamCount), CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::new(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(UserConfig::from_toml_with_items(&text, path, items)?)
+}
+
+/// Reads a CSV split into samples (stored as sequences), checked against the model (and the
+/// item-feature table), and checks that training and evaluating on it with `threads` fits in
+/// the available memory.
 pub(crate) fn load_split(
     path: &Path,
     cfg: &UserConfig,
     params: &ParamCount,
     threads: &Threads,
+    items: Option<&ItemTable>,
 ) -> Result<UserSamples, CliError> {
-    let data = read_csv(path, cfg).map_err(user)?;
+    let data = read_csv_with(path, cfg, items).map_err(user)?;
     let s = build(&data, cfg);
     check_job_memory(&data, &s.samples, cfg, params, threads.count())?;
     Ok(s)
 }
 
 /// A saved model: its configuration and parameters. `path` is a model file or a directory
-/// holding `model.safetensors`.
-pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, ParamCount, Params<f32>), CliError> {
+/// holding `model.safetensors`. An item-feature table given with it must be the one the
+/// model was trained with.
+pub(crate) fn load_saved(
+    path: &Path,
+    items: Option<&ItemTable>,
+) -> Result<(UserConfig, ParamCount, Params<f32>), CliError> {
     let file = if path.is_dir() {
         path.join(MODEL_FILE)
     } else {
@@ -124,6 +147,9 @@ pub(crate) fn load_saved(path: &Path) -> Result<(UserConfig, ParamCount, Params<
     })?;
     // The configuration's sizes were checked (`validate`); the tensors are checked against
     // its layout before any parameter is built.
+    if let Some(t) = items {
+        check_items_match(&cfg, t)?;
+    }
     let (params, _) = load_model_layout(&file, &cfg.model.layout())?;
     Ok((cfg, count, params))
 }
@@ -150,17 +176,14 @@ pub fn run(args: TrainArgs, job: &Job) -> Result<(), CliError> {
         return Err(CliError::new("--checkpoint-every must be at least 1"));
     }
     let threads = threads(args.threads)?;
-    let (cfg, count) = read_config(&args.config)?;
-    let train = load_split(&args.data, &cfg, &count, &threads)?;
-    let valid = match &args.valid {
-        Some(p) => Some(load_split(p, &cfg, &count, &threads)?),
-        None => None,
-    };
-    let test = match &args.test {
-        Some(p) => Some(load_split(p, &cfg, &count, &threads)?),
-        None => None,
-    };
+    let items = read_items(args.items.as_deref())?;
+    let (cfg, count) = read_config(&args.config, items.as_ref())?;
+    let load = |p: &Path| load_split(p, &cfg, &count, &threads, items.as_ref());
+    let train = load(&args.data)?;
+    let valid = args.valid.as_deref().map(load).transpose()?;
+    let test = args.test.as_deref().map(load).transpose()?;
     // The identity of the inputs, stored in checkpoints: a resume must see the same bytes.
+    // (The item-feature table is part of the configuration kept in the checkpoint.)
     let inputs = vec![
         InputDigest::of_file("--data", &args.data).map_err(user)?,
         InputDigest::of_file("--valid", args.valid.as_ref().unwrap_or(&args.data)).map_err(user)?,
@@ -188,8 +211,7 @@ pub fn run(args: TrainArgs, job: &Job) -> Result<(), CliError> {
     let config_json = serde_json::to_string(&cfg).map_err(user)?;
     let val_samples = valid.as_ref().unwrap_or(&train);
 
-    let family = cfg.family.family();
-    let objective = Objective::Nll(family);
+    let objective = cfg.objective();
     let eval = Evaluator::new(&cfg.model, &objective)
         .with_threads(&threads)
         .with_group(job.group())
@@ -252,7 +274,10 @@ pub fn run(args: TrainArgs, job: &Job) -> Result<(), CliError> {
         &cfg.train,
         opts,
     )
-    .map_err(user)?;
+    .map_err(|e| {
+        bar.finish_and_clear();
+        user(explain_nonfinite(e, &eval, &params, &train, &cfg))
+    })?;
     bar.finish_and_clear();
     let meta = BTreeMap::from([(CONFIG_KEY.to_string(), config_json)]);
     if lead {
@@ -291,7 +316,7 @@ pub fn run(args: TrainArgs, job: &Job) -> Result<(), CliError> {
     outln!(
         "trained {} ({}) for {} epochs, best epoch {}, valid nll {:.6}{}; wrote {}",
         cfg.model.kind(),
-        family.name(),
+        cfg.family.describe(),
         fit.epochs,
         fit.best_epoch,
         fit.best_val,

@@ -226,7 +226,7 @@ fn malformed_data_is_a_clear_error() {
         ("empty", String::new(), "1: field `header`: empty file: expected the header `seq,order,item,value`"),
         ("header_only", head.into(), "1: field ``: no data rows after the header"),
         ("missing_col", "seq,order,item\na,1,2\n".into(), "1: field `value`: missing column (expected exactly seq,order,item,value)"),
-        ("extra_col", "seq,order,item,value,x\n".into(), "1: field `x` = \"x\": unknown column (expected exactly seq,order,item,value)"),
+        ("extra_col", "seq,order,item,value,x\n".into(), "1: field `x` = \"x\": unknown column (expected exactly seq,order,item,value, and optionally lag,target)"),
         ("fields", format!("{head}a,1,2,3\na,2,2\n"), "3: field `` = \"a,2,2\": 3 fields, the header has 4"),
         ("non_numeric", format!("{head}a,1,2,3\na,2,2,abc\n"), "3: field `value` = \"abc\": not a number"),
         ("nan", format!("{head}a,1,2,NaN\na,2,2,1\n"), "2: field `value` = \"NaN\": NaN and infinite values are not allowed"),

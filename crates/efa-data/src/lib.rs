@@ -31,6 +31,7 @@
 mod csvfile;
 pub mod error;
 pub mod instacart;
+pub mod item_csv;
 pub mod item_samples;
 pub mod movielens;
 pub mod rng;

@@ -1,14 +1,17 @@
 //! The CSV layout of `efa train` (your own data): sequences of (item, value) observations.
 //!
-//! A header naming exactly the four columns `seq`, `order`, `item`, `value` (any order), then
-//! one record per observation (RFC 4180 quoting through the `csv` crate; records are mapped to
-//! their columns by name through serde):
+//! A header naming the four columns `seq`, `order`, `item`, `value` and optionally `lag` and
+//! `target` (any order), then one record per observation (RFC 4180 quoting through the `csv`
+//! crate; records are mapped to their columns by name through serde):
 //! * `seq`: sequence id (any non-empty text);
 //! * `order`: integer position key inside the sequence (rows are sorted by it; a repeated
 //!   `(seq, order)` pair is an error);
 //! * `item`: non-negative integer item id;
 //! * `value`: the observed value, a number finite in f64 and in the f32 training dtype
-//!   ([`crate::parse_real`]).
+//!   ([`crate::parse_real`]);
+//! * `lag` (optional, default 0): a non-negative integer, 0 for the target's own time, 1, 2, …
+//!   for earlier times (what a model does with it is the model crate's business);
+//! * `target` (optional): `1` if the row is a target, `0` if it is context only.
 //!
 //! Every error names the file, the 1-based line (the header is line 1) and the field. Blank
 //! lines are errors, not skipped, so that no line of the file is silently ignored. What a
@@ -23,6 +26,9 @@ use std::path::{Path, PathBuf};
 /// The columns of the layout.
 pub const COLUMNS: [&str; 4] = ["seq", "order", "item", "value"];
 
+/// The optional columns of the layout.
+pub const OPTIONAL_COLUMNS: [&str; 2] = ["lag", "target"];
+
 /// One record as text, mapped from its columns by name.
 #[derive(Deserialize)]
 struct RawRecord {
@@ -30,6 +36,10 @@ struct RawRecord {
     order: String,
     item: String,
     value: String,
+    #[serde(default)]
+    lag: Option<String>,
+    #[serde(default)]
+    target: Option<String>,
 }
 
 /// One observation.
@@ -41,6 +51,10 @@ pub struct UserRow {
     pub item: usize,
     /// Observed value.
     pub value: f64,
+    /// Lag (0 without a `lag` column).
+    pub lag: usize,
+    /// The `target` column (`None` without one).
+    pub target: Option<bool>,
     /// Line in the file (header = line 1).
     pub line: usize,
 }
@@ -61,6 +75,10 @@ pub struct UserTable {
     pub file: PathBuf,
     /// The sequences.
     pub sequences: Vec<UserSequence>,
+    /// The file has a `lag` column.
+    pub has_lag: bool,
+    /// The file has a `target` column.
+    pub has_target: bool,
 }
 
 impl UserTable {
@@ -119,9 +137,10 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             format!("empty file: expected the header `{}`", COLUMNS.join(",")),
         ));
     }
-    let mut seen_cols = [false; 4];
+    let mut seen_cols = [false; 6];
+    let all: Vec<&str> = COLUMNS.iter().chain(&OPTIONAL_COLUMNS).copied().collect();
     for name in headers.iter() {
-        match COLUMNS.iter().position(|c| *c == name) {
+        match all.iter().position(|c| *c == name) {
             Some(k) if !seen_cols[k] => seen_cols[k] = true,
             Some(_) => return Err(err(1, name, name, "duplicate column".into())),
             None => {
@@ -129,12 +148,17 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
                     1,
                     name,
                     name,
-                    format!("unknown column (expected exactly {})", COLUMNS.join(",")),
+                    format!(
+                        "unknown column (expected exactly {}, and optionally {})",
+                        COLUMNS.join(","),
+                        OPTIONAL_COLUMNS.join(",")
+                    ),
                 ))
             }
         }
     }
-    if let Some(k) = seen_cols.iter().position(|s| !s) {
+    let (has_lag, has_target) = (seen_cols[4], seen_cols[5]);
+    if let Some(k) = seen_cols[..4].iter().position(|s| !s) {
         return Err(err(
             1,
             COLUMNS[k],
@@ -192,6 +216,25 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             .parse()
             .map_err(|_| err(n, "item", &raw.item, "not a non-negative integer".into()))?;
         let value = parse_value(path, n, &raw.value)?;
+        let lag = match &raw.lag {
+            Some(l) => l
+                .parse()
+                .map_err(|_| err(n, "lag", l, "not a non-negative integer".into()))?,
+            None => 0,
+        };
+        let target = match raw.target.as_deref() {
+            None => None,
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            Some(t) => {
+                return Err(err(
+                    n,
+                    "target",
+                    t,
+                    "must be 1 (target) or 0 (context only)".into(),
+                ))
+            }
+        };
         let s = *index.entry(raw.seq.clone()).or_insert_with(|| {
             sequences.push(UserSequence {
                 id: raw.seq.clone(),
@@ -214,6 +257,8 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             order,
             item,
             value,
+            lag,
+            target,
             line: n,
         });
     }
@@ -226,6 +271,8 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
     Ok(UserTable {
         file: path.to_path_buf(),
         sequences,
+        has_lag,
+        has_target,
     })
 }
 

@@ -9,6 +9,15 @@ pub enum Targets {
     Real(Vec<f64>),
     /// A class index per sample (next item).
     Class(Vec<usize>),
+    /// A real observation per sample with the exponential family it follows (data sets that
+    /// mix families: each target uses its family's slice of η and link; see
+    /// [`crate::Objective::MixedNll`]).
+    Mixed {
+        /// The observation per sample.
+        y: Vec<f64>,
+        /// The family per sample.
+        families: Vec<efa_expfam::Family>,
+    },
 }
 
 impl Targets {
@@ -17,6 +26,7 @@ impl Targets {
         match self {
             Targets::Real(v) => v.len(),
             Targets::Class(v) => v.len(),
+            Targets::Mixed { y, .. } => y.len(),
         }
     }
 
@@ -29,6 +39,10 @@ impl Targets {
         match self {
             Targets::Real(v) => Targets::Real(idx.iter().map(|&i| v[i]).collect()),
             Targets::Class(v) => Targets::Class(idx.iter().map(|&i| v[i]).collect()),
+            Targets::Mixed { y, families } => Targets::Mixed {
+                y: idx.iter().map(|&i| y[i]).collect(),
+                families: idx.iter().map(|&i| families[i]).collect(),
+            },
         }
     }
 }

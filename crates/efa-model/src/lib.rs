@@ -52,6 +52,7 @@ pub mod batch;
 pub mod efa;
 mod error;
 pub mod fm;
+pub mod mixed;
 pub mod model;
 pub mod objective;
 pub mod size;

@@ -30,6 +30,13 @@ pub enum Objective {
     PoissonShifted,
     /// PAPER.md §4.3 v2: μ = 1 + e^η, mean(μ − y·ln μ) (Poisson with mean 1 + e^η, no ln y!).
     PoissonOnePlus,
+    /// λ = e^η, mean(λ − y·ln(λ + 1e-8)): [`Objective::PoissonShifted`] on the count `y`
+    /// itself (the v1 data written as counts `rating − 1`; the same values bit for bit).
+    PoissonLogEps,
+    /// The mean over targets of the fully normalised nll of each target's own family
+    /// (`Targets::Mixed`): row `b` of family `f` uses `link_f(η[b, ..dim_f])`, so η is as wide
+    /// as the widest family; Σ_f Σ_{b ∈ f} nll_f(y_b; link_f(η[b, ..dim_f])) / B.
+    MixedNll,
     /// mean nll(y; link(η)) of an efa-expfam family, fully normalised (A(η) − ⟨t(y), η⟩ −
     /// log h(y) in each family's stable form), with the model output mapped into the family's
     /// natural parameter space by `efa_expfam::link` (identity for most families). Targets are
@@ -44,8 +51,10 @@ impl Objective {
         match self {
             Objective::Mse | Objective::StandardisedMse { .. } => "test_mse",
             Objective::CrossEntropy => "test_ce",
-            Objective::PoissonShifted | Objective::PoissonOnePlus => "test_loss",
-            Objective::Nll(_) => "test_nll",
+            Objective::PoissonShifted | Objective::PoissonOnePlus | Objective::PoissonLogEps => {
+                "test_loss"
+            }
+            Objective::Nll(_) | Objective::MixedNll => "test_nll",
         }
     }
 
@@ -69,12 +78,16 @@ impl Objective {
                 Targets::Real(y) => Ok(ArrayD::from_shape_fn(IxDyn(&[b, 1]), |i| {
                     T::from_f64(y[i[0]])
                 })),
-                Targets::Class(_) => Err(ModelError::Batch(
-                    "this objective needs real-valued targets".into(),
+                _ => Err(ModelError::Batch(
+                    "this objective needs real-valued targets (one family)".into(),
                 )),
             }
         };
-        if !matches!(self, Objective::CrossEntropy | Objective::Nll(_)) && shape != [b, 1] {
+        if !matches!(
+            self,
+            Objective::CrossEntropy | Objective::Nll(_) | Objective::MixedNll
+        ) && shape != [b, 1]
+        {
             return Err(ModelError::Batch(format!(
                 "objective {self:?} needs η of shape [B, 1], got {shape:?}"
             )));
@@ -93,8 +106,24 @@ impl Objective {
             }
             Objective::CrossEntropy => match targets {
                 Targets::Class(y) => Ok(tape.softmax_cross_entropy(eta, y)?),
-                Targets::Real(_) => Err(ModelError::Batch(
+                _ => Err(ModelError::Batch(
                     "cross-entropy needs class targets".into(),
+                )),
+            },
+            Objective::PoissonLogEps => {
+                // loss = λ − y·ln(λ + 1e-8), λ = e^η (the ops of `PoissonShifted`).
+                let lam = tape.exp(eta)?;
+                let shifted = tape.shift(lam, T::from_f64(1e-8))?;
+                let log = tape.log(shifted)?;
+                let y = tape.constant(real(targets)?);
+                let t = tape.mul(y, log)?;
+                let l = tape.sub(lam, t)?;
+                Ok(tape.mean_all(l)?)
+            }
+            Objective::MixedNll => match targets {
+                Targets::Mixed { y, families } => crate::mixed::mixed_nll(tape, eta, y, families),
+                _ => Err(ModelError::Batch(
+                    "the mixed-family nll needs targets with a family per sample".into(),
                 )),
             },
             Objective::PoissonShifted => {

@@ -88,6 +88,11 @@ fn field_of(model: &ModelConfig, name: &str) -> String {
     let root = name.split('.').next().unwrap_or(name);
     match model {
         ModelConfig::Efa(c) => match root {
+            "item_emb" if c.continuous.is_some() => format!(
+                "`items` = {} × `continuous.dim` = {}",
+                c.items,
+                c.continuous.as_ref().map_or(0, |c| c.dim)
+            ),
             "item_emb" => format!("`items` = {} × `item_dim` = {}", c.items, c.item_dim),
             "value_emb" => {
                 let (rows, dim) = c.values.as_ref().map_or((0, 0), |v| (v.rows, v.dim));

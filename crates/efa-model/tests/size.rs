@@ -83,6 +83,7 @@ fn the_limit_and_the_counts_of_the_layout() {
             sites: vec![vec![1.0, 2.0]],
             lag_rows: Some(2),
             fuse: 64,
+            item_embedding: false,
         }),
         ..base()
     }));
@@ -305,6 +306,7 @@ fn impossible_shapes_are_refused_naming_the_field() {
                     sites: vec![vec![1.0], vec![f64::NAN]],
                     lag_rows: None,
                     fuse: 3,
+                    item_embedding: false,
                 }),
                 ..base()
             },

@@ -26,6 +26,7 @@ pub mod analysis;
 pub mod attention_maps;
 mod error;
 mod experiment;
+pub mod export;
 pub mod instacart;
 pub mod movielens;
 pub mod options;

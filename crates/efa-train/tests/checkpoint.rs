@@ -55,7 +55,7 @@ fn run(
     opts: FitOptions<'_>,
 ) -> (Params<f32>, Result<FitResult, TrainError>) {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let r = fit(
         &Evaluator::new(&cfg.model, &objective),
         &mut p,
@@ -214,7 +214,7 @@ fn mismatched_or_truncated_checkpoints_are_errors() {
     let mut other = cfg.clone();
     other.train.seed = 8;
     let mut p = cfg.model.init::<f32>(0);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let e = fit(
         &Evaluator::new(&cfg.model, &objective),
         &mut p,
@@ -272,7 +272,7 @@ fn anomaly_mode_names_op_node_param_and_batch() {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
     // exp(η) overflows f32 inside the Poisson nll for a huge output bias.
     p.get_mut("out.b").unwrap().fill(200.0);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let eval = Evaluator::new(&cfg.model, &objective).with_detect_anomaly(true);
     let e = fit(
         &eval,

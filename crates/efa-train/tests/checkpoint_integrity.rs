@@ -3,7 +3,7 @@
 //! and index, files without checksums are refused, a failed atomic write leaves no temporary
 //! file.
 
-use efa_model::{Objective, Params, Samples};
+use efa_model::{Params, Samples};
 use efa_train::checkpoint::{
     load_model, read_meta, save_model, write_atomic, Checkpoint, CheckpointPolicy,
 };
@@ -38,7 +38,7 @@ fn setup() -> (UserConfig, Samples, Samples) {
 /// after epoch `stop_after`; returns the final parameters.
 fn train_to(cfg: &UserConfig, train: &Samples, val: &Samples, ck: &Path, stop_after: usize) {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let mut hook = |log: &efa_train::EpochLog| {
         if log.epoch == stop_after {
             Err(TrainError::Resume("stop".into()))

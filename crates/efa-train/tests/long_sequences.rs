@@ -5,7 +5,7 @@
 //! experiments.
 
 use efa_model::batch::{length_order, micro_batches};
-use efa_model::{Objective, Samples, Targets};
+use efa_model::{Samples, Targets};
 use efa_train::evaluator::{
     eval_positions, EVAL_POSITIONS_PER_SAMPLE, MICRO_BATCH, MICRO_POSITIONS,
 };
@@ -170,7 +170,7 @@ fn a_binding_budget_gives_the_per_sample_mean_with_the_same_bits_on_any_thread_c
         .max()
         .unwrap();
     assert_eq!(longest_piece, 65_536 / 600);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let eval = Evaluator::new(&cfg.model, &objective);
     let params = cfg.model.init::<f64>(3);
     let (ref_loss, ref_grads) = per_sample_mean(&eval, &params, &set);

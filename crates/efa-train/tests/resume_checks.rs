@@ -2,7 +2,7 @@
 //! itself, or when the run differs from the checkpoint's: settings, sample counts, input
 //! contents (same size, other bytes), optimizer state.
 
-use efa_model::{Objective, Samples};
+use efa_model::Samples;
 use efa_train::checkpoint::{Checkpoint, CheckpointPolicy, InputDigest};
 use efa_train::resume::check_resume;
 use efa_train::userdata::{build_samples, read_csv, UserConfig};
@@ -48,7 +48,7 @@ fn train_to(
     inputs: Vec<InputDigest>,
 ) {
     let mut p = cfg.model.init::<f32>(cfg.init_seed);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let mut hook = |log: &efa_train::EpochLog| {
         if log.epoch == stop {
             Err(TrainError::Resume("stop".into()))
@@ -212,7 +212,7 @@ fn resume(
     write_to: &Path,
 ) -> Result<efa_train::FitResult, TrainError> {
     let mut p = cfg.model.init::<f32>(0);
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let opts = FitOptions {
         checkpoint: Some(CheckpointPolicy {
             path: write_to.to_path_buf(),

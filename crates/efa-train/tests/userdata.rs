@@ -1,6 +1,6 @@
 //! The CSV layout of `efa train` becomes exactly the samples documented in `userdata`.
 
-use efa_train::userdata::{build, read_csv, FamilySpec, SeqDirection, UserConfig};
+use efa_train::userdata::{build, read_csv, Families, FamilySpec, SeqDirection, UserConfig};
 use ndarray::array;
 use std::path::Path;
 
@@ -24,7 +24,7 @@ const EFA: &str = "direction = \"DIR\"\n[family]\nkind = \"poisson\"\n[model.efa
 fn efa_samples_bidirectional_and_unidirectional() {
     let path = write_csv("efa");
     let cfg = config(&EFA.replace("DIR", "bi"));
-    assert_eq!(cfg.family, FamilySpec::Poisson {});
+    assert_eq!(cfg.family, Families::All(FamilySpec::Poisson {}));
     let data = read_csv(&path, &cfg).unwrap();
     // Sequences in order of first appearance, rows sorted by `order`.
     let orders: Vec<Vec<i64>> = data

@@ -25,17 +25,21 @@ pub struct ContinuousVars<H = Var> {
     pub site_mlp: MlpVars<H>,
     /// Lag-indicator rows `[lag_rows, dim]`.
     pub lag_emb: Option<H>,
-    /// Fusion: `[value ‖ site (‖ lag)]` → `fuse` → model width.
+    /// Fusion: `[value ‖ site (‖ lag) (‖ item)]` → `fuse` → model width.
     pub fuse: MlpVars<H>,
+    /// Token rows `[items, dim]`, with `item_embedding`.
+    pub item_emb: Option<H>,
 }
 
 impl<H: Copy> ContinuousVars<H> {
     /// Declares the stage in the Keras model's order: value MLP, mask table, site MLP, lag
-    /// table, fusion MLP; `width` is the model width.
+    /// table, fusion MLP, then (with `item_embedding`) the token table of `items` rows;
+    /// `width` is the model width.
     pub(super) fn declare<S: ParamSink<Handle = H>>(
         s: &mut S,
         c: &ContinuousInputs,
         width: usize,
+        items: usize,
     ) -> Result<Self, ModelError> {
         let value_mlp = MlpVars::declare(s, "value_mlp", 1, c.hidden, c.dim)?;
         let mask_emb = s.param("mask_emb", &[2, c.dim], InitKind::Embedding)?;
@@ -49,13 +53,21 @@ impl<H: Copy> ContinuousVars<H> {
             }
             None => None,
         };
+        if c.item_embedding {
+            concat += c.dim;
+        }
         let fuse = MlpVars::declare(s, "fuse", concat, c.fuse, width)?;
+        let item_emb = match c.item_embedding {
+            true => Some(s.param("item_emb", &[items, c.dim], InitKind::Embedding)?),
+            false => None,
+        };
         Ok(Self {
             value_mlp,
             mask_emb,
             site_mlp,
             lag_emb,
             fuse,
+            item_emb,
         })
     }
 }
@@ -291,6 +303,14 @@ pub(super) fn table<T: Real>(
         tables.push(lag_emb);
         parts.push(Part {
             ids: col(inputs.lag.clone()),
+            col: concat,
+        });
+        concat += c.dim;
+    }
+    if let Some(item_emb) = vars.item_emb {
+        tables.push(item_emb);
+        parts.push(Part {
+            ids: col(inputs.site.clone()),
             col: concat,
         });
         concat += c.dim;

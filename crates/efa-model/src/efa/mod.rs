@@ -88,7 +88,11 @@ pub enum Direction {
 ///   features (e.g. latitude, longitude in degrees) selected by `Samples::tokens`; the MLP runs
 ///   once per site and is gathered, which equals running it at every position;
 /// * optional lag branch: `lag_emb[values[b, j]]` with the indicators in `Samples::values`;
-/// * fusion: `Dense(item_dim)(relu(Dense(fuse)([v ‖ s ‖ lag])))`, so the model width is `item_dim`.
+/// * optional item branch (`item_embedding`): `item_emb[tokens[b, j]]`, a learned row per
+///   token, so that tokens with the same site features (a thermometer and a rain gauge at one
+///   place) stay distinguishable;
+/// * fusion: `Dense(item_dim)(relu(Dense(fuse)([v ‖ s ‖ lag ‖ item])))`, so the model width is
+///   `item_dim`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContinuousInputs {
@@ -96,13 +100,20 @@ pub struct ContinuousInputs {
     pub hidden: usize,
     /// Output width of each branch and of the lag embedding (32).
     pub dim: usize,
-    /// Site feature table: one row per site id (every row the same width).
+    /// Site feature table: one row per site id (every row the same width). May be left out of
+    /// a configuration file whose table comes from elsewhere (an item-feature CSV); a model
+    /// needs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<Vec<f64>>,
     /// Rows of the lag-indicator embedding (2 or 3 in the paper's lag models; none without lags).
     #[serde(default)]
     pub lag_rows: Option<usize>,
     /// Hidden width of the fusion MLP (64).
     pub fuse: usize,
+    /// Add a learned embedding of the token (`item_emb`, `[items, dim]`, declared after the
+    /// fusion MLP) to the fusion input. Off in the paper's temperature model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item_embedding: bool,
 }
 
 /// Configuration of an EFA model (serialisable as TOML or JSON).
@@ -247,7 +258,9 @@ impl EfaConfig {
                 &[self.items, self.item_dim],
                 InitKind::Embedding,
             )?),
-            Some(c) => InputVars::Continuous(ContinuousVars::declare(s, c, self.item_dim)?),
+            Some(c) => {
+                InputVars::Continuous(ContinuousVars::declare(s, c, self.item_dim, self.items)?)
+            }
         };
         let value_emb = match &self.values {
             Some(v) => Some(s.param("value_emb", &[v.rows, v.dim], InitKind::Embedding)?),

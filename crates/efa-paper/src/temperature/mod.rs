@@ -114,6 +114,7 @@ pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
                 .collect(),
             lag_rows: (lag > 0).then_some(lag + 1),
             fuse: 64,
+            item_embedding: false,
         }),
     }
 }

@@ -1,95 +1,64 @@
-//! Bring-your-own-data training: the TOML run configuration of `efa train` and a CSV of
-//! sequences of (item, value) pairs turned into model samples.
+//! Bring-your-own-data training: the TOML run configuration of `efa train`, a CSV of
+//! sequences of (item, value) observations turned into model samples, and an optional
+//! item-feature table (`item,<features>`, e.g. coordinates) for continuous inputs.
 //!
 //! # CSV layout
 //!
-//! A header line naming exactly the four columns `seq`, `order`, `item`, `value` (any order,
-//! no quoting), then one row per observation:
+//! A header naming the columns `seq`, `order`, `item`, `value` and optionally `lag` and
+//! `target` (any order), then one row per observation:
 //! * `seq`: sequence id (any non-empty text);
 //! * `order`: integer position key inside the sequence (rows are sorted by it; a repeated
 //!   `(seq, order)` pair is an error);
-//! * `item`: integer item id in `1..items` (`items` from the model config; 0 is padding);
-//! * `value`: the observed value, finite and inside the support of the configured family
+//! * `item`: integer item id in `1..items` (`items` from the model config; 0 is padding), or
+//!   in `0..items` for continuous inputs (no padding row);
+//! * `value`: the observed value, finite and inside the support of the item's family
 //!   (categorical: a class index `0..k`). For an EFA model with a value table
 //!   (`model.efa.values`), context values are embedded by row `value + 1`, so they must be
-//!   integers in `0..=rows − 3` (row 0 is padding, row `rows − 1` is the `[MASK]` row).
+//!   integers in `0..=rows − 3` (row 0 is padding, row `rows − 1` is the `[MASK]` row). With
+//!   continuous inputs (`model.efa.continuous`) values are read by the value MLP as they are;
+//! * `lag` (optional, default 0): 0 for the target's own time, 1, 2, … for earlier times.
+//!   Rows with `lag > 0` are context only (never targets) and need the lag embedding
+//!   (`model.efa.continuous.lag_rows` > lag); a sequence needs lag-0 rows;
+//! * `target` (optional): `1` for a target row, `0` for a context-only row.
 //!
-//! Each sequence needs at least 2 rows. Every row of a sequence is a target once:
-//! bidirectionally (pseudo-likelihood) with all other rows as context, unidirectionally
-//! (`direction = "uni"`) with the rows before it as context (so the first row is never a target).
+//! Each sequence needs at least 2 rows and a target. Without a `target` column every row with
+//! lag 0 is a target once: bidirectionally (pseudo-likelihood) with all other rows as context,
+//! unidirectionally (`direction = "uni"`) with the rows before it as context (so the first
+//! row is never a target). With a `target` column exactly the rows marked 1 are targets (a
+//! unidirectional EFA target may then be the first row: its context is its own item).
+//!
+//! # Families
+//!
+//! `[family]` gives every item one family; `[[family]]` tables with `items = [first, last]`
+//! give each item range its own (mixed types in one data set): the model's output is as wide
+//! as the widest family's η, each target uses its family's leading columns and link, and the
+//! loss is the mean nll over all targets. An item outside every range is an error.
 
+mod build;
+pub mod diagnose;
+mod family;
+mod items;
+mod loss;
+mod read;
+pub mod report;
 mod set;
 
+pub use build::{build, build_samples, check_job_memory, UserSamples};
+pub use efa_data::item_csv::{read_item_csv, ItemTable};
+pub use family::{Families, FamilyRange, FamilySpec};
+pub use items::check_items_match;
+pub use loss::UserLoss;
+pub use read::{read_csv, read_csv_with, Row, UserData, COLUMNS};
 pub use set::UserSet;
 
-use crate::memory::{check_memory, Job, MemoryEstimate};
+use crate::memory::{check_memory, Job};
 use crate::recipe::TrainConfig;
 use crate::TrainError;
-use efa_data::DataError;
-use efa_expfam::{ExpfamError, Family};
-use efa_model::batch::Samples;
 use efa_model::fm::FmConfig;
-use efa_model::ModelConfig;
+use efa_model::{ModelConfig, Objective};
 use efa_nn::params::ParamCount;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
-
-/// The exponential family of the value column (the families with a scalar observation).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-/// (Field-less families are empty struct variants so that stray keys are rejected too.)
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum FamilySpec {
-    /// N(μ, s2) with known s2 (η width 1).
-    GaussianKnownVar {
-        /// Known variance.
-        s2: f64,
-    },
-    /// N(μ, σ²) with both learned (η width 2).
-    Gaussian {},
-    /// 0/1 values.
-    Bernoulli {},
-    /// Counts 0..=n.
-    Binomial {
-        /// Trials.
-        n: u64,
-    },
-    /// Counts.
-    Poisson {},
-    /// Class index 0..k (η width k).
-    Categorical {
-        /// Classes.
-        k: usize,
-    },
-    /// Positive reals (η width 2).
-    Gamma {},
-    /// Positive reals.
-    Exponential {},
-    /// Values in (0, 1) (η width 2).
-    Beta {},
-    /// Counts, with r failures.
-    NegativeBinomial {
-        /// Failures r > 0.
-        r: f64,
-    },
-}
-
-impl FamilySpec {
-    /// The efa-expfam family.
-    pub fn family(&self) -> Family {
-        match *self {
-            FamilySpec::GaussianKnownVar { s2 } => Family::GaussianKnownVar { s2 },
-            FamilySpec::Gaussian {} => Family::Gaussian,
-            FamilySpec::Bernoulli {} => Family::Bernoulli,
-            FamilySpec::Binomial { n } => Family::Binomial { n },
-            FamilySpec::Poisson {} => Family::Poisson,
-            FamilySpec::Categorical { k } => Family::Categorical { k },
-            FamilySpec::Gamma {} => Family::Gamma,
-            FamilySpec::Exponential {} => Family::Exponential,
-            FamilySpec::Beta {} => Family::Beta,
-            FamilySpec::NegativeBinomial { r } => Family::NegativeBinomial { r },
-        }
-    }
-}
+use std::path::Path;
 
 /// Which rows are context for a target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,8 +77,8 @@ pub enum SeqDirection {
 pub struct UserConfig {
     /// `[model.efa]` or `[model.fm]` (FM: `kind = "rating"` only).
     pub model: ModelConfig,
-    /// `[family]` with `kind = "poisson"` etc.
-    pub family: FamilySpec,
+    /// `[family]` with `kind = "poisson"` etc., or `[[family]]` tables with item ranges.
+    pub family: Families,
     /// `"bi"` (default) or `"uni"`.
     #[serde(default)]
     pub direction: SeqDirection,
@@ -118,55 +87,140 @@ pub struct UserConfig {
     /// Seed of the parameter initialisation.
     #[serde(default)]
     pub init_seed: u64,
+    /// The loss (default `"nll"`; the paper's losses for reproducing it exactly).
+    #[serde(default, skip_serializing_if = "UserLoss::is_nll")]
+    pub loss: UserLoss,
 }
 
 impl UserConfig {
     /// Parses and validates a TOML text read from `path` (named in every error); returns the
     /// configuration and its model's parameter count ([`UserConfig::validate`]).
     pub fn from_toml(text: &str, path: &Path) -> Result<(Self, ParamCount), TrainError> {
-        let cfg: UserConfig = toml::from_str(text).map_err(|e| TrainError::Parse {
+        Self::from_toml_with_items(text, path, None)
+    }
+
+    /// [`UserConfig::from_toml`] with an item-feature table: its rows become the site table
+    /// of the continuous inputs ([`UserConfig::set_items`]) before the checks.
+    pub fn from_toml_with_items(
+        text: &str,
+        path: &Path,
+        items: Option<&ItemTable>,
+    ) -> Result<(Self, ParamCount), TrainError> {
+        let mut cfg: UserConfig = toml::from_str(text).map_err(|e| TrainError::Parse {
             file: path.to_path_buf(),
             message: e.to_string().trim_end().to_string(),
         })?;
+        if let Some(t) = items {
+            cfg.set_items(t).map_err(|e| e.in_file(path))?;
+        }
         let params = cfg.validate().map_err(|e| e.in_file(path))?;
         Ok((cfg, params))
     }
 
+    /// The configuration as TOML text (what [`UserConfig::from_toml`] reads back).
+    pub fn to_toml(&self) -> Result<String, TrainError> {
+        toml::to_string(self).map_err(|e| TrainError::Parse {
+            file: "model.toml".into(),
+            message: format!("cannot write the configuration as TOML: {e}"),
+        })
+    }
+
+    /// Fills the site table of `model.efa.continuous` from an item-feature table: row `i` is
+    /// item `i`'s features (row 0, padding, and items the table lacks are zeros; a data row of
+    /// an item the table lacks is an error when read with it, [`read_csv_with`]). Errors name
+    /// the field (`model.efa.continuous`: a model without continuous inputs, or a table already
+    /// given in the configuration) or the table's file, line and field.
+    pub fn set_items(&mut self, table: &ItemTable) -> Result<(), TrainError> {
+        let items = self.items();
+        let ModelConfig::Efa(c) = &mut self.model else {
+            return Err(TrainError::config(
+                "model.efa.continuous",
+                "an item-feature table feeds the continuous inputs of an EFA model; this is a \
+                 factor model",
+            ));
+        };
+        let Some(ci) = c.continuous.as_mut() else {
+            return Err(TrainError::config(
+                "model.efa.continuous",
+                "an item-feature table was given, but the model has no continuous inputs (add \
+                 model.efa.continuous)",
+            ));
+        };
+        if !ci.sites.is_empty() {
+            return Err(TrainError::config(
+                "model.efa.continuous.sites",
+                "is given in the configuration and as an item-feature table; give one",
+            ));
+        }
+        ci.sites = table.table(items)?;
+        Ok(())
+    }
+
+    /// The training objective ([`UserLoss::objective`]).
+    pub fn objective(&self) -> Objective {
+        self.loss.objective(&self.family)
+    }
+
     /// Checks shapes and settings, naming the offending field: the model's sizes
-    /// ([`ModelConfig::validate`]), the family's parameters (no degenerate family: at least
-    /// 2 categorical classes and 1 binomial trial), the training settings
-    /// ([`TrainConfig::validate`]), and the memory of the smallest job the configuration can
-    /// run (one sample as long as the model's positions allow, one thread;
+    /// ([`ModelConfig::validate`]), the families ([`Families::validate`]) and the loss, the
+    /// model's output width (the widest family's η), the values the training dtype cannot
+    /// represent (`train.lr`, `model.efa.ln_eps`, the families' parameters), the training
+    /// settings ([`TrainConfig::validate`]), and the memory of the smallest job the
+    /// configuration can run (one sample as long as the model's positions allow, one thread;
     /// [`crate::memory`]) against the available memory. Returns the model's parameter count.
     pub fn validate(&self) -> Result<ParamCount, TrainError> {
         let bad = |field: &str, reason: String| Err(TrainError::config(field, reason));
+        if let ModelConfig::Efa(c) = &self.model {
+            if c.continuous.as_ref().is_some_and(|ci| ci.sites.is_empty()) {
+                return bad(
+                    "model.efa.continuous.sites",
+                    "the item-feature table is missing: continuous inputs need one row of \
+                 numeric features per item (a CSV `item,<feature>,…`)"
+                        .into(),
+                );
+            }
+        }
         let params = self.model.validate()?;
-        self.validate_family()?;
-        let family = self.family.family();
+        let items = self.items();
+        self.family.validate(self.first_item(), items)?;
+        self.loss.validate(&self.family)?;
+        let width = self.family.eta_width();
         match &self.model {
             ModelConfig::Efa(c) => {
-                if c.out_dim != family.eta_dim() {
-                    return bad(
-                        "model.efa.out_dim",
-                        format!(
-                            "{} but family `{}` needs {} natural parameter(s)",
+                if c.out_dim != width {
+                    let why = match &self.family {
+                        Families::All(f) => format!(
+                            "{} but family `{}` needs {width} natural parameter(s)",
                             c.out_dim,
-                            family.name(),
-                            family.eta_dim()
+                            f.family().name()
                         ),
-                    );
-                }
-                if c.continuous.is_some() {
-                    return bad(
-                        "model.efa.continuous",
-                        "is not supported for CSV data".into(),
-                    );
+                        Families::Ranges(_) => format!(
+                            "{} but the families ({}) need {width} natural parameter(s) (the \
+                             widest family's)",
+                            c.out_dim,
+                            self.family.describe()
+                        ),
+                    };
+                    return bad("model.efa.out_dim", why);
                 }
                 if let Some(v) = &c.values {
                     if v.rows < 3 {
                         return bad(
                             "model.efa.values.rows",
                             format!("{} must be at least 3 (padding, a value, [MASK])", v.rows),
+                        );
+                    }
+                }
+                if let Some(ci) = &c.continuous {
+                    if ci.sites.len() != c.items {
+                        return bad(
+                            "model.efa.continuous.sites",
+                            format!(
+                                "{} rows but model.efa.items is {} (one row per item id \
+                 0..items: continuous inputs have no padding row)",
+                                ci.sites.len(),
+                                c.items
+                            ),
                         );
                     }
                 }
@@ -179,15 +233,33 @@ impl UserConfig {
                         ),
                     );
                 }
+                let eps = c.ln_eps as f32;
+                if !eps.is_normal() {
+                    return bad(
+                        "model.efa.ln_eps",
+                        format!(
+                            "{:e} is not a normal positive f32 (the training dtype)",
+                            c.ln_eps
+                        ),
+                    );
+                }
             }
             ModelConfig::Fm(FmConfig::Rating { items, .. }) => {
-                if family.eta_dim() != 1 {
+                if self.family.is_mixed() {
                     return bad(
                         "family",
                         format!(
-                            "`{}` needs {} natural parameters but the rating FM outputs 1",
-                            family.name(),
-                            family.eta_dim()
+                            "`{}`: the rating FM trains on one [family], not [[family]] ranges",
+                            self.family.describe()
+                        ),
+                    );
+                }
+                if width != 1 {
+                    return bad(
+                        "family",
+                        format!(
+                            "`{}` needs {width} natural parameters but the rating FM outputs 1",
+                            self.family.describe()
                         ),
                     );
                 }
@@ -206,6 +278,15 @@ impl UserConfig {
             }
         }
         self.train.validate()?;
+        if !(self.train.lr as f32).is_normal() {
+            return bad(
+                "train.lr",
+                format!(
+                    "{:e} is not a normal positive f32 (the training dtype rounds it to {:e})",
+                    self.train.lr, self.train.lr as f32
+                ),
+            );
+        }
         let (longest, origin) = match &self.model {
             ModelConfig::Efa(c) => match &c.positions {
                 Some(p) => (
@@ -224,39 +305,6 @@ impl UserConfig {
         Ok(params)
     }
 
-    /// The family's parameters, each error naming `family.<field>`: a finite positive `s2`
-    /// and `r`, at least 2 categorical classes `k` and at least 1 binomial trial `n` (with
-    /// one class or no trial every value has probability 1: nothing to learn).
-    fn validate_family(&self) -> Result<(), TrainError> {
-        let bad =
-            |field: &str, why: String| Err(TrainError::config(format!("family.{field}"), why));
-        match self.family {
-            FamilySpec::GaussianKnownVar { s2 } if !(s2 > 0.0 && s2.is_finite()) => {
-                bad("s2", format!("{s2} must be a finite positive variance"))
-            }
-            FamilySpec::NegativeBinomial { r } if !(r > 0.0 && r.is_finite()) => bad(
-                "r",
-                format!("{r} must be a finite positive number of failures"),
-            ),
-            FamilySpec::Categorical { k } if k < 2 => bad(
-                "k",
-                format!(
-                    "{k} classes; at least 2 are needed (with fewer every value has \
-                     probability 1)"
-                ),
-            ),
-            FamilySpec::Binomial { n: 0 } => bad(
-                "n",
-                "0 trials; at least 1 is needed (with none every value is 0 with probability 1)"
-                    .into(),
-            ),
-            _ => match self.family.family().validate() {
-                Ok(()) => Ok(()),
-                Err(e) => Err(TrainError::config("family", e.to_string())),
-            },
-        }
-    }
-
     /// Rows of the item table (`items` of the model).
     pub fn items(&self) -> usize {
         match &self.model {
@@ -265,181 +313,24 @@ impl UserConfig {
             ModelConfig::Fm(FmConfig::Item { tokens, .. }) => *tokens,
         }
     }
-}
 
-/// One CSV row, with its 1-based line number.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    /// Sequence id.
-    pub seq: String,
-    /// Order key.
-    pub order: i64,
-    /// Item id.
-    pub item: usize,
-    /// Observed value.
-    pub value: f64,
-    /// Line in the file (header = line 1).
-    pub line: usize,
-}
+    /// The smallest item id: 0 for continuous inputs (no padding row: padded positions are
+    /// masked by the sample lengths, and the site table has a row per item), else 1 (row 0
+    /// of the item table is padding).
+    pub fn first_item(&self) -> usize {
+        usize::from(!self.is_continuous())
+    }
 
-/// A parsed CSV file: sequences in order of first appearance, rows sorted by `order`.
-#[derive(Clone, Debug)]
-pub struct UserData {
-    /// The file read.
-    pub file: PathBuf,
-    /// The sequences.
-    pub sequences: Vec<Vec<Row>>,
-}
-
-pub use efa_data::user_csv::COLUMNS;
-
-/// Reads a CSV file (layout in [`efa_data::user_csv`]) and checks it against the
-/// configuration: item ids in the model's range, values in the family's support (and integer
-/// rows of a value table), at least two rows per sequence, and no sequence longer than the
-/// model's positions. Every failure is a [`DataError::Parse`] naming the file, line and
-/// field; rows are checked in file order.
-pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
-    let table = efa_data::user_csv::read_user_csv(path)?;
-    let err = |line: usize, field: &str, value: &str, why: String| {
-        DataError::parse(path, line, field, value, why)
-    };
-    let family = cfg.family.family();
-    let items = cfg.items();
-    let value_rows = match &cfg.model {
-        ModelConfig::Efa(c) => c.values.as_ref().map(|v| v.rows),
-        _ => None,
-    };
-    let mut by_line: Vec<(&str, &efa_data::user_csv::UserRow)> = table
-        .sequences
-        .iter()
-        .flat_map(|s| s.rows.iter().map(move |r| (s.id.as_str(), r)))
-        .collect();
-    by_line.sort_by_key(|(_, r)| r.line);
-    for (_, r) in &by_line {
-        let (n, fi, fv) = (r.line, r.item.to_string(), r.value.to_string());
-        if r.item == 0 || r.item >= items {
-            return Err(err(n, "item", &fi, format!("item id out of range 1..={} (the model has {items} item rows, row 0 is padding)", items - 1)));
-        }
-        if let Err(e) = family.check_obs(&[r.value], 0) {
-            let why = match e {
-                ExpfamError::Support {
-                    family, expected, ..
-                } => format!("outside the support of {family} ({expected})"),
-                other => other.to_string(),
-            };
-            return Err(err(n, "value", &fv, why));
-        }
-        if let Some(rows) = value_rows {
-            if r.value.fract() != 0.0 || r.value < 0.0 || r.value > (rows - 3) as f64 {
-                return Err(err(n, "value", &fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
-            }
+    /// The lag rows of the model (`model.efa.continuous.lag_rows`), if it has a lag embedding.
+    pub fn lag_rows(&self) -> Option<usize> {
+        match &self.model {
+            ModelConfig::Efa(c) => c.continuous.as_ref().and_then(|c| c.lag_rows),
+            _ => None,
         }
     }
-    let mut sequences = Vec::with_capacity(table.sequences.len());
-    for s in &table.sequences {
-        let first = s.rows.iter().map(|r| r.line).min().unwrap_or(1);
-        if s.rows.len() < 2 {
-            return Err(err(
-                first,
-                "seq",
-                &s.id,
-                format!(
-                    "sequence `{}` has 1 row; at least 2 are needed (a target and its context)",
-                    s.id
-                ),
-            ));
-        }
-        if let ModelConfig::Efa(c) = &cfg.model {
-            if let Some(p) = c.positions.as_ref().filter(|p| s.rows.len() > p.max_len) {
-                return Err(err(
-                    first,
-                    "seq",
-                    &s.id,
-                    format!(
-                        "sequence `{}` has {} rows but model.efa.positions.max_len is {}",
-                        s.id,
-                        s.rows.len(),
-                        p.max_len
-                    ),
-                ));
-            }
-        }
-        sequences.push(
-            s.rows
-                .iter()
-                .map(|r| Row {
-                    seq: s.id.clone(),
-                    order: r.order,
-                    item: r.item,
-                    value: r.value,
-                    line: r.line,
-                })
-                .collect(),
-        );
+
+    /// True for an EFA model with continuous inputs.
+    pub fn is_continuous(&self) -> bool {
+        matches!(&self.model, ModelConfig::Efa(c) if c.continuous.is_some())
     }
-    Ok(UserData {
-        file: path.to_path_buf(),
-        sequences,
-    })
-}
-
-/// Model samples built from a CSV, with the row each sample predicts.
-#[derive(Clone, Debug)]
-pub struct UserSamples {
-    /// The samples, stored as sequences (memory grows with the rows).
-    pub samples: UserSet,
-    /// For each sample, the target row.
-    pub targets: Vec<Row>,
-}
-
-/// One sample per target row (see the module docs), in file order of sequences and then by
-/// `order`, as one dense [`Samples`] of width the longest sample (memory: samples × longest;
-/// for small data and tests, see [`UserSet::dense`]). EFA: tokens are the sequence's items
-/// (the context prefix for `uni`), values the value rows with the target's replaced by
-/// `[MASK]`. Rating FM: the context items with their values as weights and the target's item
-/// as center.
-pub fn build_samples(data: &UserData, cfg: &UserConfig) -> Samples {
-    UserSet::new(data, cfg).dense()
-}
-
-/// The samples of `data` as a [`UserSet`] (each minibatch built on demand) with their target
-/// rows.
-pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
-    let samples = UserSet::new(data, cfg);
-    let uni = cfg.direction == SeqDirection::Uni;
-    let targets = data
-        .sequences
-        .iter()
-        .flat_map(|s| s[usize::from(uni)..].iter().cloned())
-        .collect();
-    UserSamples { samples, targets }
-}
-
-/// Checks that training and evaluating `cfg`'s model on `set` (read from `data`) fits in the
-/// available memory with `threads` workers ([`efa_model::limits::Job::new`] with the set's
-/// sample count and longest sample); the error names the file and, when the tapes'
-/// positions dominate, the longest sequence with its `seq` id, line and row count.
-pub fn check_job_memory(
-    data: &UserData,
-    set: &UserSet,
-    cfg: &UserConfig,
-    params: &ParamCount,
-    threads: usize,
-) -> Result<MemoryEstimate, TrainError> {
-    let job = Job::new(&cfg.train, set.len(), set.longest(), threads);
-    let origin = data
-        .sequences
-        .iter()
-        .max_by_key(|s| s.len())
-        .and_then(|s| s.iter().min_by_key(|r| r.line).map(|r| (r, s.len())))
-        .map_or(String::new(), |(r, n)| {
-            format!(
-                "the longest sequence `{}` (first row at line {}, {n} rows) among {} samples of {}",
-                r.seq,
-                r.line,
-                set.len(),
-                data.file.display()
-            )
-        });
-    check_memory(&cfg.model, params, &job, &origin)
 }

@@ -2,6 +2,7 @@
 //! minibatch built on demand at the width of its own longest member.
 
 use super::{SeqDirection, UserConfig, UserData};
+use efa_expfam::Family;
 use efa_model::batch::{SampleSet, Samples, Targets};
 use efa_model::model::ModelConfig;
 use ndarray::Array2;
@@ -18,6 +19,12 @@ enum Layout {
     /// Rating FM: the context items with their values as weights, the target's item as
     /// center.
     Fm,
+    /// EFA with continuous inputs: the items as tokens (site ids), the values as `weights`
+    /// (the target's 0), the lags as `values` when the model has a lag embedding.
+    Continuous {
+        /// The model has a lag embedding.
+        lags: bool,
+    },
 }
 
 /// The samples of a user CSV (one per target row, see [`crate::userdata`]), stored as the
@@ -37,41 +44,82 @@ pub struct UserSet {
     items: Vec<usize>,
     /// Value of every row.
     values: Vec<f64>,
+    /// Lag of every row.
+    lags: Vec<usize>,
     /// Start of each sequence in `items`/`values`, and the end as the last entry.
     starts: Vec<usize>,
     /// `(sequence, target position)` per sample.
     cases: Vec<(usize, usize)>,
+    /// The family of each sample's target, with `[[family]]` ranges (mixed targets).
+    families: Option<Vec<Family>>,
 }
 
 impl UserSet {
-    /// The samples of `data` under `cfg`, in file order of sequences and then by `order`
-    /// (`uni`: the first row of a sequence is never a target).
+    /// The samples of `data` under `cfg`: one per target row ([`super::Row::target`]), in
+    /// file order of sequences and then by `order`.
     pub fn new(data: &UserData, cfg: &UserConfig) -> Self {
         let uni = cfg.direction == SeqDirection::Uni;
         let layout = match &cfg.model {
-            ModelConfig::Efa(c) => Layout::Efa {
-                mask_row: c.values.as_ref().map(|v| v.rows - 1),
+            ModelConfig::Efa(c) => match &c.continuous {
+                Some(ci) => Layout::Continuous {
+                    lags: ci.lag_rows.is_some(),
+                },
+                None => Layout::Efa {
+                    mask_row: c.values.as_ref().map(|v| v.rows - 1),
+                },
             },
             ModelConfig::Fm(_) => Layout::Fm,
         };
+        let list = cfg.family.list();
         let rows: usize = data.sequences.iter().map(Vec::len).sum();
         let mut set = UserSet {
             layout,
             uni,
             items: Vec::with_capacity(rows),
             values: Vec::with_capacity(rows),
+            lags: Vec::with_capacity(rows),
             starts: Vec::with_capacity(data.sequences.len() + 1),
             cases: Vec::with_capacity(rows),
+            families: cfg.family.is_mixed().then(Vec::new),
         };
         for (k, s) in data.sequences.iter().enumerate() {
             set.starts.push(set.items.len());
             set.items.extend(s.iter().map(|r| r.item));
             set.values.extend(s.iter().map(|r| r.value));
-            set.cases
-                .extend((usize::from(uni)..s.len()).map(|t| (k, t)));
+            set.lags.extend(s.iter().map(|r| r.lag));
+            for (t, r) in s.iter().enumerate().filter(|(_, r)| r.target) {
+                set.cases.push((k, t));
+                if let Some(f) = set.families.as_mut() {
+                    f.push(list[r.family].family());
+                }
+            }
         }
         set.starts.push(set.items.len());
         set
+    }
+
+    /// `(sequence, target position)` of every sample.
+    pub fn cases(&self) -> &[(usize, usize)] {
+        &self.cases
+    }
+
+    /// The targets of the samples `idx`: their observations, with their families when the
+    /// data mix families.
+    fn targets(&self, idx: &[usize]) -> Targets {
+        let y = idx
+            .iter()
+            .map(|&i| {
+                let (k, t) = self.cases[i];
+                self.values[self.starts[k] + t]
+            })
+            .collect();
+        match &self.families {
+            Some(f) => Targets::Mixed {
+                y,
+                families: idx.iter().map(|&i| f[i]).collect(),
+            },
+            None => Targets::Real(y),
+        }
     }
 
     /// Number of samples.
@@ -104,8 +152,8 @@ impl UserSet {
         let (k, t) = self.cases[i];
         let len = self.sequence_rows(k).len();
         match (self.layout, self.uni) {
-            (Layout::Efa { .. }, false) => len,
-            (Layout::Efa { .. }, true) => t + 1,
+            (Layout::Efa { .. } | Layout::Continuous { .. }, false) => len,
+            (Layout::Efa { .. } | Layout::Continuous { .. }, true) => t + 1,
             (Layout::Fm, false) => len - 1,
             (Layout::Fm, true) => t,
         }
@@ -118,7 +166,7 @@ impl UserSet {
         let width = idx.iter().map(|&i| self.length(i)).max().unwrap_or(0);
         let mut tokens = Array2::zeros((n, width));
         let mut lengths = Vec::with_capacity(n);
-        let mut y = Vec::with_capacity(n);
+        let targets = self.targets(idx);
         match self.layout {
             Layout::Efa { mask_row } => {
                 let mut values = mask_row.map(|_| Array2::zeros((n, width)));
@@ -137,7 +185,6 @@ impl UserSet {
                         }
                     }
                     lengths.push(len);
-                    y.push(self.values[s + t]);
                 }
                 Samples {
                     tokens,
@@ -146,7 +193,36 @@ impl UserSet {
                     center: None,
                     lengths,
                     pred_idx: idx.iter().map(|&i| self.cases[i].1).collect(),
-                    targets: Targets::Real(y),
+                    targets,
+                    group: None,
+                }
+            }
+            Layout::Continuous { lags } => {
+                let mut weights = Array2::zeros((n, width));
+                let mut lag_ids = lags.then(|| Array2::zeros((n, width)));
+                for (r, &i) in idx.iter().enumerate() {
+                    let (k, t) = self.cases[i];
+                    let s = self.sequence_rows(k).start;
+                    let len = self.length(i);
+                    for j in 0..len {
+                        tokens[[r, j]] = self.items[s + j];
+                        if j != t {
+                            weights[[r, j]] = self.values[s + j];
+                        }
+                        if let Some(l) = lag_ids.as_mut() {
+                            l[[r, j]] = self.lags[s + j];
+                        }
+                    }
+                    lengths.push(len);
+                }
+                Samples {
+                    tokens,
+                    values: lag_ids,
+                    weights: Some(weights),
+                    center: None,
+                    lengths,
+                    pred_idx: idx.iter().map(|&i| self.cases[i].1).collect(),
+                    targets,
                     group: None,
                 }
             }
@@ -165,7 +241,6 @@ impl UserSet {
                     }
                     lengths.push(c);
                     center.push(self.items[rows.start + t]);
-                    y.push(self.values[rows.start + t]);
                 }
                 Samples {
                     tokens,
@@ -174,7 +249,7 @@ impl UserSet {
                     center: Some(center),
                     lengths,
                     pred_idx: vec![0; n],
-                    targets: Targets::Real(y),
+                    targets,
                     group: None,
                 }
             }
@@ -199,7 +274,7 @@ impl SampleSet for UserSet {
 
     fn target_position(&self, i: usize) -> usize {
         match self.layout {
-            Layout::Efa { .. } => self.cases[i].1,
+            Layout::Efa { .. } | Layout::Continuous { .. } => self.cases[i].1,
             Layout::Fm => 0,
         }
     }
