@@ -113,12 +113,12 @@ done
 say "2. efa reproduce synthetic --epochs 2: one process against np = 1..4"
 "$EFA" reproduce synthetic --epochs 2 --threads 1 --quiet --out "$WORK/rep-solo" >/dev/null
 for np in 1 2 3 4; do
-  for how in batches runs; do
+  for how in batches runs auto; do
     run_np "$np" "$EFA" reproduce synthetic --epochs 2 --threads 1 --quiet --distribute "$how" \
       --out "$WORK/rep-np$np-$how" >/dev/null
     same "$WORK/rep-solo/results.json" "$WORK/rep-np$np-$how/results.json"
   done
-  echo "np=$np: results.json identical to one process (batches and runs)"
+  echo "np=$np: results.json identical to one process (batches, runs and auto)"
 done
 
 say "3. a rank killed mid-run; resume on another number of ranks"

@@ -53,9 +53,11 @@ pub struct ReproduceArgs {
     quiet: bool,
     /// In a multi-process job (`mpirun -np N efa reproduce …`, built with the `mpi` feature):
     /// `batches` trains every run on all ranks, each computing its share of every micro-batch
-    /// wave; `runs` spreads whole runs over the ranks. Default: `batches` for one experiment,
-    /// `runs` for `reproduce all`. The results are the same bits either way.
-    #[arg(long, global = true, value_parser = ["batches", "runs"])]
+    /// wave; `runs` spreads whole runs over the ranks; `auto` trains the long runs whose
+    /// minibatches give every rank micro-batches (the full-batch temperature models) on all
+    /// ranks and spreads the others. Default: `batches` for one experiment, `auto` for
+    /// `reproduce all`. The results are the same bits in every case.
+    #[arg(long, global = true, value_parser = ["batches", "runs", "auto"])]
     distribute: Option<String>,
     /// Draw the loss curves on a logarithmic y axis (losses must be positive; otherwise the
     /// curves are drawn on a linear axis with a warning).
@@ -106,6 +108,7 @@ fn distribute(a: &ReproduceArgs, default: Distribute) -> Distribute {
     match a.distribute.as_deref() {
         Some("batches") => Distribute::Batches,
         Some("runs") => Distribute::Runs,
+        Some("auto") => Distribute::Auto,
         _ => default,
     }
 }
@@ -315,7 +318,7 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
             }
         );
     }
-    let how = distribute(a, Distribute::Runs);
+    let how = distribute(a, Distribute::Auto);
     let done = run_all_in(&specs, threads, job.group(), how, observer(a, job).as_ref())?;
     if !job.leads() {
         return Ok(());

@@ -9,6 +9,7 @@ use crate::{run, run_in, PaperError, RunResult, RunSpec};
 use efa_model::ModelConfig;
 use efa_nn::params::Params;
 use efa_train::collective::{wire, Collective};
+use efa_train::evaluator::MICRO_BATCH;
 use efa_train::history::EpochLog;
 use efa_train::{Threads, TrainError};
 use std::collections::VecDeque;
@@ -142,6 +143,21 @@ pub enum Distribute {
     /// Whole runs go to members, longest first to the least loaded (task-parallel); the
     /// results are gathered on every member afterwards: for many runs.
     Runs,
+    /// The runs where data parallelism pays ([`pays_data_parallel`]: long runs whose
+    /// minibatches give every member micro-batches, such as the full-batch temperature
+    /// models) as [`Distribute::Batches`] first, the others as [`Distribute::Runs`].
+    Auto,
+}
+
+/// Whether run `i` of `specs` goes data-parallel over `members` under [`Distribute::Auto`]:
+/// its minibatches hold at least one micro-batch per member (so no member idles in a wave)
+/// and its cost ([`cost`]) is above an even share of the queue's (spread as a whole run, it
+/// would keep one member busy after the others are done).
+pub fn pays_data_parallel(specs: &[RunSpec], i: usize, members: usize) -> bool {
+    let spec = &specs[i];
+    let per_step = spec.train_config.batch_size.min(spec.train.len());
+    let total: f64 = specs.iter().map(cost).sum();
+    members > 1 && per_step >= members * MICRO_BATCH && cost(spec) * members as f64 > total
 }
 
 /// [`run_all`] as a member of the multi-process job `group`, shared as `how` says; returns
@@ -158,91 +174,122 @@ pub fn run_all_in(
     if group.size() <= 1 {
         return run_all(specs, threads, observer);
     }
-    match how {
-        Distribute::Batches => {
-            let threads = Threads::new(threads)?;
-            let mut out = Vec::with_capacity(specs.len());
-            for (i, spec) in specs.iter().enumerate() {
-                observer.started(i, spec);
-                let r = run_in(spec, &threads, group, &mut |log| observer.epoch(i, log));
-                observer.finished(i, spec, r.as_ref().map(|(r, _)| r));
-                out.push(r?);
-            }
-            Ok(out)
-        }
-        Distribute::Runs => {
-            let owner = assign(specs, group.size());
-            let mine: Vec<usize> = (0..specs.len())
-                .filter(|&i| owner[i] == group.rank())
-                .collect();
-            let trained = run_some(specs, &mine, threads, observer);
-            let mut bytes = Vec::new();
-            match &trained {
-                Ok(done) => {
-                    bytes.push(0);
-                    for (&i, t) in mine.iter().zip(done) {
-                        wire::put_bytes(&mut bytes, &(i as u64).to_le_bytes());
-                        put_trained(&mut bytes, t, group.rank())?;
-                    }
-                }
-                Err(e) => {
-                    bytes.push(1);
-                    wire::put_bytes(&mut bytes, e.to_string().as_bytes());
-                }
-            }
-            let all = group.all_gather(bytes)?;
-            let mut out: Vec<Option<Trained>> = (0..specs.len()).map(|_| None).collect();
-            for (rank, b) in all.iter().enumerate() {
-                let bad = |what: &str| {
-                    PaperError::Train(TrainError::Rank {
-                        rank,
-                        message: format!("its results could not be read ({what})"),
-                    })
-                };
-                let mut r = wire::Reader::new(b);
-                match r.byte() {
-                    Some(0) => {}
-                    Some(1) => {
-                        let msg = r.bytes().ok_or_else(|| bad("error message"))?;
-                        return Err(PaperError::Train(TrainError::Rank {
-                            rank,
-                            message: String::from_utf8_lossy(msg).into_owned(),
-                        }));
-                    }
-                    _ => return Err(bad("status")),
-                }
-                while !r.is_empty() {
-                    let i = r
-                        .bytes()
-                        .and_then(|x| x.try_into().ok())
-                        .map(u64::from_le_bytes)
-                        .and_then(|i| usize::try_from(i).ok())
-                        .filter(|&i| i < specs.len() && owner[i] == rank)
-                        .ok_or_else(|| bad("run index"))?;
-                    out[i] = Some(get_trained(&mut r, &specs[i]).ok_or_else(|| bad("run"))?);
-                }
-            }
-            out.into_iter()
-                .enumerate()
-                .map(|(i, r)| r.ok_or(PaperError::Unfinished { index: i }))
-                .collect()
+    let all: Vec<usize> = (0..specs.len()).collect();
+    let (wide, rest): (Vec<usize>, Vec<usize>) = match how {
+        Distribute::Batches => (all, Vec::new()),
+        Distribute::Runs => (Vec::new(), all),
+        Distribute::Auto => all
+            .into_iter()
+            .partition(|&i| pays_data_parallel(specs, i, group.size())),
+    };
+    let mut out: Vec<Option<Trained>> = (0..specs.len()).map(|_| None).collect();
+    let threads_each = Threads::new(threads)?;
+    for &i in &wide {
+        let spec = &specs[i];
+        observer.started(i, spec);
+        let r = run_in(spec, &threads_each, group, &mut |log| {
+            observer.epoch(i, log)
+        });
+        observer.finished(i, spec, r.as_ref().map(|(r, _)| r));
+        out[i] = Some(r?);
+    }
+    if !rest.is_empty() {
+        for (i, t) in tasks(specs, &rest, threads, group, observer)? {
+            out[i] = Some(t);
         }
     }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or(PaperError::Unfinished { index: i }))
+        .collect()
+}
+
+/// The runs `which` spread over the members ([`assign_some`]), each member training its own
+/// on `threads`, then every member's results gathered on every member: `(index, run)` pairs.
+fn tasks(
+    specs: &[RunSpec],
+    which: &[usize],
+    threads: usize,
+    group: &dyn Collective,
+    observer: &dyn RunObserver,
+) -> Result<Vec<(usize, Trained)>, PaperError> {
+    let owner = assign_some(specs, which, group.size());
+    let mine: Vec<usize> = which
+        .iter()
+        .zip(&owner)
+        .filter(|&(_, &o)| o == group.rank())
+        .map(|(&i, _)| i)
+        .collect();
+    // Whatever happens here, this member takes part in the exchange (the others wait in it).
+    let encoded = run_some(specs, &mine, threads, observer).and_then(|done| {
+        let mut bytes = vec![0u8];
+        for (&i, t) in mine.iter().zip(&done) {
+            wire::put_bytes(&mut bytes, &(i as u64).to_le_bytes());
+            put_trained(&mut bytes, t, group.rank())?;
+        }
+        Ok(bytes)
+    });
+    let bytes = encoded.unwrap_or_else(|e| {
+        let mut b = vec![1u8];
+        wire::put_bytes(&mut b, e.to_string().as_bytes());
+        b
+    });
+    let gathered = group.all_gather(bytes)?;
+    let owner_of = |i: usize| which.iter().position(|&w| w == i).map(|k| owner[k]);
+    let mut out = Vec::with_capacity(which.len());
+    for (rank, b) in gathered.iter().enumerate() {
+        let bad = |what: &str| {
+            PaperError::Train(TrainError::Rank {
+                rank,
+                message: format!("its results could not be read ({what})"),
+            })
+        };
+        let mut r = wire::Reader::new(b);
+        match r.byte() {
+            Some(0) => {}
+            Some(1) => {
+                let msg = r.bytes().ok_or_else(|| bad("error message"))?;
+                return Err(PaperError::Train(TrainError::Rank {
+                    rank,
+                    message: String::from_utf8_lossy(msg).into_owned(),
+                }));
+            }
+            _ => return Err(bad("status")),
+        }
+        while !r.is_empty() {
+            let i = r
+                .bytes()
+                .and_then(|x| x.try_into().ok())
+                .map(u64::from_le_bytes)
+                .and_then(|i| usize::try_from(i).ok())
+                .filter(|&i| owner_of(i) == Some(rank))
+                .ok_or_else(|| bad("run index"))?;
+            out.push((i, get_trained(&mut r, &specs[i]).ok_or_else(|| bad("run"))?));
+        }
+    }
+    Ok(out)
 }
 
 /// The member that trains each run: longest first ([`cost`]) to the member with the least
 /// cost so far (lowest rank on ties); the same on every member.
 pub fn assign(specs: &[RunSpec], members: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..specs.len()).collect();
-    order.sort_by(|&a, &b| cost(&specs[b]).total_cmp(&cost(&specs[a])).then(a.cmp(&b)));
+    let all: Vec<usize> = (0..specs.len()).collect();
+    assign_some(specs, &all, members)
+}
+
+/// [`assign`] for the runs `which` of `specs`: the member of each, in the order of `which`.
+fn assign_some(specs: &[RunSpec], which: &[usize], members: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..which.len()).collect();
+    let c = |k: usize| cost(&specs[which[k]]);
+    order.sort_by(|&a, &b| c(b).total_cmp(&c(a)).then(which[a].cmp(&which[b])));
     let mut load = vec![0.0f64; members.max(1)];
-    let mut owner = vec![0; specs.len()];
-    for i in order {
+    let mut owner = vec![0; which.len()];
+    for k in order {
         let m = (0..load.len())
             .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
             .unwrap_or(0);
-        load[m] += cost(&specs[i]);
-        owner[i] = m;
+        load[m] += c(k);
+        owner[k] = m;
     }
     owner
 }

@@ -3,7 +3,9 @@
 //! micro-batches) and task-parallel (whole runs per member, results gathered). Every member
 //! must end with the results and parameters of one process, to the bit, at every group size.
 
-use efa_paper::runner::{assign, run_all, run_all_in, Distribute, Quiet, Trained};
+use efa_paper::runner::{
+    assign, pays_data_parallel, run_all, run_all_in, Distribute, Quiet, Trained,
+};
 use efa_paper::{synthetic, Experiment, RunSettings};
 use efa_train::collective::SimGroup;
 
@@ -31,10 +33,10 @@ fn fingerprint((result, params): &Trained) -> (String, Vec<u64>, Vec<u32>) {
     (row, losses, bits)
 }
 
-/// The runs of a small synthetic experiment (48 users) with `epochs`.
-fn synthetic_runs(epochs: Option<usize>) -> Vec<efa_paper::RunSpec> {
+/// The runs of a small synthetic experiment (`users` users) with `epochs`.
+fn synthetic_runs(users: usize, epochs: Option<usize>) -> Vec<efa_paper::RunSpec> {
     let exp = synthetic::Synthetic::new(&synthetic::Options {
-        users: 48,
+        users,
         ..Default::default()
     })
     .unwrap();
@@ -47,15 +49,32 @@ fn synthetic_runs(epochs: Option<usize>) -> Vec<efa_paper::RunSpec> {
 
 #[test]
 fn shared_runs_are_bit_identical_to_one_process_at_every_group_size() {
-    let specs = synthetic_runs(Some(2));
+    let mut specs = synthetic_runs(192, Some(2));
     assert!(specs.len() >= 3, "{} runs", specs.len());
+    // Run 1 full-batch and the longest (the others one epoch): `Auto` trains it on all
+    // members at every group size from 2 on, and spreads the others.
+    let n = specs[1].train.len();
+    assert!(n >= 4 * efa_train::evaluator::MICRO_BATCH, "{n} samples");
+    for (i, s) in specs.iter_mut().enumerate() {
+        if i == 1 {
+            s.train_config.batch_size = n;
+        } else {
+            s.train_config.max_epochs = 1;
+        }
+    }
+    for members in 2..=4 {
+        let wide: Vec<usize> = (0..specs.len())
+            .filter(|&i| pays_data_parallel(&specs, i, members))
+            .collect();
+        assert_eq!(wide, [1], "{members} members");
+    }
     let solo: Vec<_> = run_all(&specs, 1, &Quiet)
         .unwrap()
         .iter()
         .map(fingerprint)
         .collect();
     for size in 1..=4 {
-        for how in [Distribute::Batches, Distribute::Runs] {
+        for how in [Distribute::Batches, Distribute::Runs, Distribute::Auto] {
             let members = on_group(size, |m| run_all_in(&specs, 1, m, how, &Quiet).unwrap());
             for (rank, got) in members.iter().enumerate() {
                 let got: Vec<_> = got.iter().map(fingerprint).collect();
@@ -67,7 +86,7 @@ fn shared_runs_are_bit_identical_to_one_process_at_every_group_size() {
 
 #[test]
 fn runs_go_longest_first_to_the_least_loaded_member() {
-    let specs = synthetic_runs(None);
+    let specs = synthetic_runs(48, None);
     let cost: Vec<f64> = specs.iter().map(efa_paper::runner::cost).collect();
     for members in 1..=5 {
         let owner = assign(&specs, members);

@@ -5,7 +5,7 @@
 //! process at every group size (1–5), thread count and batching, with uneven micro-batch
 //! counts (the share of the last member is smaller or empty).
 
-use efa_model::{Objective, Samples};
+use efa_model::Samples;
 use efa_train::collective::{Collective, SimGroup, Solo};
 use efa_train::evaluator::MICRO_BATCH;
 use efa_train::userdata::{build, read_csv, UserConfig};
@@ -70,7 +70,7 @@ fn one_minibatch_loss_gradients_and_evaluation_are_bit_identical_at_every_group_
     let (cfg, batch) = setup(100, "efa-shard-step");
     let n_micro = batch.len().div_ceil(MICRO_BATCH);
     assert!(n_micro >= 5, "{n_micro} micro-batches");
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let params = cfg.model.init::<f32>(3);
     for threads in [1, 2] {
         let threads = Threads::new(threads).unwrap();
@@ -100,7 +100,7 @@ fn training_is_bit_identical_at_every_group_size_and_batching() {
         all.select(&(0..600).collect::<Vec<_>>()),
         all.select(&(600..all.len()).collect::<Vec<_>>()),
     );
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     for batching in [Batching::Samples, Batching::Sequences] {
         let tc = TrainConfig {
             batching,
@@ -135,7 +135,7 @@ fn an_error_on_one_member_is_an_error_on_every_member_naming_it() {
     // One member evaluates a batch whose target is outside the model: its error reaches the
     // others through the exchange instead of leaving them waiting.
     let (cfg, batch) = setup(100, "efa-shard-error");
-    let objective = Objective::Nll(cfg.family.family());
+    let objective = cfg.objective();
     let params = cfg.model.init::<f32>(3);
     let mut bad = batch.clone();
     bad.tokens[[0, 0]] = 99; // item 99 of a 6-row table, in the first micro-batch
