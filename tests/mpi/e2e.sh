@@ -26,8 +26,11 @@ if [ "${EFA_MPI_SKIP:-}" = 1 ]; then
   exit 0
 fi
 
-if ! command -v mpirun >/dev/null || ! [ -e /usr/include/x86_64-linux-gnu/openmpi ] &&
-  ! [ -e /usr/lib/x86_64-linux-gnu/openmpi/include ]; then
+have_mpi() { # the launcher, the compiler wrapper the bindings probe, and libclang
+  command -v mpirun >/dev/null && command -v mpicc >/dev/null &&
+    ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1
+}
+if ! have_mpi; then
   say "installing Open MPI (openmpi-bin libopenmpi-dev libclang-dev)"
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -36,7 +39,11 @@ if ! command -v mpirun >/dev/null || ! [ -e /usr/include/x86_64-linux-gnu/openmp
     $SUDO apt-get update >>"$WORK/apt.log" 2>&1
     $SUDO apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libclang-dev \
       >>"$WORK/apt.log" 2>&1
-  } || fail "could not install Open MPI (log: $WORK/apt.log)"
+  } || {
+    # The check needs an MPI library; a machine that cannot install one cannot run it.
+    echo "MPI end-to-end check NOT RUN: could not install Open MPI (log: $WORK/apt.log)"
+    exit 0
+  }
 fi
 
 say "building efa with --features mpi"
@@ -142,8 +149,11 @@ for _ in $(seq 3000); do
   sleep 0.02
 done
 victim=""
-for p in $(pgrep -f "$EFA train --config $DATA/long.toml" || true); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+for env in /proc/[0-9]*/environ; do
+  p=${env#/proc/}
+  p=${p%/environ}
+  [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$EFA" ] || continue
+  if tr '\0' '\n' <"$env" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
     victim=$p
   fi
 done
@@ -155,6 +165,7 @@ grep -i -m 2 "rank\|signal" "$WORK/killed.log" | sed 's/^/  | /'
 leftover=$(find "$WORK/long-killed" -name '*.tmp' | wc -l)
 [ "$leftover" = 0 ] || fail "temporary files left: $(find "$WORK/long-killed" -name '*.tmp')"
 [ -e "$WORK/long-killed/checkpoint.safetensors" ] || fail "no checkpoint to resume from"
+[ ! -e "$WORK/long-killed/model.safetensors" ] || fail "the run had ended before the kill"
 cp -r "$WORK/long-killed" "$WORK/long-killed-copy"
 RESUME=(--resume "$WORK/long-killed")
 long "$WORK/long-killed" run_np 2 "$EFA" >/dev/null
