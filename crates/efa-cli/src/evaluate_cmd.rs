@@ -5,7 +5,7 @@ use crate::common::threads;
 use crate::train_cmd::{load_saved, load_split, read_items};
 use crate::CliError;
 use clap::Args;
-use efa_train::userdata::report::{family_reports, predict_rows};
+use efa_train::userdata::report::family_reports;
 use efa_train::Evaluator;
 use std::path::PathBuf;
 
@@ -42,13 +42,7 @@ pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
     let eval = Evaluator::new(&cfg.model, &objective).with_threads(&threads);
     let nll = eval.evaluate(&params, &data.samples, cfg.train.eval_batch)?;
     let z = eval.predict(&params, &data.samples, cfg.train.eval_batch)?;
-    let preds = predict_rows(&cfg, &data.targets, &z).map_err(|(i, e)| {
-        CliError::new(format!(
-            "{}:{}: prediction for this row: {e}",
-            args.data.display(),
-            data.targets[i].line
-        ))
-    })?;
+    let preds = crate::predict_cmd::predictions(&args.data, &cfg, &data.targets, &z)?;
     let families = family_reports(&cfg, &data.targets, &preds);
     let out = serde_json::json!({
         "file": args.data.display().to_string(),

@@ -10,10 +10,12 @@ use crate::common::threads;
 use crate::train_cmd::{load_saved, load_split, read_items};
 use crate::CliError;
 use clap::Args;
-use efa_train::userdata::report::predict_rows;
+use efa_train::userdata::report::{predict_rows, RowPrediction};
+use efa_train::userdata::{Row, UserConfig};
 use efa_train::Evaluator;
+use ndarray::Array2;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `efa predict`.
 #[derive(Args)]
@@ -36,6 +38,23 @@ pub struct PredictArgs {
     threads: Option<usize>,
 }
 
+/// Each target row's prediction from the model outputs `z` ([`predict_rows`]); a row whose
+/// natural parameter is outside its family's domain is an error naming `file` and its line.
+pub(crate) fn predictions(
+    file: &Path,
+    cfg: &UserConfig,
+    targets: &[Row],
+    z: &Array2<f64>,
+) -> Result<Vec<RowPrediction>, CliError> {
+    predict_rows(cfg, targets, z).map_err(|(i, e)| {
+        CliError::new(format!(
+            "{}:{}: prediction for this row: {e}",
+            file.display(),
+            targets[i].line
+        ))
+    })
+}
+
 /// Runs `efa predict`.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
     let threads = threads(args.threads)?;
@@ -48,13 +67,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         .predict(&params, &data.samples, cfg.train.eval_batch)?;
     // The model's output is unconstrained; the natural parameter is each row's family's link
     // of its leading columns (as in training).
-    let preds = predict_rows(&cfg, &data.targets, &z).map_err(|(i, e)| {
-        CliError::new(format!(
-            "{}:{}: prediction for this row: {e}",
-            args.data.display(),
-            data.targets[i].line
-        ))
-    })?;
+    let preds = predictions(&args.data, &cfg, &data.targets, &z)?;
     let d = cfg
         .family
         .list()

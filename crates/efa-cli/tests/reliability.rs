@@ -2,31 +2,18 @@
 //! a crashed run resumed bit for bit, thread-count determinism, and clear errors (exit 2,
 //! never a panic) naming file, line and field.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/train")
-        .join(name)
-}
 
 #[path = "../../../tests/common/scratch.rs"]
 mod scratch;
 
+#[path = "../../../tests/common/cli.rs"]
+mod cli;
+use cli::{efa, fixture, s};
+
 fn tmpdir(tag: &str) -> scratch::Scratch {
     scratch::scratch(&format!("efa-rel-{tag}"))
-}
-
-fn efa(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_efa"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn train(config: &Path, out: &Path, extra: &[&str]) -> Output {

@@ -3,28 +3,15 @@
 //! sequence among short ones, `max_epochs = 0`, `reproduce --epochs 0`. Each is a clear
 //! error (exit 2) naming the field or flag, never an abort, a panic or a run without end.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 #[path = "../../../tests/common/scratch.rs"]
 mod scratch;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/train")
-        .join(name)
-}
-
-fn efa(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_efa"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+#[path = "../../../tests/common/cli.rs"]
+mod cli;
+use cli::{efa, fixture, s};
 
 /// Exit status 2 and standard error starting with `error: {prefix}` and containing `part`.
 fn fails(o: &Output, prefix: &str, part: &str) {

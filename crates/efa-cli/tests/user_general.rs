@@ -5,27 +5,14 @@
 //! equals `efa reproduce temperature` bit for bit.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 #[path = "../../../tests/common/scratch.rs"]
 mod scratch;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/train")
-        .join(name)
-}
-
-fn efa(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_efa"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+#[path = "../../../tests/common/cli.rs"]
+mod cli;
+use cli::{efa, fixture, s};
 
 fn ok(o: &Output) -> String {
     assert!(
