@@ -111,3 +111,26 @@ fn runs_go_longest_first_to_the_least_loaded_member() {
     seen.dedup();
     assert_eq!(seen.len(), specs.len());
 }
+
+#[test]
+fn a_run_failing_on_its_member_fails_the_queue_on_every_member_naming_it() {
+    // Run 2's recipe is invalid: whichever member trains it reports the error; the others,
+    // which finished their runs, get it through the results exchange instead of waiting.
+    let mut specs = synthetic_runs(48, Some(1));
+    specs[2].train_config.batch_size = 0;
+    for members in 2..=3 {
+        let owner = assign(&specs, members)[2];
+        let errors = on_group(members, |m| {
+            run_all_in(&specs, 1, m, Distribute::Runs, &Quiet)
+                .err()
+                .expect("the queue fails")
+                .to_string()
+        });
+        for (rank, e) in errors.iter().enumerate() {
+            assert!(e.contains("train.batch_size"), "rank {rank}: {e}");
+            if rank != owner {
+                assert!(e.contains(&format!("rank {owner}")), "rank {rank}: {e}");
+            }
+        }
+    }
+}

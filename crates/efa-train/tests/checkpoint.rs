@@ -5,28 +5,15 @@
 use efa_model::Objective;
 use efa_model::{Params, Samples};
 use efa_train::checkpoint::{load_model, save_model, Checkpoint, CheckpointPolicy};
-use efa_train::userdata::{build_samples, read_csv, UserConfig};
+use efa_train::userdata::UserConfig;
 use efa_train::Evaluator;
 use efa_train::TrainError;
 use efa_train::{fit, FitOptions, FitResult};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/train")
-        .join(name)
-}
-
-fn setup() -> (UserConfig, Samples, Samples) {
-    let path = fixture("efa_poisson.toml");
-    let cfg = UserConfig::from_toml(&std::fs::read_to_string(&path).unwrap(), &path)
-        .unwrap()
-        .0;
-    let train = build_samples(&read_csv(&fixture("counts_train.csv"), &cfg).unwrap(), &cfg);
-    let val = build_samples(&read_csv(&fixture("counts_valid.csv"), &cfg).unwrap(), &cfg);
-    (cfg, train, val)
-}
+mod poisson_fixture;
+use poisson_fixture::setup;
 
 #[path = "../../../tests/common/scratch.rs"]
 mod scratch;

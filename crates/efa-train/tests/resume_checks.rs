@@ -5,30 +5,17 @@
 use efa_model::Samples;
 use efa_train::checkpoint::{Checkpoint, CheckpointPolicy, InputDigest};
 use efa_train::resume::check_resume;
-use efa_train::userdata::{build_samples, read_csv, UserConfig};
+use efa_train::userdata::UserConfig;
 use efa_train::Evaluator;
 use efa_train::{fit, Batching, FitOptions, TrainError};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/train")
-        .join(name)
-}
+use std::path::Path;
 
 #[path = "../../../tests/common/scratch.rs"]
 mod scratch;
 
-fn setup() -> (UserConfig, Samples, Samples) {
-    let path = fixture("efa_poisson.toml");
-    let cfg = UserConfig::from_toml(&std::fs::read_to_string(&path).unwrap(), &path)
-        .unwrap()
-        .0;
-    let train = build_samples(&read_csv(&fixture("counts_train.csv"), &cfg).unwrap(), &cfg);
-    let val = build_samples(&read_csv(&fixture("counts_valid.csv"), &cfg).unwrap(), &cfg);
-    (cfg, train, val)
-}
+mod poisson_fixture;
+use poisson_fixture::setup;
 
 fn digest(role: &str, crc32: u32) -> InputDigest {
     InputDigest {
