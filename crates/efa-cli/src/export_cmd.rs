@@ -4,7 +4,10 @@
 use crate::common::paper;
 use crate::CliError;
 use clap::{Args, Subcommand};
+use efa_paper::movielens::Variant;
 use efa_paper::options::resolve_data_dir;
+use efa_paper::Protocol;
+use efa_train::userdata::SeqDirection;
 use std::path::PathBuf;
 
 /// Arguments of `efa export`.
@@ -39,6 +42,28 @@ enum ExportSet {
         #[arg(long, default_value_t = 0)]
         lag: usize,
     },
+    /// MovieLens exp-2 (PAPER.md §4): the rating EFA with the v1 loss on counts (rating − 1),
+    /// one sequence per sample in the paper's sample order.
+    MovielensRatings {
+        /// Loss variant (only v1 has a user layout; see `efa_paper::export`).
+        #[arg(long, value_enum, default_value_t = Variant::V1)]
+        variant: Variant,
+        /// Context of a target: every other movie of the user (bi) or the earlier ones (uni).
+        #[arg(long, value_enum, default_value_t = ExportDirection::Bi)]
+        direction: ExportDirection,
+        /// Split protocol.
+        #[arg(long, value_enum, default_value_t = Protocol::Paper)]
+        protocol: Protocol,
+    },
+}
+
+/// The direction of an exported rating model.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExportDirection {
+    /// Bidirectional.
+    Bi,
+    /// Unidirectional.
+    Uni,
 }
 
 /// Runs `efa export`.
@@ -53,11 +78,30 @@ pub fn run(a: ExportArgs) -> Result<(), CliError> {
             efa_paper::temperature::check_layers(layers).map_err(paper)?;
             efa_paper::temperature::check_lag(lag).map_err(paper)?;
         }
+        ExportSet::MovielensRatings { variant, .. } => {
+            if variant != Variant::V1 {
+                return Err(paper(efa_paper::export::variant_error(variant)));
+            }
+        }
     }
     let dir = resolve_data_dir(a.data.as_ref()).map_err(paper)?;
     let export = match a.data_set {
         ExportSet::Temperature { layers, lag } => {
             efa_paper::export::temperature(&dir, layers, lag, a.epochs, a.seed).map_err(paper)?
+        }
+        ExportSet::MovielensRatings {
+            variant,
+            direction,
+            protocol,
+        } => {
+            let direction = match direction {
+                ExportDirection::Bi => SeqDirection::Bi,
+                ExportDirection::Uni => SeqDirection::Uni,
+            };
+            efa_paper::export::movielens_ratings(
+                &dir, variant, direction, protocol, a.epochs, a.seed,
+            )
+            .map_err(paper)?
         }
     };
     let written = export.write(&out).map_err(paper)?;

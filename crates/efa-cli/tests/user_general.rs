@@ -215,49 +215,51 @@ fn a_non_finite_training_loss_names_its_sample_and_family() {
     );
 }
 
-#[test]
-fn exported_temperature_trains_to_the_reproduced_test_mse_bit_for_bit() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    let dir = scratch::scratch("efa-export");
-    let exp = dir.join("t");
-    ok(&efa(&[
-        "export",
-        "temperature",
-        "--layers",
-        "1",
-        "--epochs",
-        "2",
-        "--data",
-        s(&data),
-        "--out",
-        s(&exp),
-    ]));
-    let run = dir.join("run");
+fn shared_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+}
+
+/// Runs `efa export <set_args>` into `dir/<tag>`, trains the export with `efa train` and
+/// returns its test metric.
+fn export_and_train(dir: &Path, tag: &str, set_args: &[&str]) -> f64 {
+    let data = shared_data();
+    let exp = dir.join(tag);
+    let mut args = vec!["export"];
+    args.extend_from_slice(set_args);
+    args.extend_from_slice(&["--epochs", "2", "--data", s(&data), "--out", s(&exp)]);
+    ok(&efa(&args));
+    let run = dir.join(format!("{tag}-run"));
     let at = |f: &str| exp.join(f);
-    ok(&efa(&[
-        "train",
-        "--config",
-        s(&at("model.toml")),
-        "--items",
-        s(&at("items.csv")),
-        "--data",
-        s(&at("train.csv")),
-        "--valid",
-        s(&at("valid.csv")),
-        "--test",
-        s(&at("test.csv")),
-        "--out",
-        s(&run),
-        "--quiet",
-    ]));
-    let rep = dir.join("rep");
-    ok(&efa(&[
-        "reproduce",
-        "temperature",
-        "--layers",
-        "1",
-        "--model",
-        "efa",
+    let mut train = vec![
+        "train".to_string(),
+        "--config".into(),
+        s(&at("model.toml")).into(),
+        "--data".into(),
+        s(&at("train.csv")).into(),
+        "--valid".into(),
+        s(&at("valid.csv")).into(),
+        "--test".into(),
+        s(&at("test.csv")).into(),
+        "--out".into(),
+        s(&run).into(),
+        "--quiet".into(),
+    ];
+    if at("items.csv").exists() {
+        train.extend(["--items".into(), s(&at("items.csv")).into()]);
+    }
+    ok(&efa(&train.iter().map(String::as_str).collect::<Vec<_>>()));
+    let t = json(&std::fs::read_to_string(run.join("result.json")).unwrap());
+    t["test_nll"].as_f64().unwrap()
+}
+
+/// Runs `efa reproduce <set_args> --epochs 2 --seed 0` into `dir/<tag>` and returns its one
+/// row's (metric, value).
+fn reproduced(dir: &Path, tag: &str, set_args: &[&str]) -> (String, f64) {
+    let data = shared_data();
+    let rep = dir.join(tag);
+    let mut args = vec!["reproduce"];
+    args.extend_from_slice(set_args);
+    args.extend_from_slice(&[
         "--epochs",
         "2",
         "--seed",
@@ -267,16 +269,77 @@ fn exported_temperature_trains_to_the_reproduced_test_mse_bit_for_bit() {
         s(&data),
         "--out",
         s(&rep),
-    ]));
-    let t = json(&std::fs::read_to_string(run.join("result.json")).unwrap());
+    ]);
+    ok(&efa(&args));
     let r = json(&std::fs::read_to_string(rep.join("results.json")).unwrap());
-    let ours = t["test_nll"].as_f64().unwrap();
-    let paper_path = r["rows"][0]["value"].as_f64().unwrap();
-    assert_eq!(r["rows"][0]["metric"], "test_mse");
+    assert_eq!(r["rows"].as_array().unwrap().len(), 1, "{r}");
+    let row = &r["rows"][0];
+    (
+        row["metric"].as_str().unwrap().to_string(),
+        row["value"].as_f64().unwrap(),
+    )
+}
+
+#[test]
+fn exported_temperature_trains_to_the_reproduced_test_mse_bit_for_bit() {
+    let dir = scratch::scratch("efa-export");
+    let ours = export_and_train(&dir, "t", &["temperature", "--layers", "1"]);
+    let (metric, paper_path) = reproduced(
+        &dir,
+        "rep",
+        &["temperature", "--layers", "1", "--model", "efa"],
+    );
+    assert_eq!(metric, "test_mse");
     assert_eq!(
         ours.to_bits(),
         paper_path.to_bits(),
         "{ours} vs {paper_path}"
+    );
+}
+
+/// MovieLens exp-2 v1 through the user path: one sequence per sample in the paper's order
+/// (unidirectional first samples are one-row sequences marked as targets), counts
+/// rating − 1 with the `poisson_v1` loss; both directions equal `efa reproduce` bit for bit.
+#[test]
+fn exported_movielens_ratings_v1_trains_to_the_reproduced_test_loss_bit_for_bit() {
+    let dir = scratch::scratch("efa-export-ml");
+    for direction in ["bi", "uni"] {
+        let ours = export_and_train(
+            &dir,
+            &format!("ml-{direction}"),
+            &[
+                "movielens-ratings",
+                "--variant",
+                "v1",
+                "--direction",
+                direction,
+            ],
+        );
+        let (metric, paper_path) = reproduced(
+            &dir,
+            &format!("rep-{direction}"),
+            &[
+                "movielens-ratings",
+                "--variant",
+                "v1",
+                "--direction",
+                direction,
+                "--model",
+                "efa",
+            ],
+        );
+        assert_eq!(metric, "test_loss");
+        assert_eq!(
+            ours.to_bits(),
+            paper_path.to_bits(),
+            "{direction}: {ours} vs {paper_path}"
+        );
+    }
+    let uni = std::fs::read_to_string(dir.join("ml-uni/train.csv")).unwrap();
+    assert!(
+        uni.starts_with("seq,order,item,value,target\n"),
+        "{}",
+        &uni[..80]
     );
 }
 
@@ -295,6 +358,20 @@ fn export_settings_out_of_range_are_errors_naming_the_flag() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(want) && !err.contains("panicked"), "{err}");
     }
+    let o = efa(&[
+        "export",
+        "movielens-ratings",
+        "--variant",
+        "v2",
+        "--out",
+        s(&out),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--variant") && err.contains("only v1"),
+        "{err}"
+    );
     let o = efa(&["export", "temperature"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs --out"));

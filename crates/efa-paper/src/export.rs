@@ -10,11 +10,25 @@
 //! `gaussian_known_var` family of `s2 = 1`), and the recipe [`crate::temperature::efa_train_config`].
 //! Each day's lag-0 rows are the targets, in city order: the samples, their order and their
 //! inputs are those of [`crate::temperature::efa_samples`], bit for bit.
+//!
+//! MovieLens ratings (§4, variant v1): one sequence per *sample*, in the paper's sample order
+//! (train and validation in the order of its per-sample split, test by user then position):
+//! `seq` = `u<user>-p<position>` (the user's index in its frame), the user's movies in time
+//! order (`item` = the movie's new id 1..50, `order` = the position) with `value` = rating − 1
+//! (the count v1 models, 0..2), and a `target` column marking the sample's target row;
+//! unidirectional samples hold the rows up to their target. One sequence per sample is what
+//! keeps the order of the samples, and so the minibatches of every epoch, the paper's. The
+//! model is [`crate::synthetic::efa_config`] with the 5-row rating table (row `value + 1` =
+//! the rating, row 4 the [MASK]), the loss the paper's v1 loss on the counts (`loss =
+//! "poisson_v1"`, a `poisson` family), and the recipe `TrainConfig::paper`.
 
+use crate::movielens::{exp2_data, Protocol, Variant};
 use crate::temperature::{efa_config, efa_train_config, load};
 use crate::PaperError;
+use efa_data::samples::{CompactRatingTable, Direction, RatingData, Split};
 use efa_data::temperature::TempDay;
 use efa_model::ModelConfig;
+use efa_train::recipe::TrainConfig;
 use efa_train::userdata::{Families, FamilySpec, SeqDirection, UserConfig, UserLoss};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -112,6 +126,134 @@ pub fn temperature(
             ("valid.csv", temperature_csv(&data.val, n)),
             ("test.csv", temperature_csv(&data.test, n)),
             ("items.csv", items),
+            ("model.toml", head + &toml),
+        ],
+    })
+}
+
+/// The CSV of the `split` samples of `data` in the user layout with a `target` column, one
+/// sequence per sample (see the module docs); the ratings are written as counts `rating − 1`.
+pub fn ratings_csv(data: &RatingData, split: Split, dir: Direction) -> String {
+    let (refs, seqs, _) = data.split(split);
+    let mut s = String::from("seq,order,item,value,target\n");
+    for r in refs {
+        let seq = &seqs[r.seq];
+        let end = match dir {
+            Direction::Bi => seq.len(),
+            Direction::Uni => r.pos + 1,
+        };
+        for (p, &(movie, rating)) in seq.iter().enumerate().take(end) {
+            let _ = writeln!(
+                s,
+                "u{}-p{},{p},{movie},{},{}",
+                r.seq,
+                r.pos,
+                rating - 1.0,
+                u8::from(p == r.pos)
+            );
+        }
+    }
+    s
+}
+
+/// Checks that the v1 user layout reproduces the paper's inputs exactly: every rating an
+/// integer 1..=rows − 2 whose table row is the rating itself (so the user's row `value + 1`,
+/// value = rating − 1, is the paper's row), and both [MASK] values on the last row.
+fn check_rating_rows(data: &RatingData) -> Result<CompactRatingTable, PaperError> {
+    let table = crate::synthetic::rating_table(data)?;
+    let rows = table.rows();
+    let bad = |what: String| {
+        PaperError::Samples(format!(
+            "MovieLens ratings cannot be written as counts for `efa train`: {what}"
+        ))
+    };
+    for (frame, seqs) in [("train+validation", &data.trainval), ("test", &data.test)] {
+        for (k, seq) in seqs.iter().enumerate() {
+            for (p, &(_, r)) in seq.iter().enumerate() {
+                let ok = r.fract() == 0.0
+                    && r >= 1.0
+                    && (r as usize) + 2 <= rows
+                    && table.row(r).ok() == Some(r as usize);
+                if !ok {
+                    return Err(bad(format!(
+                        "{frame} user {k} position {p}: rating {r} is not an integer 1..={} \
+                         on its own table row",
+                        rows - 2
+                    )));
+                }
+            }
+        }
+    }
+    for mask in [data.trainval_mask, data.test_mask] {
+        if table.row(mask).ok() != Some(rows - 1) {
+            return Err(bad(format!(
+                "the [MASK] rating {mask} is not on the table's last row {}",
+                rows - 1
+            )));
+        }
+    }
+    Ok(table)
+}
+
+/// The error for a variant without a user layout (every one but v1).
+pub fn variant_error(variant: Variant) -> PaperError {
+    PaperError::Setting {
+        field: "--variant",
+        value: variant.name().into(),
+        reason: "only v1 exports: v2's loss reads the rating (1..3) while the user layout \
+                 embeds context values on row value + 1, which needs the counts 0..2 to keep \
+                 the paper's 5-row rating table"
+            .into(),
+    }
+}
+
+/// The `efa train` export of MovieLens exp-2 (PAPER.md §4) with the EFA in `direction`,
+/// read from `dir/movielens/u.data` under `protocol`, trained for `epochs` (default the
+/// paper's 1000 with early stopping) with `seed`. Only variant v1 has a user layout: v2's
+/// loss reads the rating itself while its context rows embed the same value column, which
+/// the user layout (row `value + 1`) cannot give the paper's 5-row table.
+pub fn movielens_ratings(
+    data_dir: &Path,
+    variant: Variant,
+    direction: SeqDirection,
+    protocol: Protocol,
+    epochs: Option<usize>,
+    seed: u64,
+) -> Result<Export, PaperError> {
+    if variant != Variant::V1 {
+        return Err(variant_error(variant));
+    }
+    let dir = match direction {
+        SeqDirection::Bi => Direction::Bi,
+        SeqDirection::Uni => Direction::Uni,
+    };
+    let data = exp2_data(data_dir, protocol)?;
+    let table = check_rating_rows(&data)?;
+    let model = crate::synthetic::efa_config(51, table.rows(), data.max_ctx);
+    let cfg = UserConfig {
+        model: ModelConfig::Efa(model),
+        family: Families::All(FamilySpec::Poisson {}),
+        direction,
+        train: TrainConfig::paper(epochs.unwrap_or(1000), seed),
+        init_seed: seed,
+        loss: UserLoss::PoissonV1,
+    };
+    let toml = cfg.to_toml()?;
+    let name = match dir {
+        Direction::Bi => "bi",
+        Direction::Uni => "uni",
+    };
+    let head = format!(
+        "# MovieLens exp-2 v1 (PAPER.md §4), the {name}directional EFA, exported by `efa export \
+         movielens-ratings`.\n# Values are counts (rating − 1); one sequence per sample.\n\
+         # Train: efa train --config model.toml --data train.csv --valid valid.csv --test \
+         test.csv\n"
+    );
+    Ok(Export {
+        files: vec![
+            ("train.csv", ratings_csv(&data, Split::Train, dir)),
+            ("valid.csv", ratings_csv(&data, Split::Val, dir)),
+            ("test.csv", ratings_csv(&data, Split::Test, dir)),
             ("model.toml", head + &toml),
         ],
     })

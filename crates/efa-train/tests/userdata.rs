@@ -94,3 +94,50 @@ fn rating_fm_samples() {
     assert_eq!(e, "c.toml: field `family`: `categorical` needs 3 natural parameters but the rating FM outputs 1");
     let _ = std::fs::remove_file(&path);
 }
+
+/// A one-row sequence is an EFA sample when its row is marked a target: its context is its
+/// own item with the [MASK] value (the paper's first unidirectional sample). Without the
+/// marking, or for a factor model (no context at all), it stays an error naming the line.
+#[test]
+fn one_row_sequence_is_a_sample_only_as_a_marked_efa_target() {
+    let dir = std::env::temp_dir();
+    let write = |tag: &str, text: &str| {
+        let p = dir.join(format!("efa-userdata-{tag}-{}.csv", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let marked = write(
+        "lone",
+        "seq,order,item,value,target\nx,0,3,2,1\ny,0,4,1,0\ny,1,2,0,1\n",
+    );
+    let cfg = config(&EFA.replace("DIR", "uni"));
+    let u = build(&read_csv(&marked, &cfg).unwrap(), &cfg);
+    let s = u.samples.dense();
+    assert_eq!(s.tokens, array![[3, 0], [4, 2]]);
+    assert_eq!(s.values.unwrap(), array![[5, 0], [2, 5]]);
+    assert_eq!(s.lengths, vec![1, 2]);
+    assert_eq!(s.pred_idx, vec![0, 1]);
+    assert_eq!(s.targets, efa_model::Targets::Real(vec![2.0, 0.0]));
+
+    let unmarked = write(
+        "lone-unmarked",
+        "seq,order,item,value\nx,0,3,2\ny,0,4,1\ny,1,2,0\n",
+    );
+    let e = read_csv(&unmarked, &cfg).unwrap_err().to_string();
+    assert!(
+        e.contains(":2: field `seq` = \"x\": sequence `x` has 1 row")
+            && e.contains("`target` column"),
+        "{e}"
+    );
+    let fm = config(
+        "[family]\nkind = \"poisson\"\n[model.fm]\nkind = \"rating\"\nitems = 6\ndim = 2\n[train]\nlr = 0.1\nbatch_size = 2\nmax_epochs = 1\npatience = 1\nseed = 0\n",
+    );
+    let e = read_csv(&marked, &fm).unwrap_err().to_string();
+    assert!(
+        e.contains("sequence `x` has 1 row") && !e.contains("`target` column"),
+        "{e}"
+    );
+    for p in [marked, unmarked] {
+        let _ = std::fs::remove_file(p);
+    }
+}

@@ -21,7 +21,8 @@
 //!   (`model.efa.continuous.lag_rows` > lag); a sequence needs lag-0 rows;
 //! * `target` (optional): `1` for a target row, `0` for a context-only row.
 //!
-//! Each sequence needs at least 2 rows and a target. Without a `target` column every row with
+//! Each sequence needs at least 2 rows and a target (for EFA models, a single row marked a
+//! target is a sample too: its context is its own item, the value masked). Without a `target` column every row with
 //! lag 0 is a target once: bidirectionally (pseudo-likelihood) with all other rows as context,
 //! unidirectionally (`direction = "uni"`) with the rows before it as context (so the first
 //! row is never a target). With a `target` column exactly the rows marked 1 are targets (a

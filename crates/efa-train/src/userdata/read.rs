@@ -61,8 +61,8 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
 /// (and, for continuous inputs, the item-feature table `items` the model's site table came
 /// from): item ids in the model's range, each item with a family, values in its family's
 /// support (and integer rows of a value table), lags below the lag embedding's rows and never
-/// on a target, items listed in the feature table, at least two rows and a target per
-/// sequence (lag rows need lag-0 rows), and no sequence longer than the model's positions.
+/// on a target, items listed in the feature table, at least two rows (or, for EFA models, one
+/// row marked a target) and a target per sequence (lag rows need lag-0 rows), and no sequence longer than the model's positions.
 /// Every failure is a [`DataError::Parse`] naming the file, line and field; rows are checked
 /// in file order.
 pub fn read_csv_with(
@@ -177,14 +177,23 @@ pub fn read_csv_with(
     let mut sequences = Vec::with_capacity(table.sequences.len());
     for s in &table.sequences {
         let first = s.rows.iter().map(|r| r.line).min().unwrap_or(1);
-        if s.rows.len() < 2 {
+        // One row is a sample only as an EFA target marked explicitly: its context is its own
+        // item with the [MASK] value (the paper's first unidirectional sample).
+        let lone_target = !fm && s.rows.len() == 1 && s.rows[0].target == Some(true);
+        if s.rows.len() < 2 && !lone_target {
             return Err(err(
                 first,
                 "seq",
                 &s.id,
                 format!(
-                    "sequence `{}` has 1 row; at least 2 are needed (a target and its context)",
-                    s.id
+                    "sequence `{}` has 1 row; at least 2 are needed (a target and its context){}",
+                    s.id,
+                    if fm {
+                        ""
+                    } else {
+                        ", or a `target` column marking the row (an EFA target whose context \
+                         is its own item)"
+                    }
                 ),
             ));
         }
