@@ -20,10 +20,11 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use efa_attn::micro::{ds_row, gemm_checked, padded, PAD};
+use efa_attn::micro::{ds_row, gemm, gemm_checked, padded, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use std::mem::MaybeUninit;
 
 /// The shape of one sequence's attention (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -246,6 +247,68 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
+/// [`product`] into a `C` not yet written: without accumulation the kernel writes `C` (columns
+/// `[0, padded(n))` of each of the `m` rows) and never reads it. Bounds checked as
+/// [`gemm_checked`] checks them.
+#[allow(clippy::too_many_arguments)]
+fn product_into<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    rsa: usize,
+    csa: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [MaybeUninit<T>],
+    ldc: usize,
+    alpha: T,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
+        "rows: A bounds"
+    );
+    assert!(
+        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
+        "rows: B bounds"
+    );
+    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "rows: C bounds");
+    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows up
+    // to the padded width) or writes (C rows up to the padded width) inside the slices; without
+    // accumulation it only writes C (initialised values), and `c` is a unique borrow, so it
+    // aliases neither `a` nor `b`.
+    unsafe {
+        gemm(
+            isa,
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            ldb as isize,
+            c.as_mut_ptr().cast::<T>(),
+            ldc as isize,
+            false,
+            alpha,
+        );
+    }
+}
+
+/// `s` viewed as initialised.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
+    // initialised.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
 /// Forward of one sequence (see the [module docs](self)): writes `P` to `p`
 /// ([`RowsShape::p_len`] elements) and `oᵢ` to columns `[0, heads·dv)` of the rows of `o`.
 ///
@@ -259,6 +322,28 @@ pub fn forward<T: Real>(
     k: Rows<T>,
     v: Rows<T>,
     p: &mut [T],
+    o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and `forward_uninit` only writes
+    // initialised values through it.
+    let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
+    forward_uninit(isa, s, q, k, v, p, o, scratch)
+}
+
+/// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
+/// first [`RowsShape::p_len`] elements are all written, each exactly as [`forward`] writes it.
+///
+/// # Errors
+/// As [`forward`] (then `p` may be partly written).
+#[allow(clippy::too_many_arguments)]
+pub fn forward_uninit<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
     mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
@@ -286,13 +371,16 @@ pub fn forward<T: Real>(
     for h in 0..s.heads {
         let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
         if keys == 0 {
-            ph.fill(T::ZERO);
+            for x in ph.iter_mut() {
+                x.write(T::ZERO);
+            }
             put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
             continue;
         }
-        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows.
+        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
+        // [0, padded(keys)) of each; the columns after are written as zeros below).
         transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
-        product(
+        product_into(
             isa,
             (s.nq, keys, s.dk),
             &q.data[h * s.dk..],
@@ -304,13 +392,21 @@ pub fn forward<T: Real>(
             ps,
             scale,
         );
+        let kp = padded(keys);
         for row in ph.chunks_exact_mut(ps) {
+            for x in &mut row[kp..] {
+                x.write(T::ZERO);
+            }
+            // SAFETY: the product wrote columns [0, kp), the loop above the rest.
+            let row = unsafe { written(row) };
             let (vis, rest) = row.split_at_mut(keys);
             let m = simd::max_with(isa, vis);
             let z = simd::exp_sub_sum_with(isa, vis, m);
             simd::scale_with(isa, T::ONE / z, vis);
             rest.fill(T::ZERO);
         }
+        // SAFETY: every row of this head was written in full just above.
+        let ph: &[T] = unsafe { written(ph) };
         // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
