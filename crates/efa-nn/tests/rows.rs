@@ -51,6 +51,10 @@ fn shapes() -> Vec<RowsShape> {
         s(17, 33, 33, 3, 4, 4),
         s(3, 5, 0, 2, 2, 2),
         s(20, 18, 17, 1, 17, 2),
+        // Whole padded head widths (operands and outputs in place) with key padding: the
+        // visible keys end inside a padded block (23 of 40: columns 32..48 past the product).
+        s(6, 40, 23, 2, 16, 16),
+        s(2, 9, 0, 2, 16, 16),
     ]
 }
 
@@ -83,6 +87,16 @@ fn check<T: Real>(s: &RowsShape, isa: Isa, seed: u64) {
         &mut scratch,
     )
     .unwrap();
+    // P was prefilled with NaN: the forward writes every element (no zero-fill is relied on),
+    // zeros past the visible keys.
+    let ps = s.p_stride();
+    for (at, x) in p.iter().enumerate() {
+        let j = at % ps;
+        assert!(
+            x.is_finite() && (j < s.keys || *x == T::ZERO),
+            "{s:?}: P[{at}] (column {j}) = {x:?}"
+        );
+    }
     let mut dq = vec![T::NAN; s.nq * ldq];
     let mut dk = vec![T::NAN; s.nk * ldk];
     let mut dv = vec![T::NAN; s.nk * ldv];

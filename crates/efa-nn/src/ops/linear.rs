@@ -97,14 +97,19 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let (m, fi, fo) = shapes(inputs)?;
         let x = inputs[0].as_standard_layout();
         let w = inputs[1].as_standard_layout();
-        let mut y = vec![T::ZERO; m * fo];
         let bias = inputs.get(2).map(|b| b.as_standard_layout());
-        if let Some(b) = &bias {
-            let b = b.as_slice().expect("standard layout");
-            for row in y.chunks_mut(fo.max(1)) {
-                row.copy_from_slice(b);
+        // y starts as the bias in every row (written once, no zero-fill first), or zeros.
+        let mut y = match &bias {
+            Some(b) => {
+                let b = b.as_slice().expect("standard layout");
+                let mut y = Vec::with_capacity(m * fo);
+                for _ in 0..m {
+                    y.extend_from_slice(b);
+                }
+                y
             }
-        }
+            None => vec![T::ZERO; m * fo],
+        };
         if m > 0 && fo > 0 {
             gemm(
                 m,

@@ -1,6 +1,7 @@
 //! Row kernels: one `#[inline(always)]` body per kernel, generic over [`SimdVec`], three
 //! instantiations (scalar, AVX2 + FMA, AVX-512F) and a typed front end for `T: Real`.
 
+use super::vector::MAX_LANES;
 use super::{Isa, SimdElem, SimdVec};
 use crate::Real;
 
@@ -131,9 +132,12 @@ unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
             V::load(x.add(i)).mul(va).store(x.add(i));
             i += w;
         }
-        while i < n {
-            *x.add(i) *= alpha;
-            i += 1;
+        if i < n {
+            // The tail as one vector (lane-wise products, the same values).
+            let t = n - i;
+            V::load_first(x.add(i), t, V::Elem::ZERO)
+                .mul(va)
+                .store_first(x.add(i), t);
         }
     }
 }
@@ -156,15 +160,13 @@ unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
             m0 = V::load(x.add(i)).max(m0);
             i += w;
         }
-        let mut m = m0.max(m1).reduce_max();
-        while i < n {
-            let v = *x.add(i);
-            if v > m {
-                m = v;
-            }
-            i += 1;
+        if i < n {
+            // The tail (fewer than one vector) as one vector padded with −∞: one vector
+            // maximum instead of a data-dependent branch per element. The maximum is exact,
+            // so the value is the same.
+            m0 = V::load_first(x.add(i), n - i, V::Elem::NEG_INFINITY).max(m0);
         }
-        m
+        m0.max(m1).reduce_max()
     }
 }
 variants!(max_body, max_d, (x: *const E, n: usize) -> E);
@@ -250,13 +252,20 @@ unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) ->
             i += w;
         }
         let mut s = s0.add(s1).reduce_sum();
-        while i < n {
-            let e = <V::Elem as SimdElem>::One::splat(*x.add(i) - m)
-                .exp()
-                .reduce_sum();
-            *x.add(i) = e;
-            s += e;
-            i += 1;
+        if i < n {
+            // The tail (fewer than one vector): its exponentials as one vector (padded with
+            // `m`, whose lanes are discarded) instead of one scalar polynomial each. The
+            // vector exponential is lane for lane the one-lane one (same operations; tested
+            // bitwise in `simd::tests`), and the tail is added to `s` in index order as
+            // before, so values and sum are unchanged.
+            let t = n - i;
+            let e = V::load_first(x.add(i), t, m).sub(vm).exp();
+            e.store_first(x.add(i), t);
+            let mut buf = [V::Elem::ZERO; MAX_LANES];
+            e.store(buf.as_mut_ptr());
+            for &e in &buf[..t] {
+                s += e;
+            }
         }
         s
     }

@@ -323,3 +323,100 @@ fn efa_simd_env_forces_a_variant() {
         );
     }
 }
+
+/// The vector exponential is lane for lane the one-lane one (the tails of `exp_sub_sum` rely
+/// on it): bitwise equal over a dense sweep of the clamped range, subnormal results included.
+fn exp_lanes_bitwise<T: Real>(lo: f64, hi: f64, n: usize) {
+    let xs: Vec<f64> = (0..n)
+        .map(|i| lo + (hi - lo) * i as f64 / n as f64)
+        .collect();
+    let mut want: Vec<T> = conv(&xs);
+    exp_slice_with(Isa::Scalar, &mut want);
+    for isa in vector_isas() {
+        let mut got: Vec<T> = conv(&xs);
+        exp_slice_with(isa, &mut got);
+        for ((g, w), x) in got.iter().zip(&want).zip(&xs) {
+            assert!(
+                g.to_f64().to_bits() == w.to_f64().to_bits(),
+                "{} {} exp({x}) = {g} vs scalar {w}",
+                T::NAME,
+                isa.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn vector_exp_is_the_scalar_exp_bitwise() {
+    exp_lanes_bitwise::<f32>(-112.0, 90.0, 2_000_000);
+    exp_lanes_bitwise::<f32>(-1.0, 1.0, 200_000);
+    exp_lanes_bitwise::<f64>(-762.0, 712.0, 1_000_000);
+}
+
+/// `exp_sub_sum` writes the same values on every variant (its tail runs as a padded vector
+/// on the vector variants), and its sum adds them in some fixed order: within rounding of
+/// the scalar sum. `max` is exact: equal on every variant, NaNs ignored, −∞ padding never
+/// shows.
+#[test]
+fn exp_sub_sum_and_max_tails_match_scalar() {
+    for isa in vector_isas() {
+        for n in 0..80usize {
+            let a: Vec<f32> = conv(&values(n, n as u64 + 7, -30.0, 3.0));
+            let m = max_with(Isa::Scalar, &a);
+            assert_eq!(
+                max_with(isa, &a).to_bits(),
+                m.to_bits(),
+                "{} n={n}",
+                isa.name()
+            );
+            let (mut x1, mut x2) = (a.clone(), a.clone());
+            let s1 = exp_sub_sum_with(isa, &mut x1, m);
+            let s2 = exp_sub_sum_with(Isa::Scalar, &mut x2, m);
+            for (j, (p, q)) in x1.iter().zip(&x2).enumerate() {
+                assert_eq!(p.to_bits(), q.to_bits(), "{} n={n} j={j}", isa.name());
+            }
+            let exact: f64 = x2.iter().map(|&e| e as f64).sum();
+            assert!(
+                ((s1 as f64 - exact) / exact.max(1e-30)).abs() < 1e-6,
+                "{} n={n}: {s1} vs {s2}",
+                isa.name()
+            );
+            // NaN entries are ignored by max; an all-NaN row gives −∞.
+            let mut b = a.clone();
+            for v in b.iter_mut().step_by(3) {
+                *v = f32::NAN;
+            }
+            assert_eq!(
+                max_with(isa, &b).to_bits(),
+                max_with(Isa::Scalar, &b).to_bits(),
+                "{} n={n} NaN",
+                isa.name()
+            );
+        }
+    }
+}
+
+/// Tails are read and written only within the slice: a sentinel just past it stays.
+#[test]
+fn tails_stay_inside_the_slice() {
+    for isa in vector_isas() {
+        for n in 0..40usize {
+            let mut buf: Vec<f32> = conv(&values(n + 1, n as u64 + 3, -4.0, 4.0));
+            buf[n] = 1234.5;
+            let m = max_with(isa, &buf[..n]);
+            if n > 0 {
+                exp_sub_sum_with(isa, &mut buf[..n], m);
+            }
+            scale_with(isa, 0.5, &mut buf[..n]);
+            assert_eq!(buf[n], 1234.5, "{} n={n}", isa.name());
+            let mut w: Vec<f64> = values(n + 1, n as u64 + 5, -4.0, 4.0);
+            w[n] = -7.25;
+            let m = max_with(isa, &w[..n]);
+            if n > 0 {
+                exp_sub_sum_with(isa, &mut w[..n], m);
+            }
+            scale_with(isa, 0.5, &mut w[..n]);
+            assert_eq!(w[n], -7.25, "{} f64 n={n}", isa.name());
+        }
+    }
+}

@@ -91,6 +91,9 @@ impl SimdElem for f64 {
     ];
 }
 
+/// The most lanes of any register type (16 f32 lanes of AVX-512).
+pub const MAX_LANES: usize = 16;
+
 /// A SIMD register of `LANES` elements of type `Elem`.
 ///
 /// # Safety
@@ -137,6 +140,28 @@ pub unsafe trait SimdVec: Copy {
             let n1 = n.mul(Self::splat(Self::Elem::HALF)).floor();
             let n2 = n.sub(n1);
             self.mul(n1.pow2i()).mul(n2.pow2i())
+        }
+    }
+    /// The first `n` elements at `p` (`n < LANES`; only those are read) in the first lanes,
+    /// `fill` in the others. The default goes through a stack buffer; AVX-512 uses a masked
+    /// load.
+    #[inline(always)]
+    unsafe fn load_first(p: *const Self::Elem, n: usize, fill: Self::Elem) -> Self {
+        unsafe {
+            let mut buf = [fill; MAX_LANES];
+            debug_assert!(n < Self::LANES && Self::LANES <= MAX_LANES);
+            std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), n);
+            Self::load(buf.as_ptr())
+        }
+    }
+    /// Stores the first `n` lanes at `p` (`n < LANES`; only those are written).
+    #[inline(always)]
+    unsafe fn store_first(self, p: *mut Self::Elem, n: usize) {
+        unsafe {
+            let mut buf = [Self::Elem::ZERO; MAX_LANES];
+            debug_assert!(n < Self::LANES && Self::LANES <= MAX_LANES);
+            self.store(buf.as_mut_ptr());
+            std::ptr::copy_nonoverlapping(buf.as_ptr(), p, n);
         }
     }
     /// Sum of the lanes (fixed pairwise order).
@@ -462,6 +487,17 @@ mod x86 {
             unsafe { Avx512F32(_mm512_scalef_ps(self.0, n.0)) }
         }
         #[inline(always)]
+        unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+            // Masked-off lanes are not read (no fault past the end).
+            let k = ((1u32 << n) - 1) as __mmask16;
+            unsafe { Avx512F32(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), k, p)) }
+        }
+        #[inline(always)]
+        unsafe fn store_first(self, p: *mut f32, n: usize) {
+            let k = ((1u32 << n) - 1) as __mmask16;
+            unsafe { _mm512_mask_storeu_ps(p, k, self.0) }
+        }
+        #[inline(always)]
         unsafe fn reduce_sum(self) -> f32 {
             reduce!(self.0, f32, 16, |a: f32, b: f32| a + b)
         }
@@ -505,6 +541,17 @@ mod x86 {
         #[inline(always)]
         unsafe fn ldexp(self, n: Self) -> Self {
             unsafe { Avx512F64(_mm512_scalef_pd(self.0, n.0)) }
+        }
+        #[inline(always)]
+        unsafe fn load_first(p: *const f64, n: usize, fill: f64) -> Self {
+            // Masked-off lanes are not read (no fault past the end).
+            let k = ((1u32 << n) - 1) as __mmask8;
+            unsafe { Avx512F64(_mm512_mask_loadu_pd(_mm512_set1_pd(fill), k, p)) }
+        }
+        #[inline(always)]
+        unsafe fn store_first(self, p: *mut f64, n: usize) {
+            let k = ((1u32 << n) - 1) as __mmask8;
+            unsafe { _mm512_mask_storeu_pd(p, k, self.0) }
         }
         #[inline(always)]
         unsafe fn reduce_sum(self) -> f64 {

@@ -9,6 +9,7 @@
 use efa_attn::micro::{gemm_checked, padded};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use std::mem::MaybeUninit;
 
 /// A matrix copied into a padded row-major buffer (`rows × ld`, zero padding columns): the
 /// right-hand operand layout of [`mm`].
@@ -93,6 +94,32 @@ pub(super) fn init_rows<T: Real>(
         }
         row[n..].fill(T::ZERO);
     }
+}
+
+/// [`init_rows`] (without `add`) into `c` not yet written, exactly `rows × ldc` elements:
+/// writes every one (the bias, zeros on the padding) and returns them initialised.
+pub(super) fn init_rows_uninit<'a, T: Real>(
+    c: &'a mut [MaybeUninit<T>],
+    ldc: usize,
+    rows: usize,
+    bias: &[T],
+) -> &'a mut [T] {
+    assert!(
+        c.len() == rows * ldc && bias.len() <= ldc,
+        "init_rows: sizes"
+    );
+    let n = bias.len();
+    for row in c.chunks_exact_mut(ldc.max(1)) {
+        for (y, &b) in row.iter_mut().zip(bias) {
+            y.write(b);
+        }
+        for y in &mut row[n..] {
+            y.write(T::ZERO);
+        }
+    }
+    // SAFETY: the rows cover `c` (its length is rows · ldc) and every element was just written;
+    // `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &mut *(c as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// `acc[j] += Σ_{i<rows} c[i][j]` for `j < acc.len()`, rows in order.

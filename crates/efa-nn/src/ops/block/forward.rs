@@ -1,7 +1,7 @@
 //! Forward of the block op, one chunk of whole samples at a time (see the module docs for the
 //! formulas and `Saved` for what is kept).
 
-use super::dense::{grow, init_rows, ld, ln_row, mm, Packed};
+use super::dense::{grow, init_rows, init_rows_uninit, ld, ln_row, mm, Packed};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
 use efa_num::simd::{self, Isa};
@@ -53,19 +53,38 @@ struct Chunk<'a, E> {
     y: &'a mut [E],
 }
 
+/// A chunk ready to compute: the pieces `q`, `kv`, `hid` and `p` still unwritten (the chunk
+/// writes each in full before reading it: [`init_rows_uninit`], [`rows::forward_uninit`]), the
+/// others zeroed (on the thread that computes them, in cache; they are small, and `o`, `x̂₁`,
+/// `x̂₂` keep zero padding columns).
+struct Ready<'a, T> {
+    s0: usize,
+    ns: usize,
+    q: &'a mut [MaybeUninit<T>],
+    kv: &'a mut [MaybeUninit<T>],
+    p: &'a mut [MaybeUninit<T>],
+    hid: &'a mut [MaybeUninit<T>],
+    o: &'a mut [T],
+    xhat1: &'a mut [T],
+    rstd1: &'a mut [T],
+    xhat2: &'a mut [T],
+    rstd2: &'a mut [T],
+    y: &'a mut [T],
+}
+
 impl<'a, T: Real> Chunk<'a, MaybeUninit<T>> {
-    /// The chunk's pieces zeroed (on the thread that computes them, in cache).
-    fn zeroed(self) -> Chunk<'a, T> {
-        Chunk {
+    /// The chunk's small pieces zeroed, the large ones handed on unwritten (see [`Ready`]).
+    fn ready(self) -> Ready<'a, T> {
+        Ready {
             s0: self.s0,
             ns: self.ns,
-            q: zeroed(self.q),
-            kv: zeroed(self.kv),
-            p: zeroed(self.p),
+            q: self.q,
+            kv: self.kv,
+            p: self.p,
+            hid: self.hid,
             o: zeroed(self.o),
             xhat1: zeroed(self.xhat1),
             rstd1: zeroed(self.rstd1),
-            hid: zeroed(self.hid),
             xhat2: zeroed(self.xhat2),
             rstd2: zeroed(self.rstd2),
             y: zeroed(self.y),
@@ -135,7 +154,8 @@ pub(super) fn run<T: Real>(
     let plen = cfg.shape(dm, 0).p_len();
     let rq = b * nq;
     let project = !cfg.given;
-    // Every buffer is zeroed by the chunk that owns its piece (see `uninit`).
+    // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
+    // `uninit` and `Ready`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
     let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
     let mut sp = uninit::<T>(b * plen);
@@ -178,11 +198,12 @@ pub(super) fn run<T: Real>(
     };
     chunks
         .into_par_iter()
-        .map_init(Scratch::new, |sc, c| chunk(&cx, c.zeroed(), sc))
+        .map_init(Scratch::new, |sc, c| chunk(&cx, c.ready(), sc))
         .collect::<Result<Vec<()>, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
-    // every chunk zeroed all its pieces before computing (`Chunk::zeroed`); on an error we
-    // returned above.
+    // every chunk that returned Ok zeroed its small pieces (`Chunk::ready`) and wrote its
+    // `q`, `kv`, `hid` (`init_rows_uninit`, whole pieces) and `p` (`rows::forward_uninit`
+    // on each sample's whole `p_len` slice) in full; on an error we returned above.
     let (s, y) = unsafe {
         (
             Saved {
@@ -227,7 +248,7 @@ pub(super) fn query_rows<'a, T: Real>(
     }
 }
 
-fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+fn chunk<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
@@ -238,8 +259,8 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
     // q = x_q·W_q + b_q and [k | v] = x·[W_k | W_v] + [b_k | b_v] (projection mode).
-    if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
-        init_rows(c.kv, ldkv, rk, &cx.bkv, None);
+    let (cq, ckv): (&[T], &[T]) = if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
+        let kv = init_rows_uninit(c.kv, ldkv, rk, &cx.bkv);
         mm(
             isa,
             (rk, 2 * hk, d),
@@ -247,33 +268,28 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
             (d, 1),
             &wkv.data,
             wkv.ld,
-            c.kv,
+            kv,
             ldkv,
             true,
         );
-        init_rows(c.q, ldhk, rq, cx.bq, None);
-        mm(
-            isa,
-            (rq, hk, d),
-            xq,
-            (d, 1),
-            &wq.data,
-            wq.ld,
-            c.q,
-            ldhk,
-            true,
-        );
-    }
+        let q = init_rows_uninit(c.q, ldhk, rq, cx.bq);
+        mm(isa, (rq, hk, d), xq, (d, 1), &wq.data, wq.ld, q, ldhk, true);
+        (q, kv)
+    } else {
+        // Given q, k, v: these pieces are empty.
+        debug_assert!(c.q.is_empty() && c.kv.is_empty());
+        (&[], &[])
+    };
     // Attention per sample; probabilities kept.
     let plen = cx.cfg.shape(dm, s0).p_len();
     for i in 0..ns {
         let shape = cx.cfg.shape(dm, s0 + i);
-        let (q, k, v) = sample_qkv(cx.given, c.q, c.kv, *dm, s0, i);
+        let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
         let o = RowsMut {
             data: &mut c.o[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
         };
-        rows::forward(
+        rows::forward_uninit(
             isa,
             &shape,
             q,
@@ -313,7 +329,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
         );
     }
     // h = relu(z·W₁ + b₁); y = LN₂(z + h·W₂ + b₂).
-    init_rows(c.hid, ldf, rq, b1, None);
+    let hid = init_rows_uninit(c.hid, ldf, rq, b1);
     mm(
         isa,
         (rq, f, d),
@@ -321,12 +337,12 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
         (ldd, 1),
         &cx.w1.data,
         cx.w1.ld,
-        c.hid,
+        hid,
         ldf,
         true,
     );
     for r in 0..rq {
-        for h in &mut c.hid[r * ldf..r * ldf + f] {
+        for h in &mut hid[r * ldf..r * ldf + f] {
             // A NaN stays NaN (as the tape's relu).
             if *h < T::ZERO {
                 *h = T::ZERO;
@@ -337,7 +353,7 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), T
     mm(
         isa,
         (rq, d, f),
-        c.hid,
+        hid,
         (ldf, 1),
         &cx.w2.data,
         cx.w2.ld,

@@ -20,10 +20,11 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use efa_attn::micro::{ds_row, gemm_checked, padded};
+use efa_attn::micro::{ds_row, gemm, gemm_checked, padded, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use std::mem::MaybeUninit;
 
 /// The shape of one sequence's attention (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -212,6 +213,22 @@ fn put_block<T: Real>(
     }
 }
 
+/// Whether every head's columns are a whole number of padded kernel rows (`dk`, `dv` multiples
+/// of [`PAD`], as the temperature model's 16): then a head's columns of `V`, `K`, `Q`, `dO` are
+/// themselves the kernel's right-hand operand rows and its outputs can be written straight into
+/// the head's columns of `O`, `dQ`, `dK`, `dV`, with no copies through scratch. The kernel
+/// computes the same sums either way (its results do not depend on where operands live).
+fn whole_heads(s: &RowsShape) -> bool {
+    s.dk > 0 && s.dv > 0 && s.dk.is_multiple_of(PAD) && s.dv.is_multiple_of(PAD)
+}
+
+/// Zeros rows `[from, to)`, columns `[c0, c0 + w)` of `dst`.
+fn zero_rows<T: Real>(dst: &mut RowsMut<T>, from: usize, to: usize, c0: usize, w: usize) {
+    for r in from..to {
+        dst.data[r * dst.ld + c0..r * dst.ld + c0 + w].fill(T::ZERO);
+    }
+}
+
 /// `C ← alpha·A·B` ([`gemm_checked`]): `A` `m × k` at `a[i·rsa + p·csa]`, `B` `k × n` with
 /// rows at `b[p·ldb]` (padded width), `C` rows at `c[i·ldc]` (padded width).
 #[allow(clippy::too_many_arguments)]
@@ -230,6 +247,68 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
+/// [`product`] into a `C` not yet written: without accumulation the kernel writes `C` (columns
+/// `[0, padded(n))` of each of the `m` rows) and never reads it. Bounds checked as
+/// [`gemm_checked`] checks them.
+#[allow(clippy::too_many_arguments)]
+fn product_into<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    rsa: usize,
+    csa: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [MaybeUninit<T>],
+    ldc: usize,
+    alpha: T,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
+        "rows: A bounds"
+    );
+    assert!(
+        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
+        "rows: B bounds"
+    );
+    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "rows: C bounds");
+    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows up
+    // to the padded width) or writes (C rows up to the padded width) inside the slices; without
+    // accumulation it only writes C (initialised values), and `c` is a unique borrow, so it
+    // aliases neither `a` nor `b`.
+    unsafe {
+        gemm(
+            isa,
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            ldb as isize,
+            c.as_mut_ptr().cast::<T>(),
+            ldc as isize,
+            false,
+            alpha,
+        );
+    }
+}
+
+/// `s` viewed as initialised.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
+    // initialised.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
 /// Forward of one sequence (see the [module docs](self)): writes `P` to `p`
 /// ([`RowsShape::p_len`] elements) and `oᵢ` to columns `[0, heads·dv)` of the rows of `o`.
 ///
@@ -243,6 +322,28 @@ pub fn forward<T: Real>(
     k: Rows<T>,
     v: Rows<T>,
     p: &mut [T],
+    o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and `forward_uninit` only writes
+    // initialised values through it.
+    let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
+    forward_uninit(isa, s, q, k, v, p, o, scratch)
+}
+
+/// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
+/// first [`RowsShape::p_len`] elements are all written, each exactly as [`forward`] writes it.
+///
+/// # Errors
+/// As [`forward`] (then `p` may be partly written).
+#[allow(clippy::too_many_arguments)]
+pub fn forward_uninit<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
     mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
@@ -263,19 +364,23 @@ pub fn forward<T: Real>(
     let (ps, keys) = (s.p_stride(), s.keys);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
+    let whole = whole_heads(s);
     let kt = grow(&mut scratch.a, s.dk * ps);
-    let vb = grow(&mut scratch.b, keys * dvp);
+    let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
     let ob = grow(&mut scratch.c, s.nq * dvp);
     for h in 0..s.heads {
         let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
         if keys == 0 {
-            ph.fill(T::ZERO);
+            for x in ph.iter_mut() {
+                x.write(T::ZERO);
+            }
             put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
             continue;
         }
-        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows.
+        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
+        // [0, padded(keys)) of each; the columns after are written as zeros below).
         transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
-        product(
+        product_into(
             isa,
             (s.nq, keys, s.dk),
             &q.data[h * s.dk..],
@@ -287,17 +392,41 @@ pub fn forward<T: Real>(
             ps,
             scale,
         );
+        let kp = padded(keys);
         for row in ph.chunks_exact_mut(ps) {
+            for x in &mut row[kp..] {
+                x.write(T::ZERO);
+            }
+            // SAFETY: the product wrote columns [0, kp), the loop above the rest.
+            let row = unsafe { written(row) };
             let (vis, rest) = row.split_at_mut(keys);
             let m = simd::max_with(isa, vis);
             let z = simd::exp_sub_sum_with(isa, vis, m);
             simd::scale_with(isa, T::ONE / z, vis);
             rest.fill(T::ZERO);
         }
-        // O = P·V.
-        copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
-        product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
-        put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+        // SAFETY: every row of this head was written in full just above.
+        let ph: &[T] = unsafe { written(ph) };
+        // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
+        if whole {
+            let c0 = h * s.dv;
+            product(
+                isa,
+                (s.nq, s.dv, keys),
+                ph,
+                ps,
+                1,
+                &v.data[c0..],
+                v.ld,
+                &mut o.data[c0..],
+                o.ld,
+                T::ONE,
+            );
+        } else {
+            copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
+            product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
+            put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+        }
     }
     Ok(())
 }
@@ -344,11 +473,13 @@ pub fn backward<T: Real>(
     let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
     // (nq × ps) and one output block at a time.
-    let dob = grow(&mut scratch.a, nq * dvp);
+    let whole = whole_heads(s);
+    let part = |n: usize| if whole { 0 } else { n };
+    let dob = grow(&mut scratch.a, part(nq * dvp));
     let vt = grow(&mut scratch.b, s.dv * ps);
-    let kq = grow(&mut scratch.c, (keys.max(nq)) * dkp);
+    let kq = grow(&mut scratch.c, part(keys.max(nq) * dkp));
     let ds = grow(&mut scratch.d, nq * ps);
-    let out = grow(&mut scratch.e, nq.max(keys) * dkp.max(dvp));
+    let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
     for h in 0..s.heads {
         if keys == 0 {
             put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
@@ -357,24 +488,46 @@ pub fn backward<T: Real>(
             continue;
         }
         let ph = &p[h * nq * ps..(h + 1) * nq * ps];
-        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ.
-        copy_block(d_o, h * s.dv, s.dv, nq, dob, dvp);
-        product(isa, (keys, s.dv, nq), ph, 1, ps, dob, dvp, out, dvp, T::ONE);
-        put_block(out, dvp, keys, s.nk, &mut dv, h * s.dv, s.dv);
-        transpose_block(v, h * s.dv, s.dv, keys, vt, ps);
-        product(isa, (nq, keys, s.dv), dob, dvp, 1, vt, ps, ds, ps, T::ONE);
+        let (cv, ck) = (h * s.dv, h * s.dk);
+        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
+        // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
+        let (dob, ldo): (&[T], usize) = if whole {
+            (&d_o.data[cv..], d_o.ld)
+        } else {
+            copy_block(d_o, cv, s.dv, nq, dob, dvp);
+            (dob, dvp)
+        };
+        if whole {
+            let c = &mut dv.data[cv..];
+            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, c, dv.ld, T::ONE);
+            zero_rows(&mut dv, keys, s.nk, cv, s.dv);
+        } else {
+            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
+            put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
+        }
+        transpose_block(v, cv, s.dv, keys, vt, ps);
+        product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
         for (prow, drow) in ph.chunks_exact(ps).zip(ds.chunks_exact_mut(ps)) {
             let d = simd::dot_with(isa, &prow[..keys], &drow[..keys]);
             ds_row(isa, &prow[..keys], &mut drow[..keys], d);
         }
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
-        copy_block(k, h * s.dk, s.dk, keys, kq, dkp);
-        product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
-        put_block(out, dkp, nq, nq, &mut dq, h * s.dk, s.dk);
-        copy_block(q, h * s.dk, s.dk, nq, kq, dkp);
-        product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
-        put_block(out, dkp, keys, s.nk, &mut dk, h * s.dk, s.dk);
+        if whole {
+            let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
+            let c = &mut dq.data[ck..];
+            product(isa, (nq, s.dk, keys), ds, ps, 1, kb, k.ld, c, dq.ld, scale);
+            let c = &mut dk.data[ck..];
+            product(isa, (keys, s.dk, nq), ds, 1, ps, qb, q.ld, c, dk.ld, scale);
+            zero_rows(&mut dk, keys, s.nk, ck, s.dk);
+        } else {
+            copy_block(k, ck, s.dk, keys, kq, dkp);
+            product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
+            copy_block(q, ck, s.dk, nq, kq, dkp);
+            product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, keys, s.nk, &mut dk, ck, s.dk);
+        }
     }
     Ok(())
 }

@@ -240,6 +240,9 @@ fn cases() -> Vec<Case> {
         c(5, 100, 4, 2, 2, 5, Some(vec![100, 7, 100, 1, 64])),
         // The temperature widths at 44 positions (one chunk of 5 samples, then 1).
         c(6, 44, 32, 2, 16, 64, None),
+        // Whole padded head widths (16) with key padding, including a sample with no keys:
+        // the attention's in-place operand and output path and its zeroed rows.
+        c(4, 20, 32, 2, 16, 24, Some(vec![20, 3, 0, 17])),
     ]
 }
 
