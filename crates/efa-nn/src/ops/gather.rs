@@ -136,9 +136,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         } else {
             None
         };
-        let mut outs: Vec<Vec<T>> = (0..self.chunks).map(|_| vec![T::ZERO; rows * cw]).collect();
-        // Row by row: every part in order, then the bias. Each element gets the same sums in
-        // the same order as part by part over all rows, with the row kept in cache.
+        // Row by row: every part in order, then the bias, summed in registers. Each element
+        // gets the same sums in the same order as part by part over all rows.
         let srcs: Vec<Source<T>> = parts
             .iter()
             .map(|(t, ids, segs, f)| Source {
@@ -148,7 +147,7 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                 segs,
             })
             .collect();
-        gather_rows(simd::active(), &mut outs, rows, cw, &srcs, bias);
+        let outs = gather_rows(simd::active(), self.chunks, rows, cw, &srcs, bias);
         Ok(outs
             .into_iter()
             .map(|o| ArrayD::from_shape_vec(IxDyn(&[b, n, cw]), o).expect("sizes match"))

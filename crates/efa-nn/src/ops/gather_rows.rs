@@ -1,5 +1,5 @@
 //! The row kernels of `gather_sum` (see `gather.rs`), on the `efa_num::simd` dispatch:
-//! [`gather_rows`] adds picked table rows (and a bias) into output rows, [`sum_rows`] sums
+//! [`gather_rows`] sums picked table rows (and a bias) into output rows, [`sum_rows`] sums
 //! picked rows of a cotangent into one table row. Both add element by element in the order a
 //! plain loop would (parts in order, then the bias; picked rows in the order given), so every
 //! variant gives the bits of that loop: a vector lane is one element's running sum.
@@ -19,32 +19,60 @@ pub(crate) struct Source<'a, T> {
     pub segs: &'a [(usize, usize, usize, usize)],
 }
 
+/// A column interval `lo..hi` of output chunk `chunk` and the table columns summed into it:
+/// `terms[t0..t1]` as `(source, table column at lo)`, in source order.
+#[derive(Clone, Copy)]
+struct Piece {
+    chunk: usize,
+    lo: usize,
+    hi: usize,
+    t0: usize,
+    t1: usize,
+}
+
 #[derive(Clone, Copy)]
 struct RawSource<E> {
     table: *const E,
     f: usize,
     ids: *const usize,
-    segs: *const (usize, usize, usize, usize),
-    nsegs: usize,
 }
 
-/// `dst[..n] += src[..n]`, whole vectors then scalars.
-#[inline(always)]
-unsafe fn add_row<V: SimdVec>(dst: *mut V::Elem, src: *const V::Elem, n: usize) {
-    unsafe {
-        let w = V::LANES;
-        let mut i = 0;
-        while i + w <= n {
-            V::load(dst.add(i))
-                .add(V::load(src.add(i)))
-                .store(dst.add(i));
-            i += w;
+/// The pieces that tile every chunk `0..cw` (cut wherever a source's segment starts or ends)
+/// and their terms.
+fn pieces<T>(
+    srcs: &[Source<'_, T>],
+    chunks: usize,
+    cw: usize,
+) -> (Vec<Piece>, Vec<(usize, usize)>) {
+    let (mut out, mut terms) = (Vec::new(), Vec::new());
+    for c in 0..chunks {
+        let mut cuts = vec![0, cw];
+        for s in srcs {
+            for &(_, lo, hi, _) in s.segs.iter().filter(|g| g.0 == c) {
+                cuts.extend([lo, hi]);
+            }
         }
-        while i < n {
-            *dst.add(i) = *dst.add(i) + *src.add(i);
-            i += 1;
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            let t0 = terms.len();
+            for (p, s) in srcs.iter().enumerate() {
+                let seg = s.segs.iter().find(|g| g.0 == c && g.1 <= lo && hi <= g.2);
+                if let Some(&(_, slo, _, off)) = seg {
+                    terms.push((p, off + lo - slo));
+                }
+            }
+            out.push(Piece {
+                chunk: c,
+                lo,
+                hi,
+                t0,
+                t1: terms.len(),
+            });
         }
     }
+    (out, terms)
 }
 
 #[inline(always)]
@@ -53,57 +81,86 @@ unsafe fn gather_body<V: SimdVec>(
     rows: usize,
     cw: usize,
     outs: *const *mut V::Elem,
-    chunks: usize,
+    pieces: *const Piece,
+    npieces: usize,
+    terms: *const (usize, usize),
     srcs: *const RawSource<V::Elem>,
-    nsrc: usize,
     bias: *const V::Elem,
 ) {
     unsafe {
+        let lanes = V::LANES;
+        let zero = V::splat(V::Elem::ZERO);
         for r in 0..rows {
-            for p in 0..nsrc {
-                let s = *srcs.add(p);
-                let id = *s.ids.add(r);
-                if id == NONE {
-                    continue;
+            for q in 0..npieces {
+                let pc = *pieces.add(q);
+                let dst = (*outs.add(pc.chunk)).add(r * cw + pc.lo);
+                let b = if bias.is_null() {
+                    bias
+                } else {
+                    bias.add(pc.chunk * cw + pc.lo)
+                };
+                let n = pc.hi - pc.lo;
+                // The sum starts at zero, takes the sources in order, then the bias: the
+                // additions of zeroed outputs that each source, then the bias, is added into.
+                let mut j = 0;
+                while j + lanes <= n {
+                    let mut acc = zero;
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            acc = acc.add(V::load(s.table.add(id * s.f + col + j)));
+                        }
+                    }
+                    if !b.is_null() {
+                        acc = acc.add(V::load(b.add(j)));
+                    }
+                    acc.store(dst.add(j));
+                    j += lanes;
                 }
-                let row = s.table.add(id * s.f);
-                for q in 0..s.nsegs {
-                    let (c, lo, hi, off) = *s.segs.add(q);
-                    add_row::<V>((*outs.add(c)).add(r * cw + lo), row.add(off), hi - lo);
-                }
-            }
-            if !bias.is_null() {
-                for c in 0..chunks {
-                    add_row::<V>((*outs.add(c)).add(r * cw), bias.add(c * cw), cw);
+                while j < n {
+                    let mut acc = V::Elem::ZERO;
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            acc += *s.table.add(id * s.f + col + j);
+                        }
+                    }
+                    if !b.is_null() {
+                        acc += *b.add(j);
+                    }
+                    *dst.add(j) = acc;
+                    j += 1;
                 }
             }
         }
     }
 }
-simd_variants!(gather_body, gather_d, (rows: usize, cw: usize, outs: *const *mut E, chunks: usize,
-    srcs: *const RawSource<E>, nsrc: usize, bias: *const E) -> ());
+simd_variants!(gather_body, gather_d, (rows: usize, cw: usize, outs: *const *mut E,
+    pieces: *const Piece, npieces: usize, terms: *const (usize, usize),
+    srcs: *const RawSource<E>, bias: *const E) -> ());
 
-/// For every output row `r` in order: each source in order adds its table row `ids[r]` (if
-/// not [`NONE`]) into its column segments of the chunks `outs` (`rows × cw` each), then the
-/// bias (`chunks · cw`, chunk `c` from `bias[c·cw..]`) is added to every chunk.
+/// The output chunks (`rows × cw` each) of the sources and the bias: element `(r, j)` of
+/// chunk `c` is `0`, plus in source order each source's table row `ids[r]` (if not [`NONE`])
+/// at the columns its segments map to `j`, plus `bias[c·cw + j]`. The same additions in
+/// the same order as adding each source into zeroed chunks, then the bias; every element is
+/// written once.
 ///
 /// # Panics
-/// If a chunk, an index, a segment or the bias does not fit (internal invariants: the op
-/// checks user inputs before calling).
+/// If an index, a segment or the bias does not fit (internal invariants: the op checks user
+/// inputs before calling).
 #[track_caller]
 pub(crate) fn gather_rows<T: Real>(
     isa: Isa,
-    outs: &mut [Vec<T>],
+    chunks: usize,
     rows: usize,
     cw: usize,
     srcs: &[Source<'_, T>],
     bias: Option<&[T]>,
-) {
-    let chunks = outs.len();
-    assert!(
-        outs.iter().all(|o| o.len() == rows * cw),
-        "gather_rows: chunks"
-    );
+) -> Vec<Vec<T>> {
     for s in srcs {
         assert!(s.ids.len() == rows, "gather_rows: ids");
         assert!(
@@ -123,6 +180,8 @@ pub(crate) fn gather_rows<T: Real>(
     if let Some(b) = bias {
         assert!(b.len() == chunks * cw, "gather_rows: bias");
     }
+    let (pcs, terms) = pieces(srcs, chunks, cw);
+    let mut outs: Vec<Vec<T>> = (0..chunks).map(|_| Vec::with_capacity(rows * cw)).collect();
     let ptrs: Vec<*mut T> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
     let raw: Vec<RawSource<T>> = srcs
         .iter()
@@ -130,17 +189,21 @@ pub(crate) fn gather_rows<T: Real>(
             table: s.table.as_ptr(),
             f: s.f,
             ids: s.ids.as_ptr(),
-            segs: s.segs.as_ptr(),
-            nsegs: s.segs.len(),
         })
         .collect();
     let bias = bias.map_or(std::ptr::null(), |b| b.as_ptr());
-    // SAFETY: the asserts keep every row, segment and bias read inside its slice and every
-    // write inside its chunk; the chunks are distinct vectors, not aliasing the inputs.
-    simd_by_kind!(T, E => unsafe {
-        gather_d::<E>(isa, rows, cw, ptrs.as_ptr().cast(), chunks, raw.as_ptr().cast(),
-            raw.len(), bias.cast())
-    })
+    // SAFETY: the asserts keep every table row, segment and bias read inside its slice; the
+    // pieces of each chunk tile `0..cw`, so every row writes all `cw` columns of every chunk
+    // inside its capacity, and the chunks are distinct allocations.
+    let () = simd_by_kind!(T, E => unsafe {
+        gather_d::<E>(isa, rows, cw, ptrs.as_ptr().cast(), pcs.as_ptr(), pcs.len(),
+            terms.as_ptr(), raw.as_ptr().cast(), bias.cast())
+    });
+    for o in &mut outs {
+        // SAFETY: every element was written above.
+        unsafe { o.set_len(rows * cw) };
+    }
+    outs
 }
 
 #[inline(always)]
@@ -254,37 +317,47 @@ mod tests {
             })
             .collect();
         let bias: Vec<f32> = (0..chunks * cw).map(|k| val(k + 7000)).collect();
-        let mut want = vec![vec![0.0f32; rows * cw]; chunks];
-        for r in 0..rows {
-            for p in 0..3 {
-                if ids[p][r] == NONE {
-                    continue;
+        // All three sources with the bias; the last two alone (columns no source covers)
+        // without it.
+        for (first, with_bias) in [(0, true), (1, false)] {
+            let mut want = vec![vec![0.0f32; rows * cw]; chunks];
+            for r in 0..rows {
+                for p in first..3 {
+                    if ids[p][r] == NONE {
+                        continue;
+                    }
+                    for &(c, lo, hi, off) in &segs[p] {
+                        for j in lo..hi {
+                            want[c][r * cw + j] += tables[p][ids[p][r] * fs[p] + off + j - lo];
+                        }
+                    }
                 }
-                for &(c, lo, hi, off) in &segs[p] {
-                    for j in lo..hi {
-                        want[c][r * cw + j] += tables[p][ids[p][r] * fs[p] + off + j - lo];
+                if with_bias {
+                    for c in 0..chunks {
+                        for j in 0..cw {
+                            want[c][r * cw + j] += bias[c * cw + j];
+                        }
                     }
                 }
             }
-            for c in 0..chunks {
-                for j in 0..cw {
-                    want[c][r * cw + j] += bias[c * cw + j];
+            for isa in variants() {
+                let srcs: Vec<Source<f32>> = (first..3)
+                    .map(|p| Source {
+                        table: &tables[p],
+                        f: fs[p],
+                        ids: &ids[p],
+                        segs: &segs[p],
+                    })
+                    .collect();
+                let b = with_bias.then_some(bias.as_slice());
+                let outs = gather_rows(isa, chunks, rows, cw, &srcs, b);
+                assert_eq!(outs.len(), chunks);
+                for (o, w) in outs.iter().zip(&want) {
+                    assert_eq!(o.len(), w.len());
+                    for (x, y) in o.iter().zip(w) {
+                        assert_eq!(x.to_bits(), y.to_bits(), "{isa:?} from {first}");
+                    }
                 }
-            }
-        }
-        for isa in variants() {
-            let srcs: Vec<Source<f32>> = (0..3)
-                .map(|p| Source {
-                    table: &tables[p],
-                    f: fs[p],
-                    ids: &ids[p],
-                    segs: &segs[p],
-                })
-                .collect();
-            let mut outs = vec![vec![0.0f32; rows * cw]; chunks];
-            gather_rows(isa, &mut outs, rows, cw, &srcs, Some(&bias));
-            for (o, w) in outs.iter().flatten().zip(want.iter().flatten()) {
-                assert_eq!(o.to_bits(), w.to_bits(), "{isa:?}");
             }
         }
     }
