@@ -103,6 +103,28 @@ unsafe fn gather_body<V: SimdVec>(
                 // The sum starts at zero, takes the sources in order, then the bias: the
                 // additions of zeroed outputs that each source, then the bias, is added into.
                 let mut j = 0;
+                // Four independent vectors at a time (the adds of one are a dependency chain).
+                while j + 4 * lanes <= n {
+                    let mut acc = [zero; 4];
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            let row = s.table.add(id * s.f + col + j);
+                            for (k, a) in acc.iter_mut().enumerate() {
+                                *a = a.add(V::load(row.add(k * lanes)));
+                            }
+                        }
+                    }
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        if !b.is_null() {
+                            *a = a.add(V::load(b.add(j + k * lanes)));
+                        }
+                        a.store(dst.add(j + k * lanes));
+                    }
+                    j += 4 * lanes;
+                }
                 while j + lanes <= n {
                     let mut acc = zero;
                     for t in pc.t0..pc.t1 {
@@ -219,16 +241,19 @@ unsafe fn sum_body<V: SimdVec>(
         let lanes = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
         let mut j = 0;
-        while j + 2 * lanes <= w {
-            let (mut a0, mut a1) = (zero, zero);
+        // Four independent running sums at a time (each is a dependency chain over rows).
+        while j + 4 * lanes <= w {
+            let mut acc = [zero; 4];
             for k in 0..n {
                 let row = src.add(*picked.add(k) * stride + j);
-                a0 = a0.add(V::load(row));
-                a1 = a1.add(V::load(row.add(lanes)));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = a.add(V::load(row.add(i * lanes)));
+                }
             }
-            a0.store(dst.add(j));
-            a1.store(dst.add(j + lanes));
-            j += 2 * lanes;
+            for (i, a) in acc.iter().enumerate() {
+                a.store(dst.add(j + i * lanes));
+            }
+            j += 4 * lanes;
         }
         while j + lanes <= w {
             let mut a0 = zero;
@@ -295,15 +320,15 @@ mod tests {
     /// rows over segments that start mid-chunk and end in a partial vector, and a bias.
     #[test]
     fn gather_rows_every_variant_is_the_plain_loop() {
-        let (rows, cw, chunks) = (13, 37, 3);
-        let tables: Vec<Vec<f32>> = [(5, 111), (4, 50), (7, 9)]
+        let (rows, cw, chunks) = (13, 75, 3);
+        let tables: Vec<Vec<f32>> = [(5, 225), (4, 88), (7, 9)]
             .iter()
             .map(|&(r, f)| (0..r * f).map(|k| val(k + 31 * f)).collect())
             .collect();
-        let fs = [111, 50, 9];
+        let fs = [225, 88, 9];
         let segs: Vec<Vec<(usize, usize, usize, usize)>> = vec![
-            vec![(0, 0, 37, 0), (1, 0, 37, 37), (2, 0, 37, 74)],
-            vec![(0, 20, 37, 0), (1, 0, 33, 17)],
+            vec![(0, 0, 75, 0), (1, 0, 75, 75), (2, 0, 75, 150)],
+            vec![(0, 20, 75, 0), (1, 0, 33, 55)],
             vec![(2, 3, 12, 0)],
         ];
         let ids: Vec<Vec<usize>> = (0..3)
@@ -366,12 +391,12 @@ mod tests {
     /// vector blocks and repeated rows in a non-sorted order.
     #[test]
     fn sum_rows_every_variant_is_the_plain_loop() {
-        let stride = 70;
+        let stride = 140;
         let src32: Vec<f32> = (0..stride * 9).map(val).collect();
         let src64: Vec<f64> = (0..stride * 9).map(|k| val(k) as f64 * 1.1).collect();
         let picked = [3, 0, 8, 3, 5, 1, 3, 7];
         for isa in variants() {
-            for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70] {
+            for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 129] {
                 let mut got = vec![f32::NAN; w];
                 sum_rows(isa, &mut got, &src32, &picked, stride);
                 let mut got64 = vec![f64::NAN; w];
