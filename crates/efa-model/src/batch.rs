@@ -96,9 +96,9 @@ impl Samples {
     /// The samples at `idx`, in that order (a minibatch).
     pub fn select(&self, idx: &[usize]) -> Samples {
         Samples {
-            tokens: self.tokens.select(Axis(0), idx),
-            values: self.values.as_ref().map(|v| v.select(Axis(0), idx)),
-            weights: self.weights.as_ref().map(|w| w.select(Axis(0), idx)),
+            tokens: select_rows(&self.tokens, idx),
+            values: self.values.as_ref().map(|v| select_rows(v, idx)),
+            weights: self.weights.as_ref().map(|w| select_rows(w, idx)),
             center: self
                 .center
                 .as_ref()
@@ -229,20 +229,40 @@ impl SampleSet for Samples {
     }
 }
 
+/// `a.select(Axis(0), idx)`: rows of a row-major array copied whole (ndarray's general
+/// `select` goes element by element through views, which is most of a small minibatch's cost).
+fn select_rows<A: Clone>(a: &Array2<A>, idx: &[usize]) -> Array2<A> {
+    let w = a.ncols();
+    let Some(s) = a.as_slice() else {
+        return a.select(Axis(0), idx);
+    };
+    let mut out = Vec::with_capacity(idx.len() * w);
+    for &i in idx {
+        assert!(i < a.nrows(), "select_rows: row {i} of {}", a.nrows());
+        out.extend_from_slice(&s[i * w..(i + 1) * w]);
+    }
+    Array2::from_shape_vec((idx.len(), w), out).expect("sizes match")
+}
+
 /// The order in which micro-batches are cut from the samples `idx` of `set`: by valid length,
 /// then sequence, then target position (ties by index), so that each micro-batch can be
 /// trimmed to its own longest sample and the targets of one sequence stay together.
 pub fn length_order(set: &dyn SampleSet, idx: &[usize]) -> Vec<usize> {
-    let mut idx = idx.to_vec();
-    idx.sort_by_key(|&i| {
-        (
-            set.length(i),
-            set.sequence(i).unwrap_or(i),
-            set.target_position(i),
-            i,
-        )
-    });
-    idx
+    // The keys once per sample (not once per comparison); they end in the index, so they are
+    // distinct and an unstable sort gives the one order.
+    let mut keyed: Vec<(usize, usize, usize, usize)> = idx
+        .iter()
+        .map(|&i| {
+            (
+                set.length(i),
+                set.sequence(i).unwrap_or(i),
+                set.target_position(i),
+                i,
+            )
+        })
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|k| k.3).collect()
 }
 
 /// Cuts `order` (sample indices of `set`) into consecutive pieces of at most `max_samples`
@@ -277,4 +297,46 @@ pub fn micro_batches(
         pieces.push(start..order.len());
     }
     pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whole-row copies equal ndarray's `select`, for a row-major array (with repeats and a
+    /// reversed order) and a transposed one (the fallback), and for zero columns.
+    #[test]
+    fn select_rows_is_ndarray_select() {
+        let a = Array2::from_shape_fn((6, 4), |(i, j)| i * 10 + j);
+        let idx = [5, 0, 3, 3, 1];
+        assert_eq!(select_rows(&a, &idx), a.select(Axis(0), &idx));
+        let t = a.t().to_owned();
+        let tv = a.t();
+        assert_eq!(select_rows(&t, &[2, 1]), t.select(Axis(0), &[2, 1]));
+        let strided = tv.to_owned().reversed_axes();
+        assert_eq!(select_rows(&strided, &idx), a.select(Axis(0), &idx));
+        let empty = Array2::<f64>::zeros((3, 0));
+        assert_eq!(select_rows(&empty, &[2, 0]).dim(), (2, 0));
+    }
+
+    /// The order by (length, sequence, target position, index), checked against a sort with
+    /// the keys computed per comparison, on samples with ties in every key but the index.
+    #[test]
+    fn length_order_sorts_by_length_sequence_target_index() {
+        let n = 40;
+        let s = Samples {
+            tokens: Array2::zeros((n, 3)),
+            values: None,
+            weights: None,
+            center: None,
+            lengths: (0..n).map(|i| 1 + (i * 7) % 3).collect(),
+            pred_idx: (0..n).map(|i| (i * 5) % 2).collect(),
+            targets: Targets::Real(vec![0.0; n]),
+            group: Some((0..n).map(|i| (i * 11) % 4).collect()),
+        };
+        let idx: Vec<usize> = (0..n).rev().chain([3, 17]).collect();
+        let mut want = idx.clone();
+        want.sort_by_key(|&i| (s.lengths[i], s.group.as_ref().unwrap()[i], s.pred_idx[i], i));
+        assert_eq!(length_order(&s, &idx), want);
+    }
 }

@@ -103,13 +103,13 @@ fn to_bnhk<T: Real>(x: ndarray::Array4<T>) -> ArrayD<T> {
     let (b, h, n, k) = x.dim();
     let src = x.as_standard_layout();
     let src = src.as_slice().expect("standard layout");
-    let mut out = vec![T::ZERO; src.len()];
+    // Written in output order (no zero-fill first).
+    let mut out = Vec::with_capacity(src.len());
     for bi in 0..b {
-        for hi in 0..h {
-            for ni in 0..n {
+        for ni in 0..n {
+            for hi in 0..h {
                 let from = ((bi * h + hi) * n + ni) * k;
-                let to = ((bi * n + ni) * h + hi) * k;
-                out[to..to + k].copy_from_slice(&src[from..from + k]);
+                out.extend_from_slice(&src[from..from + k]);
             }
         }
     }

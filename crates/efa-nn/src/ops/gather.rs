@@ -11,7 +11,8 @@
 //! Backward: `dT_p[r] = Σ_{(b, n): ids_p[b, n] = r} dOut[b, n, col_p ..]` (scatter-add in
 //! row-major order) and `dbias = Σ_{b, n} dOut[b, n]`.
 
-use efa_num::Real;
+use super::gather_rows::{gather_rows, sum_rows, Source};
+use efa_num::{simd, Real};
 use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
 
@@ -91,7 +92,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         let (b, n) = self.parts[0].ids.dim();
         let rows = b * n;
         let cw = self.width / self.chunks;
-        let mut outs: Vec<Vec<T>> = (0..self.chunks).map(|_| vec![T::ZERO; rows * cw]).collect();
+        // Every part is checked first (the first bad part, then its first bad index).
+        let mut parts = Vec::with_capacity(self.parts.len());
         for (p, part) in self.parts.iter().enumerate() {
             let t = self.table(inputs, p)?;
             let (r_max, f) = t.dim();
@@ -107,33 +109,22 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                     ),
                 ));
             }
-            let t = t.as_standard_layout();
-            let t = t.as_slice().expect("standard layout");
-            let segs = self.segments(part.col, f);
             let ids = part.ids.as_standard_layout();
-            let ids = ids.as_slice().expect("standard layout");
-            for (r, &id) in ids.iter().enumerate() {
-                if id == NONE {
-                    continue;
-                }
-                if id >= r_max {
-                    return Err(TapeError::new(
-                        NAME,
-                        format!(
-                            "table {p}: index {id} at [{}, {}] outside 0..{r_max}",
-                            r / n.max(1),
-                            r % n.max(1)
-                        ),
-                    ));
-                }
-                let src = &t[id * f..(id + 1) * f];
-                for &(c, lo, hi, off) in &segs {
-                    let dst = &mut outs[c][r * cw + lo..r * cw + hi];
-                    add_into(dst, &src[off..off + (hi - lo)]);
-                }
+            let bad = ids.iter().position(|&id| id != NONE && id >= r_max);
+            if let Some(r) = bad {
+                return Err(TapeError::new(
+                    NAME,
+                    format!(
+                        "table {p}: index {} at [{}, {}] outside 0..{r_max}",
+                        ids.as_slice().expect("standard layout")[r],
+                        r / n.max(1),
+                        r % n.max(1)
+                    ),
+                ));
             }
+            parts.push((t, ids, self.segments(part.col, f), f));
         }
-        if self.bias {
+        let bias = if self.bias {
             let bias = inputs[self.parts.len()];
             if bias.shape() != [self.width] {
                 return Err(TapeError::new(
@@ -141,16 +132,22 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                     format!("bias must be [{}], got {:?}", self.width, bias.shape()),
                 ));
             }
-            let bias = bias.as_slice().expect("1-D standard layout");
-            for (c, out) in outs.iter_mut().enumerate() {
-                let bc = &bias[c * cw..(c + 1) * cw];
-                for row in out.chunks_mut(cw) {
-                    for (o, &v) in row.iter_mut().zip(bc) {
-                        *o += v;
-                    }
-                }
-            }
-        }
+            Some(bias.as_slice().expect("1-D standard layout"))
+        } else {
+            None
+        };
+        // Row by row: every part in order, then the bias, summed in registers. Each element
+        // gets the same sums in the same order as part by part over all rows.
+        let srcs: Vec<Source<T>> = parts
+            .iter()
+            .map(|(t, ids, segs, f)| Source {
+                table: t.to_slice().expect("standard layout"),
+                f: *f,
+                ids: ids.as_slice().expect("standard layout"),
+                segs,
+            })
+            .collect();
+        let outs = gather_rows(simd::active(), self.chunks, rows, cw, &srcs, bias);
         Ok(outs
             .into_iter()
             .map(|o| ArrayD::from_shape_vec(IxDyn(&[b, n, cw]), o).expect("sizes match"))
@@ -174,6 +171,7 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             .map(|d| d.as_ref().map(|d| d.as_slice().expect("standard layout")))
             .collect();
         let mut grads = Vec::with_capacity(inputs.len());
+        let isa = simd::active();
         for (p, part) in self.parts.iter().enumerate() {
             if !needs_grad[p] {
                 grads.push(None);
@@ -183,18 +181,18 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             let mut g = vec![T::ZERO; r_max * f];
             let segs = self.segments(part.col, f);
             let ids = part.ids.as_standard_layout();
-            let ids = ids.as_slice().expect("standard layout");
-            for (r, &id) in ids.iter().enumerate() {
-                if id == NONE {
+            let (start, order) = rows_by_id(ids.as_slice().expect("standard layout"), r_max);
+            // Table row `id` sums the positions that picked it in increasing order: the order
+            // of a scatter-add over the positions, kept in registers per column block.
+            for id in 0..r_max {
+                let picked = &order[start[id]..start[id + 1]];
+                if picked.is_empty() {
                     continue;
                 }
                 let dst = &mut g[id * f..(id + 1) * f];
                 for &(c, lo, hi, off) in &segs {
                     if let Some(dc) = d[c] {
-                        add_into(
-                            &mut dst[off..off + (hi - lo)],
-                            &dc[r * cw + lo..r * cw + hi],
-                        );
+                        sum_rows(isa, &mut dst[off..off + (hi - lo)], &dc[lo..], picked, cw);
                     }
                 }
             }
@@ -206,12 +204,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             let mut g = vec![T::ZERO; self.width];
             for (c, dc) in d.iter().enumerate() {
                 if let Some(dc) = dc {
-                    let gc = &mut g[c * cw..(c + 1) * cw];
-                    for row in dc.chunks(cw) {
-                        for (a, &v) in gc.iter_mut().zip(row) {
-                            *a += v;
-                        }
-                    }
+                    let all: Vec<usize> = (0..dc.len() / cw.max(1)).collect();
+                    sum_rows(isa, &mut g[c * cw..(c + 1) * cw], dc, &all, cw);
                 }
             }
             grads.push(Some(
@@ -220,6 +214,25 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         }
         Ok(grads)
     }
+}
+
+/// The positions of `ids` grouped by table row, each group in increasing order (a stable
+/// counting sort; [`NONE`] left out): row `id`'s positions are `order[start[id]..start[id + 1]]`.
+fn rows_by_id(ids: &[usize], r_max: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut start = vec![0usize; r_max + 1];
+    for &id in ids.iter().filter(|&&id| id != NONE) {
+        start[id + 1] += 1;
+    }
+    for i in 0..r_max {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0usize; start[r_max]];
+    for (r, &id) in ids.iter().enumerate().filter(|&(_, &id)| id != NONE) {
+        order[next[id]] = r;
+        next[id] += 1;
+    }
+    (start, order)
 }
 
 /// Records [`TapeNn::gather_sum`](crate::TapeNn::gather_sum) (documented there).
@@ -437,6 +450,109 @@ mod tests {
             let ab = tape.add(a, b)?;
             tape.add(ab, c)
         });
+    }
+
+    /// The op's forward and backward against the plain loops they reorganise (part by part
+    /// over all positions, then the bias; a scatter-add in position order): bitwise equal in
+    /// f32, with repeated rows, NONE entries, and widths that end in partial vectors.
+    #[test]
+    fn gather_sum_is_bitwise_the_part_by_part_sum() {
+        let (b, n, width, chunks) = (7, 5, 90, 3);
+        let cw = width / chunks;
+        let val = |k: usize| ((k as f32 * 0.618).sin() * 3.0).exp() - 1.5;
+        let tab = |r: usize, f: usize, s: usize| {
+            ArrayD::from_shape_fn(IxDyn(&[r, f]), |ix| val(ix[0] * f + ix[1] + s))
+        };
+        let tables = [tab(4, 90, 11), tab(9, 70, 500), tab(3, 20, 900)];
+        let cols = [0, 20, 61];
+        let parts: Vec<Part> = (0..3)
+            .map(|p| Part {
+                ids: Array2::from_shape_fn((b, n), |(i, j)| {
+                    let k = (i * n + j) * (p + 3) + p;
+                    if k % 11 == 4 {
+                        NONE
+                    } else {
+                        k % (tables[p].shape()[0] - usize::from(p == 1))
+                    }
+                }),
+                col: cols[p],
+            })
+            .collect();
+        let bias = ArrayD::from_shape_fn(IxDyn(&[width]), |ix| val(ix[0] + 2000));
+        let mut op = GatherSumOp {
+            parts: parts.clone(),
+            width,
+            chunks,
+            bias: true,
+        };
+        let inputs = [&tables[0], &tables[1], &tables[2], &bias];
+        let outs = FusedOp::<f32>::forward(&mut op, &inputs).unwrap();
+        // Reference forward.
+        let mut want = vec![0.0f32; b * n * width];
+        for (p, part) in parts.iter().enumerate() {
+            let f = tables[p].shape()[1];
+            for (r, &id) in part.ids.iter().enumerate() {
+                if id != NONE {
+                    for c in 0..f {
+                        want[r * width + part.col + c] += tables[p][[id, c]];
+                    }
+                }
+            }
+        }
+        for row in want.chunks_mut(width) {
+            for (x, &v) in row.iter_mut().zip(bias.iter()) {
+                *x += v;
+            }
+        }
+        for (c, o) in outs.iter().enumerate() {
+            for (r, row) in o.as_slice().unwrap().chunks(cw).enumerate() {
+                for (j, &x) in row.iter().enumerate() {
+                    assert_eq!(x.to_bits(), want[r * width + c * cw + j].to_bits());
+                }
+            }
+        }
+        // Reference backward (chunk 1 without a cotangent).
+        let d: Vec<ArrayD<f32>> = (0..chunks)
+            .map(|c| {
+                ArrayD::from_shape_fn(IxDyn(&[b, n, cw]), |ix| {
+                    val(ix[1] * 31 + ix[2] + ix[0] * 977 + c * 7)
+                })
+            })
+            .collect();
+        let d_out = [Some(&d[0]), None, Some(&d[2])];
+        let outs_ref: Vec<&ArrayD<f32>> = outs.iter().collect();
+        let g = FusedOp::<f32>::backward(&op, &inputs, &outs_ref, &d_out, &[true; 4]).unwrap();
+        let dfull = |r: usize, col: usize| {
+            d_out[col / cw].map(|d| d.as_slice().unwrap()[r * cw + col % cw])
+        };
+        for (p, part) in parts.iter().enumerate() {
+            let f = tables[p].shape()[1];
+            let mut want = vec![0.0f32; tables[p].len()];
+            for (r, &id) in part.ids.iter().enumerate() {
+                if id != NONE {
+                    for c in 0..f {
+                        if let Some(x) = dfull(r, part.col + c) {
+                            want[id * f + c] += x;
+                        }
+                    }
+                }
+            }
+            let got = g[p].as_ref().unwrap();
+            for (x, w) in got.iter().zip(&want) {
+                assert_eq!(x.to_bits(), w.to_bits(), "part {p}");
+            }
+        }
+        let mut want = vec![0.0f32; width];
+        for r in 0..b * n {
+            for (col, w) in want.iter_mut().enumerate() {
+                if let Some(x) = dfull(r, col) {
+                    *w += x;
+                }
+            }
+        }
+        for (x, w) in g[3].as_ref().unwrap().iter().zip(&want) {
+            assert_eq!(x.to_bits(), w.to_bits(), "bias");
+        }
     }
 
     #[test]

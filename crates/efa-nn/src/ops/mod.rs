@@ -3,7 +3,7 @@
 //!
 //! - [`linear`]: `y = x·W + b` over the last axis;
 //! - [`gather`]: `gather_sum` (rows of several tables summed into column ranges) and
-//!   `bag_sum` (an embedding bag);
+//!   `bag_sum` (an embedding bag), with its row kernels in `gather_rows`;
 //! - [`attention`]: the `efa-attn` kernel, `o` and `lse` as two outputs;
 //! - [`nll`]: exponential-family negative log-likelihoods from `efa-expfam`, per row;
 //! - [`link`]: the families' links from a model output to natural parameters;
@@ -13,6 +13,7 @@
 pub mod attention;
 pub mod block;
 pub mod gather;
+mod gather_rows;
 pub mod linear;
 pub mod link;
 pub mod nll;

@@ -1,0 +1,419 @@
+//! The row kernels of `gather_sum` (see `gather.rs`), on the `efa_num::simd` dispatch:
+//! [`gather_rows`] sums picked table rows (and a bias) into output rows, [`sum_rows`] sums
+//! picked rows of a cotangent into one table row. Both add element by element in the order a
+//! plain loop would (parts in order, then the bias; picked rows in the order given), so every
+//! variant gives the bits of that loop: a vector lane is one element's running sum.
+
+use super::gather::NONE;
+use efa_num::simd::{Isa, SimdVec};
+use efa_num::{simd_by_kind, simd_variants, Real};
+
+/// One table's contribution to [`gather_rows`]: `table` is `[rows, f]` row-major, `ids` one
+/// row per output row ([`NONE`] for none), `segs` the `(chunk, lo, hi, offset)` column
+/// segments: table columns `offset..offset + hi − lo` go to columns `lo..hi` of output chunk
+/// `chunk`.
+pub(crate) struct Source<'a, T> {
+    pub table: &'a [T],
+    pub f: usize,
+    pub ids: &'a [usize],
+    pub segs: &'a [(usize, usize, usize, usize)],
+}
+
+/// A column interval `lo..hi` of output chunk `chunk` and the table columns summed into it:
+/// `terms[t0..t1]` as `(source, table column at lo)`, in source order.
+#[derive(Clone, Copy)]
+struct Piece {
+    chunk: usize,
+    lo: usize,
+    hi: usize,
+    t0: usize,
+    t1: usize,
+}
+
+#[derive(Clone, Copy)]
+struct RawSource<E> {
+    table: *const E,
+    f: usize,
+    ids: *const usize,
+}
+
+/// The pieces that tile every chunk `0..cw` (cut wherever a source's segment starts or ends)
+/// and their terms.
+fn pieces<T>(
+    srcs: &[Source<'_, T>],
+    chunks: usize,
+    cw: usize,
+) -> (Vec<Piece>, Vec<(usize, usize)>) {
+    let (mut out, mut terms) = (Vec::new(), Vec::new());
+    for c in 0..chunks {
+        let mut cuts = vec![0, cw];
+        for s in srcs {
+            for &(_, lo, hi, _) in s.segs.iter().filter(|g| g.0 == c) {
+                cuts.extend([lo, hi]);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            let t0 = terms.len();
+            for (p, s) in srcs.iter().enumerate() {
+                let seg = s.segs.iter().find(|g| g.0 == c && g.1 <= lo && hi <= g.2);
+                if let Some(&(_, slo, _, off)) = seg {
+                    terms.push((p, off + lo - slo));
+                }
+            }
+            out.push(Piece {
+                chunk: c,
+                lo,
+                hi,
+                t0,
+                t1: terms.len(),
+            });
+        }
+    }
+    (out, terms)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_body<V: SimdVec>(
+    rows: usize,
+    cw: usize,
+    outs: *const *mut V::Elem,
+    pieces: *const Piece,
+    npieces: usize,
+    terms: *const (usize, usize),
+    srcs: *const RawSource<V::Elem>,
+    bias: *const V::Elem,
+) {
+    unsafe {
+        let lanes = V::LANES;
+        let zero = V::splat(V::Elem::ZERO);
+        for r in 0..rows {
+            for q in 0..npieces {
+                let pc = *pieces.add(q);
+                let dst = (*outs.add(pc.chunk)).add(r * cw + pc.lo);
+                let b = if bias.is_null() {
+                    bias
+                } else {
+                    bias.add(pc.chunk * cw + pc.lo)
+                };
+                let n = pc.hi - pc.lo;
+                // The sum starts at zero, takes the sources in order, then the bias: the
+                // additions of zeroed outputs that each source, then the bias, is added into.
+                let mut j = 0;
+                // Four independent vectors at a time (the adds of one are a dependency chain).
+                while j + 4 * lanes <= n {
+                    let mut acc = [zero; 4];
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            let row = s.table.add(id * s.f + col + j);
+                            for (k, a) in acc.iter_mut().enumerate() {
+                                *a = a.add(V::load(row.add(k * lanes)));
+                            }
+                        }
+                    }
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        if !b.is_null() {
+                            *a = a.add(V::load(b.add(j + k * lanes)));
+                        }
+                        a.store(dst.add(j + k * lanes));
+                    }
+                    j += 4 * lanes;
+                }
+                while j + lanes <= n {
+                    let mut acc = zero;
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            acc = acc.add(V::load(s.table.add(id * s.f + col + j)));
+                        }
+                    }
+                    if !b.is_null() {
+                        acc = acc.add(V::load(b.add(j)));
+                    }
+                    acc.store(dst.add(j));
+                    j += lanes;
+                }
+                while j < n {
+                    let mut acc = V::Elem::ZERO;
+                    for t in pc.t0..pc.t1 {
+                        let (p, col) = *terms.add(t);
+                        let s = *srcs.add(p);
+                        let id = *s.ids.add(r);
+                        if id != NONE {
+                            acc += *s.table.add(id * s.f + col + j);
+                        }
+                    }
+                    if !b.is_null() {
+                        acc += *b.add(j);
+                    }
+                    *dst.add(j) = acc;
+                    j += 1;
+                }
+            }
+        }
+    }
+}
+simd_variants!(gather_body, gather_d, (rows: usize, cw: usize, outs: *const *mut E,
+    pieces: *const Piece, npieces: usize, terms: *const (usize, usize),
+    srcs: *const RawSource<E>, bias: *const E) -> ());
+
+/// The output chunks (`rows × cw` each) of the sources and the bias: element `(r, j)` of
+/// chunk `c` is `0`, plus in source order each source's table row `ids[r]` (if not [`NONE`])
+/// at the columns its segments map to `j`, plus `bias[c·cw + j]`. The same additions in
+/// the same order as adding each source into zeroed chunks, then the bias; every element is
+/// written once.
+///
+/// # Panics
+/// If an index, a segment or the bias does not fit (internal invariants: the op checks user
+/// inputs before calling).
+#[track_caller]
+pub(crate) fn gather_rows<T: Real>(
+    isa: Isa,
+    chunks: usize,
+    rows: usize,
+    cw: usize,
+    srcs: &[Source<'_, T>],
+    bias: Option<&[T]>,
+) -> Vec<Vec<T>> {
+    for s in srcs {
+        assert!(s.ids.len() == rows, "gather_rows: ids");
+        assert!(
+            s.ids
+                .iter()
+                .all(|&id| id == NONE || (id + 1) * s.f <= s.table.len()),
+            "gather_rows: index"
+        );
+        assert!(
+            s.segs.iter().all(|&(c, lo, hi, off)| c < chunks
+                && lo <= hi
+                && hi <= cw
+                && off + hi - lo <= s.f),
+            "gather_rows: segment"
+        );
+    }
+    if let Some(b) = bias {
+        assert!(b.len() == chunks * cw, "gather_rows: bias");
+    }
+    let (pcs, terms) = pieces(srcs, chunks, cw);
+    let mut outs: Vec<Vec<T>> = (0..chunks).map(|_| Vec::with_capacity(rows * cw)).collect();
+    let ptrs: Vec<*mut T> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+    let raw: Vec<RawSource<T>> = srcs
+        .iter()
+        .map(|s| RawSource {
+            table: s.table.as_ptr(),
+            f: s.f,
+            ids: s.ids.as_ptr(),
+        })
+        .collect();
+    let bias = bias.map_or(std::ptr::null(), |b| b.as_ptr());
+    // SAFETY: the asserts keep every table row, segment and bias read inside its slice; the
+    // pieces of each chunk tile `0..cw`, so every row writes all `cw` columns of every chunk
+    // inside its capacity, and the chunks are distinct allocations.
+    let () = simd_by_kind!(T, E => unsafe {
+        gather_d::<E>(isa, rows, cw, ptrs.as_ptr().cast(), pcs.as_ptr(), pcs.len(),
+            terms.as_ptr(), raw.as_ptr().cast(), bias.cast())
+    });
+    for o in &mut outs {
+        // SAFETY: every element was written above.
+        unsafe { o.set_len(rows * cw) };
+    }
+    outs
+}
+
+#[inline(always)]
+unsafe fn sum_body<V: SimdVec>(
+    dst: *mut V::Elem,
+    w: usize,
+    src: *const V::Elem,
+    picked: *const usize,
+    n: usize,
+    stride: usize,
+) {
+    unsafe {
+        let lanes = V::LANES;
+        let zero = V::splat(V::Elem::ZERO);
+        let mut j = 0;
+        // Four independent running sums at a time (each is a dependency chain over rows).
+        while j + 4 * lanes <= w {
+            let mut acc = [zero; 4];
+            for k in 0..n {
+                let row = src.add(*picked.add(k) * stride + j);
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = a.add(V::load(row.add(i * lanes)));
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                a.store(dst.add(j + i * lanes));
+            }
+            j += 4 * lanes;
+        }
+        while j + lanes <= w {
+            let mut a0 = zero;
+            for k in 0..n {
+                a0 = a0.add(V::load(src.add(*picked.add(k) * stride + j)));
+            }
+            a0.store(dst.add(j));
+            j += lanes;
+        }
+        while j < w {
+            let mut a = V::Elem::ZERO;
+            for k in 0..n {
+                a += *src.add(*picked.add(k) * stride + j);
+            }
+            *dst.add(j) = a;
+            j += 1;
+        }
+    }
+}
+simd_variants!(sum_body, sum_d, (dst: *mut E, w: usize, src: *const E, picked: *const usize,
+    n: usize, stride: usize) -> ());
+
+/// `dst[j] = 0 + Σ_k src[picked[k]·stride + j]` for every column `j` of `dst`, summed in the
+/// order of `picked`.
+///
+/// # Panics
+/// If a picked row does not fit in `src` (an internal invariant).
+#[track_caller]
+pub(crate) fn sum_rows<T: Real>(
+    isa: Isa,
+    dst: &mut [T],
+    src: &[T],
+    picked: &[usize],
+    stride: usize,
+) {
+    let w = dst.len();
+    assert!(
+        picked.iter().all(|&r| r * stride + w <= src.len()),
+        "sum_rows: row"
+    );
+    // SAFETY: the assert keeps every read inside `src`; `dst` is a unique borrow.
+    simd_by_kind!(T, E => unsafe {
+        sum_d::<E>(isa, dst.as_mut_ptr().cast(), w, src.as_ptr().cast(), picked.as_ptr(),
+            picked.len(), stride)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variants() -> Vec<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.is_supported())
+            .collect()
+    }
+
+    fn val(k: usize) -> f32 {
+        ((k as f32 * 0.618).sin() * 4.0).exp() - 2.0
+    }
+
+    /// Every variant against the plain loops, bitwise: three sources with repeated and NONE
+    /// rows over segments that start mid-chunk and end in a partial vector, and a bias.
+    #[test]
+    fn gather_rows_every_variant_is_the_plain_loop() {
+        let (rows, cw, chunks) = (13, 75, 3);
+        let tables: Vec<Vec<f32>> = [(5, 225), (4, 88), (7, 9)]
+            .iter()
+            .map(|&(r, f)| (0..r * f).map(|k| val(k + 31 * f)).collect())
+            .collect();
+        let fs = [225, 88, 9];
+        let segs: Vec<Vec<(usize, usize, usize, usize)>> = vec![
+            vec![(0, 0, 75, 0), (1, 0, 75, 75), (2, 0, 75, 150)],
+            vec![(0, 20, 75, 0), (1, 0, 33, 55)],
+            vec![(2, 3, 12, 0)],
+        ];
+        let ids: Vec<Vec<usize>> = (0..3)
+            .map(|p| {
+                (0..rows)
+                    .map(|r| match (r * (p + 2) + p) % 9 {
+                        8 => NONE,
+                        k => k % (tables[p].len() / fs[p]),
+                    })
+                    .collect()
+            })
+            .collect();
+        let bias: Vec<f32> = (0..chunks * cw).map(|k| val(k + 7000)).collect();
+        // All three sources with the bias; the last two alone (columns no source covers)
+        // without it.
+        for (first, with_bias) in [(0, true), (1, false)] {
+            let mut want = vec![vec![0.0f32; rows * cw]; chunks];
+            for r in 0..rows {
+                for p in first..3 {
+                    if ids[p][r] == NONE {
+                        continue;
+                    }
+                    for &(c, lo, hi, off) in &segs[p] {
+                        for j in lo..hi {
+                            want[c][r * cw + j] += tables[p][ids[p][r] * fs[p] + off + j - lo];
+                        }
+                    }
+                }
+                if with_bias {
+                    for c in 0..chunks {
+                        for j in 0..cw {
+                            want[c][r * cw + j] += bias[c * cw + j];
+                        }
+                    }
+                }
+            }
+            for isa in variants() {
+                let srcs: Vec<Source<f32>> = (first..3)
+                    .map(|p| Source {
+                        table: &tables[p],
+                        f: fs[p],
+                        ids: &ids[p],
+                        segs: &segs[p],
+                    })
+                    .collect();
+                let b = with_bias.then_some(bias.as_slice());
+                let outs = gather_rows(isa, chunks, rows, cw, &srcs, b);
+                assert_eq!(outs.len(), chunks);
+                for (o, w) in outs.iter().zip(&want) {
+                    assert_eq!(o.len(), w.len());
+                    for (x, y) in o.iter().zip(w) {
+                        assert_eq!(x.to_bits(), y.to_bits(), "{isa:?} from {first}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every variant against a plain loop, bitwise, in f32 and f64, for widths around the
+    /// vector blocks and repeated rows in a non-sorted order.
+    #[test]
+    fn sum_rows_every_variant_is_the_plain_loop() {
+        let stride = 140;
+        let src32: Vec<f32> = (0..stride * 9).map(val).collect();
+        let src64: Vec<f64> = (0..stride * 9).map(|k| val(k) as f64 * 1.1).collect();
+        let picked = [3, 0, 8, 3, 5, 1, 3, 7];
+        for isa in variants() {
+            for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 129] {
+                let mut got = vec![f32::NAN; w];
+                sum_rows(isa, &mut got, &src32, &picked, stride);
+                let mut got64 = vec![f64::NAN; w];
+                sum_rows(isa, &mut got64, &src64, &picked[..5], stride);
+                for j in 0..w {
+                    let mut s = 0.0f32;
+                    for &r in &picked {
+                        s += src32[r * stride + j];
+                    }
+                    assert_eq!(got[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
+                    let mut s = 0.0f64;
+                    for &r in &picked[..5] {
+                        s += src64[r * stride + j];
+                    }
+                    assert_eq!(got64[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
+                }
+            }
+        }
+    }
+}
