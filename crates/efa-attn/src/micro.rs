@@ -11,6 +11,7 @@
 
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
+use std::mem::MaybeUninit;
 
 /// Like `efa_num::simd_variants!`, but the body takes a second vector type `H` of the same
 /// element for partial column tails: AVX-512 bodies get the AVX2 register (half the width; on
@@ -297,12 +298,87 @@ pub unsafe fn gemm<T: Real>(
 #[track_caller]
 pub fn gemm_checked<T: Real>(
     isa: Isa,
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     a: &[T],
     (rsa, csa): (usize, usize),
     b: &[T],
     ldb: usize,
     c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    alpha: T,
+) {
+    let c_len = c.len();
+    // SAFETY: `c` is initialised, so the kernel may read it when accumulating.
+    unsafe {
+        gemm_bounded(
+            isa,
+            mnk,
+            a,
+            (rsa, csa),
+            b,
+            ldb,
+            (c.as_mut_ptr(), c_len),
+            ldc,
+            accumulate,
+            alpha,
+        )
+    }
+}
+
+/// [`gemm_checked`] without accumulation into a `C` not yet written: the kernel writes
+/// columns `[0, padded(n))` of each of the `m` rows and never reads them, so afterwards those
+/// elements are initialised.
+///
+/// # Panics
+/// As [`gemm_checked`].
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn gemm_checked_into<T: Real>(
+    isa: Isa,
+    mnk: (usize, usize, usize),
+    a: &[T],
+    strides_a: (usize, usize),
+    b: &[T],
+    ldb: usize,
+    c: &mut [MaybeUninit<T>],
+    ldc: usize,
+    alpha: T,
+) {
+    let c_len = c.len();
+    // SAFETY: without accumulation the kernel only writes C (initialised values).
+    unsafe {
+        gemm_bounded(
+            isa,
+            mnk,
+            a,
+            strides_a,
+            b,
+            ldb,
+            (c.as_mut_ptr().cast::<T>(), c_len),
+            ldc,
+            false,
+            alpha,
+        )
+    }
+}
+
+/// The bounds checks of [`gemm_checked`] and the kernel call, on `C` given as a pointer and
+/// length.
+///
+/// # Safety
+/// `c` points to `c.1` elements that are uniquely borrowed (aliasing neither `a` nor `b`);
+/// with `accumulate` they must be initialised.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+unsafe fn gemm_bounded<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    (c, c_len): (*mut T, usize),
     ldc: usize,
     accumulate: bool,
     alpha: T,
@@ -319,10 +395,10 @@ pub fn gemm_checked<T: Real>(
         k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
         "gemm: B bounds"
     );
-    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "gemm: C bounds");
+    assert!((m - 1) * ldc + np <= c_len && ldc >= np, "gemm: C bounds");
     // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows
-    // up to the padded width) or writes (C rows up to the padded width) inside the slices; `c`
-    // is a unique borrow, so it aliases neither `a` nor `b`.
+    // up to the padded width) or writes (C rows up to the padded width) inside the slices; the
+    // caller guarantees C is unique (and initialised when accumulating).
     unsafe {
         gemm(
             isa,
@@ -334,7 +410,7 @@ pub fn gemm_checked<T: Real>(
             csa as isize,
             b.as_ptr(),
             ldb as isize,
-            c.as_mut_ptr(),
+            c,
             ldc as isize,
             accumulate,
             alpha,

@@ -225,7 +225,7 @@ fn malformed_data_is_a_clear_error() {
         ("support", format!("{head}a,1,2,1\na,2,3,-1\n"), "3: field `value` = \"-1\": outside the support of poisson (a non-negative integer count)"),
         ("table", format!("{head}a,1,2,1\na,2,3,8\n"), "3: field `value` = \"8\": the value table (model.efa.values.rows = 10) needs an integer in 0..=7"),
         ("dup", format!("{head}a,1,2,1\nb,1,2,1\na,1,3,1\n"), "4: field `order` = \"1\": duplicate key (seq `a`, order 1), first at line 2"),
-        ("len1", format!("{head}a,1,2,1\nb,1,2,1\na,2,3,1\n"), "3: field `seq` = \"b\": sequence `b` has 1 row; at least 2 are needed (a target and its context)"),
+        ("len1", format!("{head}a,1,2,1\nb,1,2,1\na,2,3,1\n"), "3: field `seq` = \"b\": sequence `b` has 1 row; at least 2 are needed (a target and its context), or a `target` column marking the row (an EFA target whose context is its own item)"),
         ("too_long", format!("{head}a,1,1,1\na,2,2,1\na,3,3,1\na,4,4,1\na,5,5,1\na,6,1,1\n"), "2: field `seq` = \"a\": sequence `a` has 6 rows but model.efa.positions.max_len is 5"),
         ("blank", format!("{head}a,1,2,1\n\na,2,3,1\n"), "3: field ``: empty line"),
         ("empty_seq", format!("{head},1,2,1\n"), "2: field `seq`: empty sequence id"),

@@ -20,7 +20,7 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use efa_attn::micro::{ds_row, gemm, gemm_checked, padded, PAD};
+use efa_attn::micro::{ds_row, gemm_checked, gemm_checked_into, padded, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -253,7 +253,7 @@ fn product<T: Real>(
 #[allow(clippy::too_many_arguments)]
 fn product_into<T: Real>(
     isa: Isa,
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     a: &[T],
     rsa: usize,
     csa: usize,
@@ -263,40 +263,7 @@ fn product_into<T: Real>(
     ldc: usize,
     alpha: T,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    let np = padded(n);
-    assert!(
-        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
-        "rows: A bounds"
-    );
-    assert!(
-        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
-        "rows: B bounds"
-    );
-    assert!((m - 1) * ldc + np <= c.len() && ldc >= np, "rows: C bounds");
-    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows up
-    // to the padded width) or writes (C rows up to the padded width) inside the slices; without
-    // accumulation it only writes C (initialised values), and `c` is a unique borrow, so it
-    // aliases neither `a` nor `b`.
-    unsafe {
-        gemm(
-            isa,
-            m,
-            n,
-            k,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            ldb as isize,
-            c.as_mut_ptr().cast::<T>(),
-            ldc as isize,
-            false,
-            alpha,
-        );
-    }
+    gemm_checked_into(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, alpha);
 }
 
 /// `s` viewed as initialised.
