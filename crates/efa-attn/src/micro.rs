@@ -326,9 +326,10 @@ pub fn gemm_checked<T: Real>(
     }
 }
 
-/// [`gemm_checked`] without accumulation into a `C` not yet written: the kernel writes
-/// columns `[0, padded(n))` of each of the `m` rows and never reads them, so afterwards those
-/// elements are initialised.
+/// [`gemm_checked`] without accumulation into a `C` not yet written: the kernel writes at
+/// least columns `[0, n)` of each of the `m` rows (at most `[0, padded(n))`: how far a vector
+/// tail reaches depends on the instruction set) and never reads them, so afterwards columns
+/// `[0, n)` are initialised; the caller writes any others it reads.
 ///
 /// # Panics
 /// As [`gemm_checked`].

@@ -52,7 +52,8 @@ fn shapes() -> Vec<RowsShape> {
         s(3, 5, 0, 2, 2, 2),
         s(20, 18, 17, 1, 17, 2),
         // Whole padded head widths (operands and outputs in place) with key padding: the
-        // visible keys end inside a padded block (23 of 40: columns 32..48 past the product).
+        // visible keys end inside a padded block (23 of 40: the product writes columns 0..23 or a
+        // little more, depending on the instruction set; the rest of each row is zeroed after).
         s(6, 40, 23, 2, 16, 16),
         s(2, 9, 0, 2, 16, 16),
     ]

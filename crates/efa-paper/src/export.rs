@@ -159,12 +159,13 @@ pub fn ratings_csv(data: &RatingData, split: Split, dir: Direction) -> String {
 /// Checks that the v1 user layout reproduces the paper's inputs exactly: every rating an
 /// integer 1..=rows − 2 whose table row is the rating itself (so the user's row `value + 1`,
 /// value = rating − 1, is the paper's row), and both [MASK] values on the last row.
-fn check_rating_rows(data: &RatingData) -> Result<CompactRatingTable, PaperError> {
+fn check_rating_rows(data: &RatingData, source: &Path) -> Result<CompactRatingTable, PaperError> {
     let table = crate::synthetic::rating_table(data)?;
     let rows = table.rows();
     let bad = |what: String| {
         PaperError::Samples(format!(
-            "MovieLens ratings cannot be written as counts for `efa train`: {what}"
+            "{}: MovieLens ratings cannot be written as counts for `efa train`: {what}",
+            source.display()
         ))
     };
     for (frame, seqs) in [("train+validation", &data.trainval), ("test", &data.test)] {
@@ -178,7 +179,7 @@ fn check_rating_rows(data: &RatingData) -> Result<CompactRatingTable, PaperError
                     return Err(bad(format!(
                         "{frame} user {k} position {p}: rating {r} is not an integer 1..={} \
                          on its own table row",
-                        rows - 2
+                        rows.saturating_sub(2)
                     )));
                 }
             }
@@ -188,7 +189,7 @@ fn check_rating_rows(data: &RatingData) -> Result<CompactRatingTable, PaperError
         if table.row(mask).ok() != Some(rows - 1) {
             return Err(bad(format!(
                 "the [MASK] rating {mask} is not on the table's last row {}",
-                rows - 1
+                rows.saturating_sub(1)
             )));
         }
     }
@@ -228,7 +229,7 @@ pub fn movielens_ratings(
         SeqDirection::Uni => Direction::Uni,
     };
     let data = exp2_data(data_dir, protocol)?;
-    let table = check_rating_rows(&data)?;
+    let table = check_rating_rows(&data, &data_dir.join("movielens/u.data"))?;
     let model = crate::synthetic::efa_config(51, table.rows(), data.max_ctx);
     let cfg = UserConfig {
         model: ModelConfig::Efa(model),

@@ -359,36 +359,39 @@ fn vector_exp_is_the_scalar_exp_bitwise() {
 /// shows.
 #[test]
 fn exp_sub_sum_and_max_tails_match_scalar() {
+    tails_match_scalar::<f32>(1e-6);
+    tails_match_scalar::<f64>(1e-13);
+}
+
+/// [`exp_sub_sum_and_max_tails_match_scalar`] in `T`: bits compared through the exact widening
+/// to f64.
+fn tails_match_scalar<T: Real>(tol: f64) {
+    let bits = |x: T| x.to_f64().to_bits();
     for isa in vector_isas() {
         for n in 0..80usize {
-            let a: Vec<f32> = conv(&values(n, n as u64 + 7, -30.0, 3.0));
+            let a: Vec<T> = conv(&values(n, n as u64 + 7, -30.0, 3.0));
             let m = max_with(Isa::Scalar, &a);
-            assert_eq!(
-                max_with(isa, &a).to_bits(),
-                m.to_bits(),
-                "{} n={n}",
-                isa.name()
-            );
+            assert_eq!(bits(max_with(isa, &a)), bits(m), "{} n={n}", isa.name());
             let (mut x1, mut x2) = (a.clone(), a.clone());
             let s1 = exp_sub_sum_with(isa, &mut x1, m);
             let s2 = exp_sub_sum_with(Isa::Scalar, &mut x2, m);
-            for (j, (p, q)) in x1.iter().zip(&x2).enumerate() {
-                assert_eq!(p.to_bits(), q.to_bits(), "{} n={n} j={j}", isa.name());
+            for (j, (&p, &q)) in x1.iter().zip(&x2).enumerate() {
+                assert_eq!(bits(p), bits(q), "{} n={n} j={j}", isa.name());
             }
-            let exact: f64 = x2.iter().map(|&e| e as f64).sum();
+            let exact: f64 = x2.iter().map(|&e| e.to_f64()).sum();
             assert!(
-                ((s1 as f64 - exact) / exact.max(1e-30)).abs() < 1e-6,
-                "{} n={n}: {s1} vs {s2}",
+                ((s1.to_f64() - exact) / exact.max(1e-30)).abs() < tol,
+                "{} n={n}: {s1:?} vs {s2:?}",
                 isa.name()
             );
             // NaN entries are ignored by max; an all-NaN row gives −∞.
             let mut b = a.clone();
             for v in b.iter_mut().step_by(3) {
-                *v = f32::NAN;
+                *v = T::NAN;
             }
             assert_eq!(
-                max_with(isa, &b).to_bits(),
-                max_with(Isa::Scalar, &b).to_bits(),
+                bits(max_with(isa, &b)),
+                bits(max_with(Isa::Scalar, &b)),
                 "{} n={n} NaN",
                 isa.name()
             );

@@ -106,7 +106,7 @@ pub(super) fn init_rows_uninit<'a, T: Real>(
 ) -> &'a mut [T] {
     assert!(
         c.len() == rows * ldc && bias.len() <= ldc,
-        "init_rows: sizes"
+        "init_rows_uninit: sizes"
     );
     let n = bias.len();
     for row in c.chunks_exact_mut(ldc.max(1)) {

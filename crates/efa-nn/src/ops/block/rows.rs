@@ -247,9 +247,9 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
-/// [`product`] into a `C` not yet written: without accumulation the kernel writes `C` (columns
-/// `[0, padded(n))` of each of the `m` rows) and never reads it. Bounds checked as
-/// [`gemm_checked`] checks them.
+/// [`product`] into a `C` not yet written: without accumulation the kernel writes `C` (at
+/// least columns `[0, n)` of each of the `m` rows, at most `[0, padded(n))`) and never reads
+/// it. Bounds checked as [`gemm_checked`] checks them.
 #[allow(clippy::too_many_arguments)]
 fn product_into<T: Real>(
     isa: Isa,
@@ -345,7 +345,8 @@ pub fn forward_uninit<T: Real>(
             continue;
         }
         // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
-        // [0, padded(keys)) of each; the columns after are written as zeros below).
+        // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
+        // zero below, before the row is read).
         transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
         product_into(
             isa,
@@ -359,18 +360,16 @@ pub fn forward_uninit<T: Real>(
             ps,
             scale,
         );
-        let kp = padded(keys);
         for row in ph.chunks_exact_mut(ps) {
-            for x in &mut row[kp..] {
+            for x in &mut row[keys..] {
                 x.write(T::ZERO);
             }
-            // SAFETY: the product wrote columns [0, kp), the loop above the rest.
+            // SAFETY: the product wrote at least columns [0, keys), the loop above the rest.
             let row = unsafe { written(row) };
-            let (vis, rest) = row.split_at_mut(keys);
+            let vis = &mut row[..keys];
             let m = simd::max_with(isa, vis);
             let z = simd::exp_sub_sum_with(isa, vis, m);
             simd::scale_with(isa, T::ONE / z, vis);
-            rest.fill(T::ZERO);
         }
         // SAFETY: every row of this head was written in full just above.
         let ph: &[T] = unsafe { written(ph) };
