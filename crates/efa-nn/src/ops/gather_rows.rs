@@ -387,6 +387,53 @@ mod tests {
         }
     }
 
+    /// f64, an empty segment, a chunk no source reaches, and no rows: every variant against
+    /// the plain loop, bitwise (the f32 test above covers the general layout).
+    #[test]
+    fn gather_rows_f64_and_empty_shapes() {
+        let (cw, chunks, f) = (19, 3, 40);
+        let table: Vec<f64> = (0..4 * f).map(|k| val(k) as f64 * 1.3).collect();
+        // Chunk 0: columns 2..19 from offset 5; chunk 1: an empty segment; chunk 2: nothing.
+        let segs = [(0, 2, 19, 5), (1, 7, 7, 0)];
+        for rows in [0, 1, 5] {
+            let ids: Vec<usize> = (0..rows)
+                .map(|r| if r == 3 { NONE } else { r % 4 })
+                .collect();
+            let bias: Vec<f64> = (0..chunks * cw).map(|k| val(k + 900) as f64).collect();
+            let mut want = vec![vec![0.0f64; rows * cw]; chunks];
+            for (r, &id) in ids.iter().enumerate() {
+                for &(c, lo, hi, off) in &segs {
+                    if id != NONE {
+                        for j in lo..hi {
+                            want[c][r * cw + j] += table[id * f + off + j - lo];
+                        }
+                    }
+                }
+                for (c, w) in want.iter_mut().enumerate() {
+                    for j in 0..cw {
+                        w[r * cw + j] += bias[c * cw + j];
+                    }
+                }
+            }
+            for isa in variants() {
+                let src = Source {
+                    table: &table,
+                    f,
+                    ids: &ids,
+                    segs: &segs,
+                };
+                let outs = gather_rows(isa, chunks, rows, cw, &[src], Some(&bias));
+                assert_eq!(outs.len(), chunks);
+                for (o, w) in outs.iter().zip(&want) {
+                    assert_eq!(o.len(), w.len(), "{isa:?} rows {rows}");
+                    for (x, y) in o.iter().zip(w) {
+                        assert_eq!(x.to_bits(), y.to_bits(), "{isa:?} rows {rows}");
+                    }
+                }
+            }
+        }
+    }
+
     /// Every variant against a plain loop, bitwise, in f32 and f64, for widths around the
     /// vector blocks and repeated rows in a non-sorted order.
     #[test]
