@@ -259,3 +259,40 @@ pub fn movielens_ratings(
         ],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(ratings: &[f64]) -> RatingData {
+        let seq: Vec<(usize, f64)> = ratings
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| (k + 1, r))
+            .collect();
+        let trainval = vec![seq.clone(), seq.clone(), seq.clone(), seq.clone()];
+        RatingData::new(trainval, vec![seq], None, 42).unwrap()
+    }
+
+    /// Integer ratings 1..3 map to their own rows (the counts' row `value + 1`); a rating the
+    /// counts cannot carry is an error naming the source file, frame, user and position.
+    #[test]
+    fn rating_rows_are_checked_against_the_user_layout() {
+        let src = Path::new("data/movielens/u.data");
+        let table = check_rating_rows(&data(&[1.0, 3.0, 2.0]), src).unwrap();
+        assert_eq!(table.rows(), 5);
+        let e = check_rating_rows(&data(&[1.0, 2.5, 3.0]), src)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("data/movielens/u.data")
+                && e.contains("user 0 position 1: rating 2.5 is not an integer"),
+            "{e}"
+        );
+        // A rating below 1 has no count (its key would share the padding row).
+        let e = check_rating_rows(&data(&[0.0, 1.0, 2.0]), src)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rating 0 is not an integer"), "{e}");
+    }
+}

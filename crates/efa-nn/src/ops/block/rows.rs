@@ -247,25 +247,6 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
-/// [`product`] into a `C` not yet written: without accumulation the kernel writes `C` (at
-/// least columns `[0, n)` of each of the `m` rows, at most `[0, padded(n))`) and never reads
-/// it. Bounds checked as [`gemm_checked`] checks them.
-#[allow(clippy::too_many_arguments)]
-fn product_into<T: Real>(
-    isa: Isa,
-    mnk: (usize, usize, usize),
-    a: &[T],
-    rsa: usize,
-    csa: usize,
-    b: &[T],
-    ldb: usize,
-    c: &mut [MaybeUninit<T>],
-    ldc: usize,
-    alpha: T,
-) {
-    gemm_checked_into(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, alpha);
-}
-
 /// `s` viewed as initialised.
 ///
 /// # Safety
@@ -348,12 +329,11 @@ pub fn forward_uninit<T: Real>(
         // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
         // zero below, before the row is read).
         transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
-        product_into(
+        gemm_checked_into(
             isa,
             (s.nq, keys, s.dk),
             &q.data[h * s.dk..],
-            q.ld,
-            1,
+            (q.ld, 1),
             kt,
             ps,
             ph,

@@ -1,0 +1,262 @@
+//! Row kernels of the softmax: the forward's online update on transposed score tiles, the
+//! backward's recomputation of the probabilities and its `dS = P ∘ (dP − d)` rows.
+
+use super::{padded, PAD};
+use efa_num::simd::{Isa, SimdVec};
+use efa_num::{simd_by_kind, simd_variants, Real};
+
+#[inline(always)]
+unsafe fn ds_body<V: SimdVec>(p: *const V::Elem, dp: *mut V::Elem, d: V::Elem, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let vd = V::splat(d);
+        let mut j = 0;
+        while j + w <= n {
+            let pv = V::load(p.add(j));
+            pv.mul(V::load(dp.add(j)).sub(vd)).store(dp.add(j));
+            j += w;
+        }
+        while j < n {
+            *dp.add(j) = *p.add(j) * (*dp.add(j) - d);
+            j += 1;
+        }
+    }
+}
+simd_variants!(ds_body, ds_d, (p: *const E, dp: *mut E, d: E, n: usize) -> ());
+
+/// In place `dpⱼ ← pⱼ·(dpⱼ − d)` over a row (the softmax backward `dS = P ∘ (dP − D)`).
+pub fn ds_row<T: Real>(isa: Isa, p: &[T], dp: &mut [T], d: T) {
+    let n = p.len().min(dp.len());
+    simd_by_kind!(T, E => unsafe {
+        ds_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), *(&d as *const T).cast::<E>(), n)
+    })
+}
+
+/// Sets row `[from, w)` to `x` (scalar until lane-aligned, then whole vectors).
+#[inline(always)]
+unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem) {
+    unsafe {
+        let lanes = V::LANES;
+        let mut j = from;
+        while j < w && !j.is_multiple_of(lanes) {
+            *row.add(j) = x;
+            j += 1;
+        }
+        let vx = V::splat(x);
+        while j < w {
+            vx.store(row.add(j));
+            j += lanes;
+        }
+    }
+}
+
+/// In place `row ← exp(row − c)` over `w` (a multiple of the lane count) entries; returns the sum.
+#[inline(always)]
+unsafe fn row_exp<V: SimdVec>(row: *mut V::Elem, w: usize, c: V::Elem) -> V::Elem {
+    unsafe {
+        let lanes = V::LANES;
+        let vc = V::splat(c);
+        let zero = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1) = (zero, zero);
+        let mut j = 0;
+        while j + 2 * lanes <= w {
+            let e0 = V::load(row.add(j)).sub(vc).exp();
+            let e1 = V::load(row.add(j + lanes)).sub(vc).exp();
+            e0.store(row.add(j));
+            e1.store(row.add(j + lanes));
+            s0 = s0.add(e0);
+            s1 = s1.add(e1);
+            j += 2 * lanes;
+        }
+        if j < w {
+            let e0 = V::load(row.add(j)).sub(vc).exp();
+            e0.store(row.add(j));
+            s0 = s0.add(e0);
+        }
+        s0.add(s1).reduce_sum()
+    }
+}
+
+/// The online-softmax update of one column block `[cb, cb + X::LANES)` (see
+/// [`online_softmax_t`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn online_t_block<X: SimdVec>(
+    cb: usize,
+    rows: usize,
+    cnt: *const usize,
+    mq: usize,
+    st: *mut X::Elem,
+    mqp: usize,
+    m: *mut X::Elem,
+    l: *mut X::Elem,
+    acct: *mut X::Elem,
+    dv: usize,
+    alpha_out: *mut X::Elem,
+) {
+    unsafe {
+        let lanes = X::LANES;
+        let ninf = X::splat(X::Elem::NEG_INFINITY);
+        // Lower clamp for the shift: keeps `−∞ − m` from becoming `−∞ + ∞` while no key has
+        // been seen (then every entry is −∞ and exp gives exactly 0). Not a mask value.
+        let lowest = X::splat(-X::Elem::MAX);
+        let zero = X::splat(X::Elem::ZERO);
+        // Rows at or past the block's largest visible count are −∞ in every column: P = 0.
+        let lim = if cb < mq {
+            (*cnt.add((cb + lanes).min(mq) - 1)).min(rows)
+        } else {
+            0
+        };
+        for j in lim..rows {
+            zero.store(st.add(j * mqp + cb));
+        }
+        let rows = lim;
+        let mut mt = ninf;
+        for j in 0..rows {
+            mt = X::load(st.add(j * mqp + cb)).max(mt);
+        }
+        let m_old = X::load(m.add(cb));
+        let m_new = mt.max(m_old);
+        let shift = m_new.max(lowest);
+        // m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m}, acc ← acc·e^{m_old − m}
+        let alpha = m_old.sub(shift).exp();
+        let mut sum = X::splat(X::Elem::ZERO);
+        for j in 0..rows {
+            let p = st.add(j * mqp + cb);
+            let e = X::load(p).sub(shift).exp();
+            e.store(p);
+            sum = sum.add(e);
+        }
+        X::load(l.add(cb)).fma(alpha, sum).store(l.add(cb));
+        m_new.store(m.add(cb));
+        if !alpha_out.is_null() {
+            alpha.store(alpha_out.add(cb));
+        }
+        for c in 0..dv {
+            let a = acct.add(c * mqp + cb);
+            X::load(a).mul(alpha).store(a);
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
+    rows: usize,
+    cnt: *const usize,
+    mq: usize,
+    st: *mut V::Elem,
+    mqp: usize,
+    m: *mut V::Elem,
+    l: *mut V::Elem,
+    acct: *mut V::Elem,
+    dv: usize,
+    alpha_out: *mut V::Elem,
+) {
+    unsafe {
+        // Column blocks up to the last query; the last one in the narrower `H` when that
+        // covers it. Columns past it are left as they are.
+        let w = V::LANES;
+        let mut cb = 0;
+        while cb < mq {
+            if H::LANES < w && mq - cb <= H::LANES {
+                online_t_block::<H>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+                cb += H::LANES;
+            } else {
+                online_t_block::<V>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+                cb += w;
+            }
+        }
+    }
+}
+tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
+    acct: *mut E, dv: usize, alpha_out: *mut E) -> ());
+
+/// Forward online-softmax update on a transposed score tile `st` (`rows` keys × `mqp` queries,
+/// `mqp` a multiple of [`PAD`]; masked entries already −∞; query column `r < cnt.len()` sees at
+/// most the first `cnt[r]` key rows, `cnt` non-decreasing), vectorised across queries: per
+/// query column, `m ← max(m, maxⱼ s)`, `l ← l·e^{m_old − m} + Σⱼ e^{s − m}`, the transposed
+/// accumulator `accᵀ` (`dv` rows × `mqp`) is scaled by `e^{m_old − m}`, and `st` is replaced by
+/// `Pᵀ = exp(st − m)` (0 where masked). With `alpha = Some(a)`, the factors `e^{m_old − m}`
+/// are also stored in `a` (`mqp` entries), for an accumulator kept in another layout (pass
+/// `dv = 0` to leave `acct` alone). Only the vector blocks covering the first `cnt.len()`
+/// columns are touched (the same column tail as [`super::gemm`] with `n = cnt.len()`).
+///
+/// # Safety
+/// `st` holds `rows·mqp`, `m`, `l` (and `alpha`) hold `mqp`, `acct` holds `dv·mqp` elements,
+/// `cnt.len() ≤ mqp`; `isa` supported.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn online_softmax_t<T: Real>(
+    isa: Isa,
+    rows: usize,
+    cnt: &[usize],
+    st: &mut [T],
+    mqp: usize,
+    m: &mut [T],
+    l: &mut [T],
+    acct: &mut [T],
+    dv: usize,
+    alpha: Option<&mut [T]>,
+) {
+    debug_assert!(
+        mqp.is_multiple_of(PAD) && st.len() >= rows * mqp && m.len() >= mqp && l.len() >= mqp
+    );
+    debug_assert!(acct.len() >= dv * mqp);
+    debug_assert!(alpha.as_ref().is_none_or(|a| a.len() >= mqp));
+    let alpha = alpha.map_or(std::ptr::null_mut(), |a| a.as_mut_ptr());
+    simd_by_kind!(T, E => unsafe {
+        online_t_dd::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
+            l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv, alpha.cast())
+    })
+}
+
+#[inline(always)]
+unsafe fn probs_body<V: SimdVec>(
+    mq: usize,
+    s: *mut V::Elem,
+    bkp: usize,
+    cnt: *const usize,
+    lse: *const V::Elem,
+) -> usize {
+    unsafe {
+        let ninf = V::Elem::NEG_INFINITY;
+        let mut k_eff = 0;
+        for r in 0..mq {
+            let row = s.add(r * bkp);
+            let c = *cnt.add(r);
+            let lse = *lse.add(r);
+            if c == 0 || lse == ninf {
+                fill::<V>(row, 0, bkp, V::Elem::ZERO);
+                continue;
+            }
+            let w = padded(c).min(bkp);
+            fill::<V>(row, c, w, ninf);
+            row_exp::<V>(row, w, lse);
+            fill::<V>(row, w, bkp, V::Elem::ZERO);
+            k_eff = k_eff.max(c);
+        }
+        k_eff
+    }
+}
+simd_variants!(probs_body, probs_d, (mq: usize, s: *mut E, bkp: usize, cnt: *const usize, lse: *const E) -> usize);
+
+/// Backward recomputation `P = exp(s − lse)` in place on a score tile (`mq` rows of stride
+/// `bkp`, a multiple of [`PAD`]; row `r` has `cnt[r]` leading visible entries, element-wise
+/// masks already −∞); rows with no visible entry or `lse = −∞` become 0. Returns the largest
+/// visible count.
+///
+/// # Safety
+/// Buffers sized `mq·bkp` (`s`) and `mq` (`cnt`, `lse`); `isa` supported.
+pub unsafe fn probabilities<T: Real>(
+    isa: Isa,
+    mq: usize,
+    s: &mut [T],
+    bkp: usize,
+    cnt: &[usize],
+    lse: &[T],
+) -> usize {
+    debug_assert!(s.len() >= mq * bkp && cnt.len() >= mq && lse.len() >= mq);
+    simd_by_kind!(T, E => unsafe {
+        probs_d::<E>(isa, mq, s.as_mut_ptr().cast(), bkp, cnt.as_ptr(), lse.as_ptr().cast())
+    })
+}
