@@ -5,7 +5,7 @@ use crate::error::{Result, TapeError};
 use crate::op::Op;
 use crate::tape::{Tape, Var};
 use efa_num::Real;
-use ndarray::{ArrayD, Axis, Dimension, IxDyn, Zip};
+use ndarray::{ArrayD, Dimension, IxDyn, Zip};
 
 impl<T: Real> Tape<T> {
     /// `y[s, :] = table[ids[s], :]` for a table `[V, D]` and ids of any shape `S`; output
@@ -67,11 +67,16 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let mut y = ArrayD::<T>::zeros(IxDyn(&[pos.len(), xv.shape()[2]]));
+        // Whole rows copied from the standard layout, written in output order.
+        let d = xv.shape()[2];
+        let src = xv.as_standard_layout();
+        let src = src.as_slice().expect("standard layout");
+        let mut out = Vec::with_capacity(pos.len() * d);
         for (b, &p) in pos.iter().enumerate() {
-            y.index_axis_mut(Axis(0), b)
-                .assign(&xv.index_axis(Axis(0), b).index_axis(Axis(0), p));
+            let from = (b * n + p) * d;
+            out.extend_from_slice(&src[from..from + d]);
         }
+        let y = ArrayD::from_shape_vec(IxDyn(&[pos.len(), d]), out).expect("B·D values");
         Ok(self.push(Op::GatherPositions { pos: pos.to_vec() }, vec![ix], y))
     }
 
@@ -126,11 +131,14 @@ pub(crate) fn gather_backward<T: Real>(
     pos: &[usize],
     x_shape: &[usize],
 ) -> ArrayD<T> {
+    let (n, d) = (x_shape[1], x_shape[2]);
     let mut gx = ArrayD::<T>::zeros(IxDyn(x_shape));
+    let dst = gx.as_slice_mut().expect("fresh array");
+    let g = g.as_standard_layout();
+    let g = g.as_slice().expect("standard layout");
     for (b, &p) in pos.iter().enumerate() {
-        gx.index_axis_mut(Axis(0), b)
-            .index_axis_mut(Axis(0), p)
-            .assign(&g.index_axis(Axis(0), b));
+        let to = (b * n + p) * d;
+        dst[to..to + d].copy_from_slice(&g[b * d..(b + 1) * d]);
     }
     gx
 }
@@ -228,6 +236,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("[3]"));
+    }
+
+    /// Values and gradients element by element from the definition, with an input and a
+    /// cotangent that are not in standard layout (transposed), repeated positions, the last
+    /// position and rows of width 0.
+    #[test]
+    fn gather_positions_matches_the_definition_on_any_layout() {
+        for (b, n, d) in [(3, 4, 5), (2, 1, 3), (2, 3, 0)] {
+            let pos: Vec<usize> = (0..b).map(|i| (i * 7 + 3) % n).collect();
+            // x[i, j, k] stored as the transpose of a [D, N, B] array.
+            let src = rand_array(&[d, n, b], 11, -2.0, 2.0);
+            let x = src.clone().reversed_axes();
+            assert!(d == 0 || !x.is_standard_layout());
+            let mut t = Tape::<f64>::new();
+            let xv = t.param("x", x.clone()).unwrap();
+            let y = t.gather_positions(xv, &pos).unwrap();
+            assert_eq!(t.value(y).shape(), &[b, d]);
+            for i in 0..b {
+                for k in 0..d {
+                    assert_eq!(t.value(y)[[i, k]], x[[i, pos[i], k]], "y[{i}, {k}]");
+                }
+            }
+            // Cotangent [B, D] given as the transpose of a [D, B] array.
+            let cot = rand_array(&[d, b], 12, -1.0, 1.0).reversed_axes();
+            let g = t.backward_with(y, cot.clone()).unwrap();
+            let gx = g.wrt(xv).unwrap();
+            for i in 0..b {
+                for j in 0..n {
+                    for k in 0..d {
+                        let want = if pos[i] == j { cot[[i, k]] } else { 0.0 };
+                        assert_eq!(gx[[i, j, k]], want, "gx[{i}, {j}, {k}]");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
