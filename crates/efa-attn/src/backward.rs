@@ -112,6 +112,15 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
         if let Some(g) = &d_lse {
             expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
         }
+        if crate::short::applies(&p) {
+            let dl = d_lse.as_ref().map(|x| x.view());
+            return Ok(crate::short::backward(
+                &p,
+                (o.view(), lse.view()),
+                d_o.view(),
+                dl,
+            ));
+        }
         // Every element is written exactly once by the tasks below (no zero-fill pass).
         let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
         let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));

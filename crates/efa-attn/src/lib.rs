@@ -93,6 +93,7 @@ mod mask;
 pub mod micro;
 pub mod naive;
 mod problem;
+mod short;
 
 pub use args::{Attention, AttnGrads, AttnOut, AttnOutView};
 pub use efa_num::simd::Isa;

@@ -236,6 +236,13 @@ impl<'a> Rules<'a> {
         hi
     }
 
+    /// Whether every query row of a batch row sees the same keys: visibility from key lengths
+    /// alone (no causal offset, no element-wise rule).
+    #[inline]
+    pub fn uniform_rows(&self) -> bool {
+        self.causal.is_none() && !self.has_pointwise()
+    }
+
     /// Whether element-wise rules (exclude-self or dense) are present.
     #[inline]
     pub fn has_pointwise(&self) -> bool {

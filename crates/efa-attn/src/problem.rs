@@ -259,14 +259,39 @@ unsafe fn transpose16_f32(
     dst: *mut f32,
     stride: usize,
 ) {
+    let from = std::array::from_fn(|i| src.wrapping_offset(i as isize * rs));
+    let to = std::array::from_fn(|c| dst.wrapping_add(c * stride));
+    // SAFETY: the caller's contract, row by row; all 16 lanes of each output row are written.
+    unsafe { transpose16_at_f32(&from, rows, cols, &to, 16) }
+}
+
+/// [`transpose16_f32`] with each row at its own address: source row `r < rows` at `src[r]`
+/// (`cols ≤ 16` contiguous elements; `src[r]` for `r ≥ rows` is not read) becomes element `r`
+/// of output row `c < cols`, of which the first `lanes` elements are written at `dst[c]`
+/// (elements past `rows` are zero).
+///
+/// # Safety
+/// AVX-512F must be supported; `src[r]` valid for `cols` elements for `r < rows`, `dst[c]`
+/// for `lanes ≤ 16` elements for `c < cols`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn transpose16_at_f32(
+    src: &[*const f32; 16],
+    rows: usize,
+    cols: usize,
+    dst: &[*mut f32; 16],
+    lanes: usize,
+) {
     use std::arch::x86_64::*;
     // SAFETY: masked loads touch only the first `cols` elements of the first `rows` rows;
-    // stores write the first `cols` output rows (caller's contract).
+    // masked stores write the first `lanes` elements of the first `cols` output rows (caller's
+    // contract).
     unsafe {
         let mask = (((1u32 << cols) - 1) & 0xffff) as __mmask16;
+        let keep = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
         let r: [__m512; 16] = std::array::from_fn(|i| {
             if i < rows {
-                _mm512_maskz_loadu_ps(mask, src.offset(i as isize * rs))
+                _mm512_maskz_loadu_ps(mask, src[i])
             } else {
                 _mm512_setzero_ps()
             }
@@ -299,7 +324,11 @@ unsafe fn transpose16_f32(
             ];
             for (c, v) in out {
                 if c < cols {
-                    _mm512_storeu_ps(dst.add(c * stride), v);
+                    if lanes >= 16 {
+                        _mm512_storeu_ps(dst[c], v);
+                    } else {
+                        _mm512_mask_storeu_ps(dst[c], keep, v);
+                    }
                 }
             }
         }

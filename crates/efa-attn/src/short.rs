@@ -1,0 +1,484 @@
+//! Short sequences: at most [`MAX_KEYS`] keys, every query row of a batch row seeing the same
+//! keys (no mask, or key lengths only). The tile kernel spends most of its time there on
+//! per-head setup and on vectors that are mostly padding (5 keys in a 16-wide score row).
+//! This path instead puts [`GROUP`] heads with the same visible key count side by side in
+//! the lanes of its vectors (`body`), so every multiply-add, max and exponential works on
+//! whole vectors, and the heads' inputs are packed once per group.
+//!
+//! **Same bits as the tile kernel.** For each head, every output element is computed by the
+//! operations the tile kernel applies to it, in the same order: scores as one fused
+//! multiply-add chain over the head width from zero, then the scale; the running max, the
+//! shift clamped at `−MAX`, `exp(s − shift)` and the sum over keys in key order from the empty
+//! online-softmax state; `P·V`, `dV`, `dK`, `dQ`, `dP` as chains in the tile kernel's index
+//! order; `D` by the same dot product; the same division, logarithm and scaling on output.
+//! The tests compare the two paths bit for bit on every SIMD variant, f32 and f64.
+
+mod body;
+#[cfg(test)]
+mod tests;
+
+use crate::micro::PAD;
+use crate::problem::{head3, run_tasks, Problem};
+use crate::{AttnGrads, AttnOut, FUSED_MAX_LEN, FUSED_MIN_HEADS};
+use body::Dims;
+use efa_num::{simd, simd_by_kind, Real};
+use ndarray::{Array3, Array4, ArrayView2, ArrayView3, ArrayView4};
+use std::mem::MaybeUninit;
+
+/// Heads per group: the lanes of the widest vector in f32 (narrower vectors take several
+/// steps per group).
+pub(crate) const GROUP: usize = PAD;
+
+/// Most keys a problem may have to take this path.
+pub(crate) const MAX_KEYS: usize = 16;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests turn the path off to compare with the tile kernel.
+    pub(crate) static DISABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether `p` takes this path: at most [`MAX_KEYS`] keys, at least one query, and visibility
+/// given by key lengths alone (no causal offset, no element-wise rule).
+pub(crate) fn applies<T: Real>(p: &Problem<T>) -> bool {
+    #[cfg(test)]
+    if DISABLED.with(|d| d.get()) {
+        return false;
+    }
+    p.nk <= MAX_KEYS && p.nq > 0 && p.rules.uniform_rows()
+}
+
+/// A group: up to [`GROUP`] flat head indices `b·H + h` (in `heads[start..start + n]`) whose
+/// batch rows see the same number `c` of keys.
+#[derive(Clone, Copy)]
+struct Group {
+    c: usize,
+    start: usize,
+    n: usize,
+}
+
+/// The heads ordered by visible key count (then index), cut into groups; depends only on the
+/// shapes and the key lengths.
+fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
+    let count = |bh: usize| p.rules.hi(bh / p.heads, 0).min(p.nk);
+    let mut heads: Vec<usize> = (0..p.batch * p.heads).collect();
+    heads.sort_by_key(|&bh| count(bh));
+    let mut out = Vec::with_capacity(heads.len().div_ceil(GROUP) + p.nk + 1);
+    let mut start = 0;
+    while start < heads.len() {
+        let c = count(heads[start]);
+        let mut n = 1;
+        while n < GROUP && start + n < heads.len() && count(heads[start + n]) == c {
+            n += 1;
+        }
+        out.push(Group { c, start, n });
+        start += n;
+    }
+    (heads, out)
+}
+
+/// Lane-major scratch of one task, sized for the problem.
+struct Scratch<T> {
+    qt: Vec<T>,
+    kt: Vec<T>,
+    vt: Vec<T>,
+    s: Vec<T>,
+    acc: Vec<T>,
+    m: Vec<T>,
+    l: Vec<T>,
+    dot: Vec<T>,
+    ds: Vec<T>,
+    g: [Vec<T>; 3],
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(p: &Problem<T>, backward: bool) -> Self {
+        let z = |n: usize| vec![T::ZERO; n * GROUP];
+        let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
+        let b = |n: usize| if backward { z(n) } else { Vec::new() };
+        Scratch {
+            qt: z(nq * d),
+            kt: z(nk * d),
+            vt: z(nk * dv),
+            s: z(nq * nk),
+            acc: z(if backward { 0 } else { nq * dv }),
+            m: z(nq),
+            l: z(nq),
+            dot: b(nq * dv),
+            ds: b(nq * nk),
+            g: [b(nq * d), b(nk * d), b(nk * dv)],
+        }
+    }
+}
+
+/// `dst[(r·cols + c)·GROUP + g] = x_g[r, c]` for `r < rows`, `c < cols` and the heads `x_g`
+/// of `bhs` (lanes past them repeat the first head, so they compute finite values nobody
+/// reads). With AVX-512 in f32 and contiguous rows, 16×16 blocks are transposed in registers.
+fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, dst: &mut [T]) {
+    let cols = x.shape()[3];
+    let s = x.strides();
+    assert!(rows <= x.shape()[2] && dst.len() >= rows * cols * GROUP && !bhs.is_empty());
+    let base: [*const T; GROUP] = std::array::from_fn(|g| {
+        let bh = bhs[g.min(bhs.len() - 1)];
+        let (b, h) = p.split(bh);
+        x.as_ptr()
+            .wrapping_offset(b as isize * s[0] + h as isize * s[1])
+    });
+    #[cfg(target_arch = "x86_64")]
+    if p.isa == simd::Isa::Avx512
+        && simd::elem_kind::<T>() == simd::ElemKind::F32
+        && (s[3] == 1 || cols <= 1)
+    {
+        for r in 0..rows {
+            for cb in (0..cols).step_by(16) {
+                let src = std::array::from_fn(|g| {
+                    base[g]
+                        .wrapping_offset(r as isize * s[2] + cb as isize)
+                        .cast::<f32>()
+                });
+                let to = std::array::from_fn(|k| {
+                    dst.as_mut_ptr()
+                        .wrapping_add((r * cols + cb + k) * GROUP)
+                        .cast::<f32>()
+                });
+                // SAFETY: T is f32 and AVX-512 is supported (Problem::new applies or_scalar);
+                // each source row has cols − cb ≥ 1 contiguous elements of its head's row r;
+                // the output rows (r·cols + cb + k)·16 for k < min(16, cols − cb) lie inside
+                // dst (asserted above).
+                unsafe {
+                    crate::problem::transpose16_at_f32(&src, GROUP, (cols - cb).min(16), &to, GROUP)
+                };
+            }
+        }
+        return;
+    }
+    for r in 0..rows {
+        for c in 0..cols {
+            let at = (r * cols + c) * GROUP;
+            for (g, &b) in base.iter().enumerate() {
+                // SAFETY: r < rows ≤ the head's rows and c < cols address its elements.
+                dst[at + g] = unsafe { *b.offset(r as isize * s[2] + c as isize * s[3]) };
+            }
+        }
+    }
+}
+
+/// The inverse of [`pack`] for the first `outs.len()` lanes: row `r < rows` of head `g` gets
+/// `src[(r·cols + c)·GROUP + g]` for `c < cols`, written at `outs[g] + r·cols + c` (each head's
+/// rows contiguous).
+///
+/// # Safety
+/// `outs[g]` valid for `rows·cols` writes, not aliasing `src` or each other.
+unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, outs: &[*mut T]) {
+    let n = outs.len();
+    assert!(n <= GROUP && src.len() >= rows * cols * GROUP);
+    #[cfg(target_arch = "x86_64")]
+    if isa == simd::Isa::Avx512 && simd::elem_kind::<T>() == simd::ElemKind::F32 && n > 0 {
+        for r in 0..rows {
+            for cb in (0..cols).step_by(16) {
+                let w = (cols - cb).min(16);
+                let from = std::array::from_fn(|k| {
+                    src.as_ptr()
+                        .wrapping_add((r * cols + cb + k) * GROUP)
+                        .cast::<f32>()
+                });
+                let to = std::array::from_fn(|g| {
+                    outs[g.min(n - 1)].wrapping_add(r * cols + cb).cast::<f32>()
+                });
+                // SAFETY: T is f32, AVX-512 supported; the w source rows of 16 lanes lie in
+                // src (asserted); head g < n gets w elements of its row r (caller's contract).
+                unsafe { crate::problem::transpose16_at_f32(&from, w, n, &to, w) };
+            }
+        }
+        return;
+    }
+    let _ = isa;
+    for (g, &o) in outs.iter().enumerate() {
+        for idx in 0..rows * cols {
+            // SAFETY: idx < rows·cols (caller's contract).
+            unsafe { *o.add(idx) = src[idx * GROUP + g] };
+        }
+    }
+}
+
+/// Raw output pointer shared by the tasks; each task writes only the heads of its group.
+#[derive(Clone, Copy)]
+struct Out<T>(*mut MaybeUninit<T>);
+// SAFETY: tasks write disjoint elements (the heads of distinct groups) and nothing reads them
+// until every task has finished.
+unsafe impl<T> Send for Out<T> {}
+unsafe impl<T> Sync for Out<T> {}
+
+/// Forward (see [`crate::Attention::forward`]); the caller checked [`applies`].
+pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
+    let (nq, dv) = (p.nq, p.dv);
+    let mut o = Array4::<T>::uninit((p.batch, p.heads, nq, dv));
+    let mut lse = Array3::<T>::uninit((p.batch, p.heads, nq));
+    let (heads, groups) = groups(p);
+    let (op, lp) = (Out(o.as_mut_ptr()), Out(lse.as_mut_ptr()));
+    run_tasks(
+        p.par,
+        groups,
+        || Scratch::new(p, false),
+        |sc, g| group_forward(p, sc, g, &heads[g.start..g.start + g.n], op, lp),
+    );
+    // SAFETY: the groups cover every head once and `group_forward` writes all its elements.
+    unsafe {
+        AttnOut {
+            o: o.assume_init(),
+            lse: lse.assume_init(),
+        }
+    }
+}
+
+/// One group's forward: pack, run the body, finish each head's rows as the tile kernel does
+/// (`o = acc·(1/l)`, `lse = m + ln l`; `o = 0`, `lse = −∞` without a visible key; NaN when
+/// `l` is NaN).
+fn group_forward<T: Real>(
+    p: &Problem<T>,
+    sc: &mut Scratch<T>,
+    g: Group,
+    bhs: &[usize],
+    o: Out<T>,
+    lse: Out<T>,
+) {
+    let (nq, dv) = (p.nq, p.dv);
+    if g.c > 0 {
+        pack(p, &p.q, bhs, nq, &mut sc.qt);
+        pack(p, &p.k, bhs, g.c, &mut sc.kt);
+        pack(p, &p.v, bhs, g.c, &mut sc.vt);
+        let x = Dims {
+            nq,
+            c: g.c,
+            d: p.d,
+            dv,
+        };
+        let () = simd_by_kind!(T, E => unsafe {
+            // SAFETY: buffers hold nq·d, c·d, c·dv, nq·c, nq·dv, nq, nq lanes-wide rows; the
+            // variant is supported (Problem::new applies or_scalar).
+            body::forward_d::<E>(p.isa, x, *(&p.scale as *const T).cast::<E>(),
+                sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),
+                sc.s.as_mut_ptr().cast(), sc.acc.as_mut_ptr().cast(), sc.m.as_mut_ptr().cast(),
+                sc.l.as_mut_ptr().cast())
+        });
+    }
+    // o = acc·(1/l) on every lane, then the lanes of rows without a positive sum replaced.
+    if g.c > 0 {
+        for i in 0..nq {
+            let inv: [T; GROUP] = std::array::from_fn(|k| T::ONE / sc.l[i * GROUP + k]);
+            for e in 0..dv {
+                let row = &mut sc.acc[(i * dv + e) * GROUP..(i * dv + e + 1) * GROUP];
+                for (a, &f) in row.iter_mut().zip(&inv) {
+                    *a = *a * f;
+                }
+            }
+        }
+    }
+    for (lane, &bh) in bhs.iter().enumerate() {
+        for i in 0..nq {
+            let l = if g.c > 0 {
+                sc.l[i * GROUP + lane]
+            } else {
+                T::ZERO
+            };
+            let lse_i = if l > T::ZERO {
+                sc.m[i * GROUP + lane] + l.ln()
+            } else {
+                let (o, ls) = if l.is_nan() {
+                    (T::NAN, T::NAN)
+                } else {
+                    (T::ZERO, T::NEG_INFINITY)
+                };
+                for e in 0..dv {
+                    sc.acc[(i * dv + e) * GROUP + lane] = o;
+                }
+                ls
+            };
+            // SAFETY: this group alone writes head bh's rows (see `Out`).
+            unsafe { (*lse.0.add(bh * nq + i)).write(lse_i) };
+        }
+    }
+    let outs: Vec<*mut T> = bhs
+        .iter()
+        .map(|&bh| o.0.wrapping_add(bh * nq * dv).cast::<T>())
+        .collect();
+    // SAFETY: head bh's nq·dv outputs are written by this group alone (see `Out`).
+    unsafe { unpack(p.isa, &sc.acc, nq, dv, &outs) };
+}
+
+/// `Dᵢ = ⟨oᵢ, dOᵢ⟩ − dlseᵢ` of one head's query row, as the tile kernel's backward forms it.
+pub(crate) fn row_d<T: Real>(
+    isa: simd::Isa,
+    o: ArrayView2<T>,
+    d_o: ArrayView2<T>,
+    i: usize,
+    dlse: Option<T>,
+) -> T {
+    let (ro, rg) = (o.row(i), d_o.row(i));
+    let s = match (ro.as_slice(), rg.as_slice()) {
+        (Some(x), Some(y)) => simd::dot_with(isa, x, y),
+        _ => {
+            let mut s = T::ZERO;
+            for (&x, &y) in ro.iter().zip(rg.iter()) {
+                s += x * y;
+            }
+            s
+        }
+    };
+    match dlse {
+        Some(g) => s - g,
+        None => s,
+    }
+}
+
+/// Backward (see [`crate::Attention::backward`]) from the forward's `o` and `lse`; the caller
+/// checked [`applies`] and the shapes of `o`, `lse`, `d_o` and `d_lse`.
+pub(crate) fn backward<'v, T: Real>(
+    p: &Problem<'_, T>,
+    (o, lse): (ArrayView4<'v, T>, ArrayView3<'v, T>),
+    d_o: ArrayView4<'v, T>,
+    d_lse: Option<ArrayView3<'v, T>>,
+) -> AttnGrads<T> {
+    let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
+    let mut dq = Array4::<T>::uninit((p.batch, p.heads, nq, d));
+    let mut dk = Array4::<T>::uninit((p.batch, p.heads, nk, d));
+    let mut dvv = Array4::<T>::uninit((p.batch, p.heads, nk, dv));
+    // Keys no query sees: the tile kernel's one-pass backward writes 0, its two-pass backward
+    // the scaled empty accumulator (the same but for the sign of zero under a negative scale).
+    let fused = p.batch * p.heads >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN;
+    let hidden_dk = if fused { T::ZERO } else { p.scale * T::ZERO };
+    let (heads, groups) = groups(p);
+    let ptrs = [
+        Out(dq.as_mut_ptr()),
+        Out(dk.as_mut_ptr()),
+        Out(dvv.as_mut_ptr()),
+    ];
+    let ctx = BackCtx {
+        p,
+        o,
+        lse,
+        d_o,
+        d_lse,
+        hidden_dk,
+    };
+    run_tasks(
+        p.par,
+        groups,
+        || Scratch::new(p, true),
+        |sc, g| group_backward(&ctx, sc, g, &heads[g.start..g.start + g.n], ptrs),
+    );
+    // SAFETY: the groups cover every head once and `group_backward` writes all its elements.
+    unsafe {
+        AttnGrads {
+            dq: dq.assume_init(),
+            dk: dk.assume_init(),
+            dv: dvv.assume_init(),
+        }
+    }
+}
+
+struct BackCtx<'c, 'a, 'v, T> {
+    p: &'c Problem<'a, T>,
+    o: ArrayView4<'v, T>,
+    lse: ArrayView3<'v, T>,
+    d_o: ArrayView4<'v, T>,
+    d_lse: Option<ArrayView3<'v, T>>,
+    hidden_dk: T,
+}
+
+fn group_backward<T: Real>(
+    cx: &BackCtx<'_, '_, '_, T>,
+    sc: &mut Scratch<T>,
+    g: Group,
+    bhs: &[usize],
+    [dq, dk, dvv]: [Out<T>; 3],
+) {
+    let p = cx.p;
+    let (nq, nk, d, dv, c) = (p.nq, p.nk, p.d, p.dv, g.c);
+    if c > 0 {
+        pack(p, &p.q, bhs, nq, &mut sc.qt);
+        pack(p, &p.k, bhs, c, &mut sc.kt);
+        pack(p, &p.v, bhs, c, &mut sc.vt);
+        pack(p, &cx.d_o, bhs, nq, &mut sc.dot);
+        let mut minus_inf = false;
+        for g in 0..GROUP {
+            let bh = bhs[g.min(bhs.len() - 1)];
+            let l = head3(&cx.lse, p.heads, bh);
+            let (oh, gh) = (p.head(&cx.o, bh), p.head(&cx.d_o, bh));
+            let dl = cx.d_lse.as_ref().map(|x| head3(x, p.heads, bh));
+            for i in 0..nq {
+                sc.m[i * GROUP + g] = l[i];
+                minus_inf |= l[i] == T::NEG_INFINITY;
+                sc.l[i * GROUP + g] = row_d(p.isa, oh, gh, i, dl.as_ref().map(|x| x[i]));
+            }
+        }
+        let x = Dims { nq, c, d, dv };
+        let scale = p.scale;
+        let () = simd_by_kind!(T, E => unsafe {
+            // SAFETY: buffers sized by Scratch::new for nq queries and c ≤ nk keys; the
+            // variant is supported.
+            body::probs_d::<E>(p.isa, x, *(&scale as *const T).cast::<E>(),
+                sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.m.as_ptr().cast(),
+                sc.s.as_mut_ptr().cast())
+        });
+        if minus_inf {
+            // Rows whose lse is −∞ have P = 0 (the tile kernel's probabilities).
+            for g in 0..GROUP {
+                for i in 0..nq {
+                    if sc.m[i * GROUP + g] == T::NEG_INFINITY {
+                        for j in 0..c {
+                            sc.s[(i * c + j) * GROUP + g] = T::ZERO;
+                        }
+                    }
+                }
+            }
+        }
+        let [gq, gk, gv] = &mut sc.g;
+        let () = simd_by_kind!(T, E => unsafe {
+            // SAFETY: as above; the three outputs are distinct buffers.
+            body::grads_d::<E>(p.isa, x, sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(),
+                sc.vt.as_ptr().cast(), sc.dot.as_ptr().cast(), sc.l.as_ptr().cast(),
+                sc.s.as_ptr().cast(), sc.ds.as_mut_ptr().cast(),
+                [gq.as_mut_ptr().cast(), gk.as_mut_ptr().cast(), gv.as_mut_ptr().cast()])
+        });
+    }
+    // dQ = scale·acc, dK = scale·acc and dV = 1·acc on the keys the group sees (all zero
+    // accumulators without any), the hidden keys' rows as the tile kernel writes them.
+    let [gq, gk, gv] = &mut sc.g;
+    let (gq, gk, gv) = (
+        &mut gq[..nq * d * GROUP],
+        &mut gk[..c * d * GROUP],
+        &mut gv[..c * dv * GROUP],
+    );
+    if c == 0 {
+        gq.fill(T::ZERO);
+    }
+    let scale = p.scale;
+    for x in gq.iter_mut() {
+        *x = scale * *x;
+    }
+    for x in gk.iter_mut() {
+        *x = scale * *x;
+    }
+    for x in gv.iter_mut() {
+        *x = T::ONE * *x;
+    }
+    let at = |ptr: Out<T>, bh: usize, len: usize| ptr.0.wrapping_add(bh * len).cast::<T>();
+    let heads = |ptr: Out<T>, len: usize| -> Vec<*mut T> {
+        bhs.iter().map(|&bh| at(ptr, bh, len)).collect()
+    };
+    // SAFETY: this group alone writes head bh's rows of the three gradients (see `Out`).
+    unsafe {
+        unpack(p.isa, gq, nq, d, &heads(dq, nq * d));
+        unpack(p.isa, gk, c, d, &heads(dk, nk * d));
+        unpack(p.isa, gv, c, dv, &heads(dvv, nk * dv));
+        for &bh in bhs {
+            for idx in c * d..nk * d {
+                *at(dk, bh, nk * d).add(idx) = cx.hidden_dk;
+            }
+            for idx in c * dv..nk * dv {
+                *at(dvv, bh, nk * dv).add(idx) = T::ZERO;
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The lane-batched path against the tile kernel, bit for bit.
+
+use super::{applies, DISABLED, MAX_KEYS};
+use crate::problem::Problem;
+use crate::{Attention, Isa, Mask, Par};
+use efa_num::Real;
+use ndarray::{Array3, Array4, ArrayView4, Dimension};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn rand4<T: Real>(shape: [usize; 4], amp: f64, rng: &mut StdRng) -> Array4<T> {
+    Array4::from_shape_fn(shape, |_| T::from_f64(rng.random_range(-amp..amp)))
+}
+
+/// Runs `f` with the lane-batched path off (the tile kernel).
+fn tiles<R>(f: impl FnOnce() -> R) -> R {
+    DISABLED.with(|d| d.set(true));
+    let r = f();
+    DISABLED.with(|d| d.set(false));
+    r
+}
+
+fn same_bits<T: Real, D: Dimension>(
+    a: &ndarray::Array<T, D>,
+    b: &ndarray::Array<T, D>,
+    what: &str,
+) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shape");
+    for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        assert!(
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+            "{what}: element {i}: {x:e} (lanes) vs {y:e} (tiles)"
+        );
+    }
+}
+
+/// One problem on both paths: outputs, log-normalisers and the three gradients (with and
+/// without a `d_lse` cotangent) must carry the same bits.
+fn case<T: Real>(args: &Attention<ArrayView4<T>>, seed: u64, what: &str) {
+    let p = Problem::new(args).unwrap();
+    assert!(applies(&p), "{what}: the lane path should apply");
+    let fast = args.forward().unwrap();
+    let slow = tiles(|| args.forward().unwrap());
+    same_bits(&fast.o, &slow.o, &format!("{what} o"));
+    same_bits(&fast.lse, &slow.lse, &format!("{what} lse"));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let g = rand4::<T>([p.batch, p.heads, p.nq, p.dv], 1.0, &mut rng);
+    let gl = Array3::from_shape_fn((p.batch, p.heads, p.nq), |_| {
+        T::from_f64(rng.random_range(-1.0..1.0))
+    });
+    for dl in [None, Some(gl.view())] {
+        let a = args.backward(fast.view(), g.view(), dl).unwrap();
+        let b = tiles(|| args.backward(slow.view(), g.view(), dl).unwrap());
+        let w = format!("{what} d_lse={}", dl.is_some());
+        same_bits(&a.dq, &b.dq, &format!("{w} dq"));
+        same_bits(&a.dk, &b.dk, &format!("{w} dk"));
+        same_bits(&a.dv, &b.dv, &format!("{w} dv"));
+    }
+}
+
+fn grid<T: Real>(isa: Isa) {
+    let mut rng = StdRng::seed_from_u64(7);
+    // (B, H, Nq, Nk, D, Dv): the synthetic model's shapes (one query and all five), widths
+    // around the vector lengths, one key, a full group of keys, few heads (the two-pass
+    // backward) and many (several groups with a partial last one).
+    let shapes = [
+        (64, 2, 5, 5, 16, 16),
+        (64, 2, 1, 5, 16, 16),
+        (9, 3, 7, 16, 7, 3),
+        (2, 1, 3, 1, 1, 1),
+        (3, 1, 4, 9, 33, 17),
+        (40, 1, 2, 12, 8, 24),
+    ];
+    for (n, &(b, h, nq, nk, d, dv)) in shapes.iter().enumerate() {
+        let q = rand4::<T>([b, h, nq, d], 2.0, &mut rng);
+        let k = rand4::<T>([b, h, nk, d], 2.0, &mut rng);
+        let v = rand4::<T>([b, h, nk, dv], 1.0, &mut rng);
+        let lens: Vec<usize> = (0..b).map(|i| (i * 7 + n) % (nk + 1)).collect();
+        for (mname, mask) in [
+            ("none", Mask::none()),
+            ("lengths", Mask::none().key_lengths(lens.clone())),
+        ] {
+            for (scale, par) in [(None, Par::Rayon), (Some(-0.7), Par::Sequential)] {
+                let mut args = Attention::new(q.view(), k.view(), v.view())
+                    .mask(mask.clone())
+                    .isa(isa)
+                    .par(par);
+                if let Some(s) = scale {
+                    args = args.scale(s);
+                }
+                let what = format!(
+                    "{} {} b{b} h{h} nq{nq} nk{nk} d{d} dv{dv} {mname} scale {scale:?}",
+                    T::NAME,
+                    isa.name()
+                );
+                case(&args, n as u64, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn lanes_give_the_bits_of_the_tile_kernel_on_every_variant() {
+    for isa in Isa::ALL {
+        if !isa.is_supported() {
+            continue;
+        }
+        grid::<f32>(isa);
+        grid::<f64>(isa);
+    }
+}
+
+/// The tape op's layout (`[B, N, H, K]` read as `[B, H, N, K]` through strides), large
+/// scores (exponentials that underflow), and special values: a NaN query element and an
+/// infinite key element in two heads, a row of −∞ scores.
+#[test]
+fn strided_inputs_and_special_values_keep_the_bits() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let (b, h, n, d) = (20, 2, 5, 16);
+    let q = rand4::<f32>([b, n, h, d], 30.0, &mut rng);
+    let mut k = rand4::<f32>([b, n, h, d], 30.0, &mut rng);
+    let v = rand4::<f32>([b, n, h, d], 1.0, &mut rng);
+    let mut q2 = q.clone();
+    q2[[3, 1, 0, 4]] = f32::NAN;
+    k[[6, 2, 1, 0]] = f32::INFINITY;
+    // Batch row 9: keys −∞·q in every score of head 0 (q = +∞ at one element, keys negative).
+    for j in 0..n {
+        k[[9, j, 0, 0]] = -1.0;
+    }
+    q2[[9, 0, 0, 0]] = f32::INFINITY;
+    let perm = |x: &Array4<f32>| x.clone().permuted_axes([0, 2, 1, 3]);
+    let (qp, kp, vp) = (perm(&q2), perm(&k), perm(&v));
+    let lens: Vec<usize> = (0..b).map(|i| 1 + i % n).collect();
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        let args = Attention::new(qp.view(), kp.view(), vp.view())
+            .mask(Mask::none().key_lengths(lens.clone()))
+            .isa(isa);
+        case(&args, 3, &format!("strided {}", isa.name()));
+    }
+}
+
+#[test]
+fn the_path_applies_only_to_short_uniform_masks() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let x = rand4::<f64>([2, 1, 4, 3], 1.0, &mut rng);
+    let long = rand4::<f64>([2, 1, MAX_KEYS + 1, 3], 1.0, &mut rng);
+    let yes = |a: &Attention<ArrayView4<f64>>| applies(&Problem::new(a).unwrap());
+    assert!(yes(&Attention::new(x.view(), x.view(), x.view())));
+    assert!(yes(
+        &Attention::new(x.view(), x.view(), x.view()).mask(Mask::none().key_lengths([4, 0]))
+    ));
+    assert!(!yes(
+        &Attention::new(x.view(), x.view(), x.view()).mask(Mask::causal())
+    ));
+    assert!(!yes(
+        &Attention::new(x.view(), x.view(), x.view()).mask(Mask::none().exclude_self())
+    ));
+    assert!(!yes(&Attention::new(x.view(), long.view(), long.view())));
+}
