@@ -22,8 +22,10 @@ fn filled(shape: [usize; 4], seed: u64) -> Array4<f32> {
     })
 }
 
-/// (batch, heads, len, dim, causal): the EFA model's shape, a mid-size and a long sequence.
-const SHAPES: [(usize, usize, usize, usize, bool); 5] = [
+/// (batch, heads, len, dim, causal): the synthetic model's shape (5 keys: the lane-batched
+/// short-sequence path), the EFA model's shape, a mid-size and a long sequence.
+const SHAPES: [(usize, usize, usize, usize, bool); 6] = [
+    (256, 2, 5, 16, false),
     (256, 2, 50, 16, false),
     (256, 2, 50, 16, true),
     (8, 8, 512, 64, true),

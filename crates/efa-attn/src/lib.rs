@@ -11,6 +11,10 @@
 //!
 //! A row with no visible key gives `oᵢ = 0`, `lseᵢ = −∞` and zero gradients.
 //!
+//! Two schedules compute the same bits: query × key tiles per head (any length and mask),
+//! and, for at most 16 keys under key-length masks (the synthetic model's 5 positions), 16
+//! heads side by side in the vector lanes (`short.rs`), where a tile would be mostly padding.
+//!
 //! One call is an [`Attention`] value (inputs, mask, scale, scheduling, SIMD variant) run by
 //! [`Attention::forward`] → [`AttnOut`] `{ o, lse }` and [`Attention::backward`] →
 //! [`AttnGrads`] `{ dq, dk, dv }`; [`naive`] takes the same arguments (the O(N²) f64

@@ -269,7 +269,7 @@ fn group_forward<T: Real>(
             for e in 0..dv {
                 let row = &mut sc.acc[(i * dv + e) * GROUP..(i * dv + e + 1) * GROUP];
                 for (a, &f) in row.iter_mut().zip(&inv) {
-                    *a = *a * f;
+                    *a *= f;
                 }
             }
         }
