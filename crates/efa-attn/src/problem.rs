@@ -283,6 +283,7 @@ pub(crate) unsafe fn transpose16_at_f32(
     lanes: usize,
 ) {
     use std::arch::x86_64::*;
+    debug_assert!(rows <= 16 && cols <= 16 && lanes <= 16);
     // SAFETY: masked loads touch only the first `cols` elements of the first `rows` rows;
     // masked stores write the first `lanes` elements of the first `cols` output rows (caller's
     // contract).

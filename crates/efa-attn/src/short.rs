@@ -19,7 +19,7 @@ mod tests;
 
 use crate::micro::PAD;
 use crate::problem::{head3, run_tasks, Problem};
-use crate::{AttnGrads, AttnOut, FUSED_MAX_LEN, FUSED_MIN_HEADS};
+use crate::{AttnGrads, AttnOut, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use body::Dims;
 use efa_num::{simd, simd_by_kind, Real};
 use ndarray::{Array3, Array4, ArrayView2, ArrayView3, ArrayView4};
@@ -28,6 +28,11 @@ use std::mem::MaybeUninit;
 /// Heads per group: the lanes of the widest vector in f32 (narrower vectors take several
 /// steps per group).
 pub(crate) const GROUP: usize = PAD;
+// The AVX-512 pack and unpack move 16×16 blocks: one group's lanes.
+const _: () = assert!(GROUP == 16);
+// The path needs at least GROUP heads and at most BLOCK_Q queries, so the tile kernel it
+// replaces always runs its one-pass backward (hidden keys' gradients written as +0).
+const _: () = assert!(GROUP >= FUSED_MIN_HEADS && BLOCK_Q <= FUSED_MAX_LEN);
 
 /// Most keys a problem may have to take this path.
 pub(crate) const MAX_KEYS: usize = 16;
@@ -38,14 +43,19 @@ thread_local! {
     pub(crate) static DISABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether `p` takes this path: at most [`MAX_KEYS`] keys, at least one query, and visibility
-/// given by key lengths alone (no causal offset, no element-wise rule).
+/// Whether `p` takes this path: at most [`MAX_KEYS`] keys, 1 to [`BLOCK_Q`] queries (one
+/// query tile: the scratch stays small), at least [`GROUP`] heads in all (full groups), and
+/// visibility given by key lengths alone (no causal offset, no element-wise rule). Which path
+/// runs never changes a result.
 pub(crate) fn applies<T: Real>(p: &Problem<T>) -> bool {
     #[cfg(test)]
     if DISABLED.with(|d| d.get()) {
         return false;
     }
-    p.nk <= MAX_KEYS && p.nq > 0 && p.rules.uniform_rows()
+    p.nk <= MAX_KEYS
+        && (1..=BLOCK_Q).contains(&p.nq)
+        && p.batch * p.heads >= GROUP
+        && p.rules.uniform_rows()
 }
 
 /// A group: up to [`GROUP`] flat head indices `b·H + h` (in `heads[start..start + n]`) whose
@@ -77,7 +87,10 @@ fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
     (heads, out)
 }
 
-/// Lane-major scratch of one task, sized for the problem.
+/// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
+/// (K), `vt` (V) and `dot` (dO, backward); `s` the scores, then `exp(s − m)` (forward) or `P`
+/// (backward); `acc` the unnormalised output; `m`, `l` the running max and sum per row
+/// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators.
 struct Scratch<T> {
     qt: Vec<T>,
     kt: Vec<T>,
@@ -112,8 +125,8 @@ impl<T: Real> Scratch<T> {
 }
 
 /// `dst[(r·cols + c)·GROUP + g] = x_g[r, c]` for `r < rows`, `c < cols` and the heads `x_g`
-/// of `bhs` (lanes past them repeat the first head, so they compute finite values nobody
-/// reads). With AVX-512 in f32 and contiguous rows, 16×16 blocks are transposed in registers.
+/// of `bhs` (lanes past them repeat the group's last head; what they compute is never
+/// read). With AVX-512 in f32 and contiguous rows, 16×16 blocks are transposed in registers.
 fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, dst: &mut [T]) {
     let cols = x.shape()[3];
     let s = x.strides();
@@ -196,7 +209,7 @@ unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, o
     for (g, &o) in outs.iter().enumerate() {
         for idx in 0..rows * cols {
             // SAFETY: idx < rows·cols (caller's contract).
-            unsafe { *o.add(idx) = src[idx * GROUP + g] };
+            unsafe { o.add(idx).write(src[idx * GROUP + g]) };
         }
     }
 }
@@ -206,8 +219,8 @@ unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, o
 struct Out<T>(*mut MaybeUninit<T>);
 // SAFETY: tasks write disjoint elements (the heads of distinct groups) and nothing reads them
 // until every task has finished.
-unsafe impl<T> Send for Out<T> {}
-unsafe impl<T> Sync for Out<T> {}
+unsafe impl<T: Send> Send for Out<T> {}
+unsafe impl<T: Send> Sync for Out<T> {}
 
 /// Forward (see [`crate::Attention::forward`]); the caller checked [`applies`].
 pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
@@ -315,8 +328,9 @@ pub(crate) fn row_d<T: Real>(
     dlse: Option<T>,
 ) -> T {
     let (ro, rg) = (o.row(i), d_o.row(i));
+    let unit = ro.strides()[0] == 1 && rg.strides()[0] == 1;
     let s = match (ro.as_slice(), rg.as_slice()) {
-        (Some(x), Some(y)) => simd::dot_with(isa, x, y),
+        (Some(x), Some(y)) if unit => simd::dot_with(isa, x, y),
         _ => {
             let mut s = T::ZERO;
             for (&x, &y) in ro.iter().zip(rg.iter()) {
@@ -343,10 +357,6 @@ pub(crate) fn backward<'v, T: Real>(
     let mut dq = Array4::<T>::uninit((p.batch, p.heads, nq, d));
     let mut dk = Array4::<T>::uninit((p.batch, p.heads, nk, d));
     let mut dvv = Array4::<T>::uninit((p.batch, p.heads, nk, dv));
-    // Keys no query sees: the tile kernel's one-pass backward writes 0, its two-pass backward
-    // the scaled empty accumulator (the same but for the sign of zero under a negative scale).
-    let fused = p.batch * p.heads >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN;
-    let hidden_dk = if fused { T::ZERO } else { p.scale * T::ZERO };
     let (heads, groups) = groups(p);
     let ptrs = [
         Out(dq.as_mut_ptr()),
@@ -359,7 +369,6 @@ pub(crate) fn backward<'v, T: Real>(
         lse,
         d_o,
         d_lse,
-        hidden_dk,
     };
     run_tasks(
         p.par,
@@ -383,7 +392,6 @@ struct BackCtx<'c, 'a, 'v, T> {
     lse: ArrayView3<'v, T>,
     d_o: ArrayView4<'v, T>,
     d_lse: Option<ArrayView3<'v, T>>,
-    hidden_dk: T,
 }
 
 fn group_backward<T: Real>(
@@ -474,10 +482,10 @@ fn group_backward<T: Real>(
         unpack(p.isa, gv, c, dv, &heads(dvv, nk * dv));
         for &bh in bhs {
             for idx in c * d..nk * d {
-                *at(dk, bh, nk * d).add(idx) = cx.hidden_dk;
+                at(dk, bh, nk * d).add(idx).write(T::ZERO);
             }
             for idx in c * dv..nk * dv {
-                *at(dvv, bh, nk * dv).add(idx) = T::ZERO;
+                at(dvv, bh, nk * dv).add(idx).write(T::ZERO);
             }
         }
     }

@@ -4,7 +4,7 @@ use super::{applies, DISABLED, MAX_KEYS};
 use crate::problem::Problem;
 use crate::{Attention, Isa, Mask, Par};
 use efa_num::Real;
-use ndarray::{Array3, Array4, ArrayView4, Dimension};
+use ndarray::{s, Array3, Array4, ArrayView4, Dimension};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -62,15 +62,19 @@ fn case<T: Real>(args: &Attention<ArrayView4<T>>, seed: u64, what: &str) {
 fn grid<T: Real>(isa: Isa) {
     let mut rng = StdRng::seed_from_u64(7);
     // (B, H, Nq, Nk, D, Dv): the synthetic model's shapes (one query and all five), widths
-    // around the vector lengths, one key, a full group of keys, few heads (the two-pass
-    // backward) and many (several groups with a partial last one).
+    // around the vector lengths, one key, a full group of keys, the fewest heads, several
+    // groups with a partial last one, the most queries, and empty head widths and key sets.
     let shapes = [
         (64, 2, 5, 5, 16, 16),
         (64, 2, 1, 5, 16, 16),
         (9, 3, 7, 16, 7, 3),
-        (2, 1, 3, 1, 1, 1),
-        (3, 1, 4, 9, 33, 17),
+        (16, 1, 3, 1, 1, 1),
+        (6, 3, 4, 9, 33, 17),
         (40, 1, 2, 12, 8, 24),
+        (8, 2, crate::BLOCK_Q, 5, 16, 16),
+        (16, 1, 3, 4, 0, 5),
+        (16, 1, 3, 4, 5, 0),
+        (16, 1, 3, 0, 5, 5),
     ];
     for (n, &(b, h, nq, nk, d, dv)) in shapes.iter().enumerate() {
         let q = rand4::<T>([b, h, nq, d], 2.0, &mut rng);
@@ -129,27 +133,86 @@ fn strided_inputs_and_special_values_keep_the_bits() {
         k[[9, j, 0, 0]] = -1.0;
     }
     q2[[9, 0, 0, 0]] = f32::INFINITY;
+    let mut v2 = v.clone();
+    v2[[12, 3, 1, 5]] = f32::NAN;
     let perm = |x: &Array4<f32>| x.clone().permuted_axes([0, 2, 1, 3]);
-    let (qp, kp, vp) = (perm(&q2), perm(&k), perm(&v));
+    let (qp, kp, vp) = (perm(&q2), perm(&k), perm(&v2));
     let lens: Vec<usize> = (0..b).map(|i| 1 + i % n).collect();
+    let rev: Vec<usize> = lens.iter().rev().copied().collect();
     for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
         let args = Attention::new(qp.view(), kp.view(), vp.view())
             .mask(Mask::none().key_lengths(lens.clone()))
             .isa(isa);
         case(&args, 3, &format!("strided {}", isa.name()));
+        // Negative strides: batch rows and head widths reversed.
+        let flip = |x: &Array4<f32>| x.slice(s![..;-1, .., .., ..;-1]).to_owned();
+        let (qf, kf, vf) = (flip(&qp), flip(&kp), flip(&vp));
+        let (qn, kn, vn) = (
+            qp.slice(s![..;-1, .., .., ..;-1]),
+            kp.slice(s![..;-1, .., .., ..;-1]),
+            vp.slice(s![..;-1, .., .., ..;-1]),
+        );
+        let args = Attention::new(qn, kn, vn)
+            .mask(Mask::none().key_lengths(rev.clone()))
+            .isa(isa);
+        case(&args, 4, &format!("negative strides {}", isa.name()));
+        // The same values contiguous give the same bits.
+        let contiguous = Attention::new(qf.view(), kf.view(), vf.view())
+            .mask(Mask::none().key_lengths(rev.clone()))
+            .isa(isa);
+        same_bits(
+            &args.forward().unwrap().o,
+            &contiguous.forward().unwrap().o,
+            "negative strides against a contiguous copy",
+        );
+    }
+}
+
+/// The same problem on pools of 1, 2 and 3 threads, and sequentially: the same bits.
+#[test]
+fn thread_count_does_not_change_the_bits() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let (b, h, n, d) = (150, 2, 5, 16);
+    let q = rand4::<f32>([b, h, n, d], 2.0, &mut rng);
+    let k = rand4::<f32>([b, h, n, d], 2.0, &mut rng);
+    let v = rand4::<f32>([b, h, n, d], 1.0, &mut rng);
+    let g = rand4::<f32>([b, h, n, d], 1.0, &mut rng);
+    let lens: Vec<usize> = (0..b).map(|i| (i * 3) % (n + 1)).collect();
+    let args = Attention::new(q.view(), k.view(), v.view()).mask(Mask::none().key_lengths(lens));
+    let run = |a: &Attention<ArrayView4<f32>>| {
+        let out = a.forward().unwrap();
+        let gr = a.backward(out.view(), g.view(), None).unwrap();
+        (out, gr)
+    };
+    let (o0, g0) = run(&args.clone().par(Par::Sequential));
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (o, gr) = pool.install(|| run(&args));
+        let w = format!("{threads} threads");
+        same_bits(&o.o, &o0.o, &format!("{w} o"));
+        same_bits(&o.lse, &o0.lse, &format!("{w} lse"));
+        same_bits(&gr.dq, &g0.dq, &format!("{w} dq"));
+        same_bits(&gr.dk, &g0.dk, &format!("{w} dk"));
+        same_bits(&gr.dv, &g0.dv, &format!("{w} dv"));
     }
 }
 
 #[test]
 fn the_path_applies_only_to_short_uniform_masks() {
     let mut rng = StdRng::seed_from_u64(1);
-    let x = rand4::<f64>([2, 1, 4, 3], 1.0, &mut rng);
-    let long = rand4::<f64>([2, 1, MAX_KEYS + 1, 3], 1.0, &mut rng);
+    let x = rand4::<f64>([8, 2, 4, 3], 1.0, &mut rng);
+    let long = rand4::<f64>([8, 2, MAX_KEYS + 1, 3], 1.0, &mut rng);
+    let many = rand4::<f64>([8, 2, crate::BLOCK_Q + 1, 3], 1.0, &mut rng);
+    let few = rand4::<f64>([5, 3, 4, 3], 1.0, &mut rng);
     let yes = |a: &Attention<ArrayView4<f64>>| applies(&Problem::new(a).unwrap());
     assert!(yes(&Attention::new(x.view(), x.view(), x.view())));
-    assert!(yes(
-        &Attention::new(x.view(), x.view(), x.view()).mask(Mask::none().key_lengths([4, 0]))
-    ));
+    assert!(yes(&Attention::new(x.view(), x.view(), x.view())
+        .mask(Mask::none().key_lengths([4, 0, 1, 2, 3, 4, 0, 1]))));
+    assert!(!yes(&Attention::new(many.view(), x.view(), x.view())));
+    assert!(!yes(&Attention::new(few.view(), few.view(), few.view())));
     assert!(!yes(
         &Attention::new(x.view(), x.view(), x.view()).mask(Mask::causal())
     ));
@@ -157,4 +220,49 @@ fn the_path_applies_only_to_short_uniform_masks() {
         &Attention::new(x.view(), x.view(), x.view()).mask(Mask::none().exclude_self())
     ));
     assert!(!yes(&Attention::new(x.view(), long.view(), long.view())));
+}
+
+/// Probabilities in the subnormal range, where the vector widths' exponentials round
+/// differently (AVX-512 scales by 2ⁿ in one rounding, narrower vectors in two): the outputs
+/// of heads whose largest-score key has value 0 are sums of subnormal products only. Query
+/// counts put rows in the tile kernel's full and narrow column blocks.
+#[test]
+fn subnormal_probabilities_keep_the_bits() {
+    fn run<T: Real>(far: f64) {
+        for nq in [5, 16, 20, 27] {
+            let (b, h, nk, d) = (12, 2, 6, 16);
+            let scale = 0.25;
+            let q = Array4::from_shape_fn((b, h, nq, d), |(_, _, i, c)| {
+                T::from_f64(if c == 0 { 10.0 + 0.01 * i as f64 } else { 0.0 })
+            });
+            // Key 0 scores 0; key j scores about −(far + j + 0.37·b) (below e^far: subnormal).
+            let k = Array4::from_shape_fn((b, h, nk, d), |(bb, _, j, c)| {
+                let s = if j == 0 {
+                    0.0
+                } else {
+                    -(far + j as f64 + 0.37 * bb as f64)
+                };
+                T::from_f64(if c == 0 { s / (10.0 * scale) } else { 0.0 })
+            });
+            let v = Array4::from_shape_fn((b, h, nk, d), |(_, hh, j, c)| {
+                T::from_f64(if j == 0 {
+                    0.0
+                } else {
+                    1.0 + 0.1 * (c + hh) as f64
+                })
+            });
+            for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+                let args = Attention::new(q.view(), k.view(), v.view())
+                    .scale(scale)
+                    .isa(isa);
+                case(
+                    &args,
+                    5,
+                    &format!("subnormal {} {} nq{nq}", T::NAME, isa.name()),
+                );
+            }
+        }
+    }
+    run::<f32>(88.0);
+    run::<f64>(709.0);
 }
