@@ -151,9 +151,7 @@ fn tile<T: Real>(
     }
     for (t, (j0, bk)) in tiles(p.hi_max(b, i0, mq), BLOCK_K).enumerate() {
         // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r).
-        for r in 0..mq {
-            sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
-        }
+        p.rules.counts(b, i0, j0, bk, &mut sc.cnt[..mq]);
         // Column groups [c0, c1) of PAD queries with the same number of key rows any of them
         // sees: rows at or past it are −∞ for the whole group, so neither product nor softmax
         // touches them (the causal triangle is skipped).
