@@ -8,14 +8,14 @@
 
 use crate::micro::{dot_rows, ds_row, gemm, padded, probabilities, scale_rows};
 use crate::problem::{
-    a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles,
+    a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, run_tasks, split_lens, tiles,
     zeros, Mat, Problem,
 };
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
 };
 use efa_num::Real;
-use ndarray::{s, Array4, ArrayView3, ArrayView4};
+use ndarray::{Array4, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
 
 struct Scratch<T> {
@@ -203,10 +203,8 @@ impl<T: Real> Ctx<'_, '_, T> {
     fn queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize) -> QSide<T> {
         let p = self.p;
         let (qh, doh, oh) = (p.head(&p.q, bh), p.head(self.d_o, bh), p.head(self.o, bh));
-        let l = head3(self.lse, p.heads, bh);
-        for (x, &y) in sc.lse[..mq].iter_mut().zip(l.slice(s![i0..i0 + mq])) {
-            *x = y;
-        }
+        let lse = &mut sc.lse;
+        head3_each(self.lse, p.heads, bh, i0, mq, |r, x| lse[r] = x);
         let (oa, ga) = (a_operand(&oh, i0), a_operand(&doh, i0));
         if oa.cs == 1 && ga.cs == 1 {
             // SAFETY: rows i0 .. i0 + mq < nq of both views, each with dv contiguous elements.
@@ -223,12 +221,8 @@ impl<T: Real> Ctx<'_, '_, T> {
             }
         }
         if let Some(dl) = self.d_lse {
-            for (x, &g) in sc.dd[..mq]
-                .iter_mut()
-                .zip(head3(dl, p.heads, bh).slice(s![i0..i0 + mq]))
-            {
-                *x -= g;
-            }
+            let dd = &mut sc.dd;
+            head3_each(dl, p.heads, bh, i0, mq, |r, g| dd[r] -= g);
         }
         QSide {
             qa: a_operand(&qh, i0),
