@@ -6,17 +6,16 @@
 //! passes split the work so that each task owns its output rows (key tiles own `dK`, `dV`;
 //! query tiles own `dQ`). See [`crate::FUSED_MIN_HEADS`].
 
-use crate::micro::{ds_row, gemm, padded, probabilities};
+use crate::micro::{dot_rows, ds_row, gemm, padded, probabilities, scale_rows};
 use crate::problem::{
-    a_operand, b_operand, expect_shape, head3, pack_cols, pads, run_tasks, split_lens, tiles,
+    a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, run_tasks, split_lens, tiles,
     zeros, Mat, Problem,
 };
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
 };
-use efa_num::simd;
 use efa_num::Real;
-use ndarray::{Array4, ArrayView3, ArrayView4};
+use ndarray::{Array4, ArrayView2, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
 
 struct Scratch<T> {
@@ -198,6 +197,37 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
     }
 }
 
+/// `D = rowsum(dO ∘ O) − dlse` of query rows `[i0, i0 + dd.len())` of head `bh` (`o`, `d_o` its
+/// `[Nq, Dv]` matrices) into `dd`: `dot_with`'s bits on contiguous rows, a plain sum otherwise.
+pub(crate) fn d_rows<T: Real>(
+    p: &Problem<T>,
+    (oh, doh): (&ArrayView2<T>, &ArrayView2<T>),
+    d_lse: Option<&ArrayView3<T>>,
+    bh: usize,
+    i0: usize,
+    dd: &mut [T],
+) {
+    let mq = dd.len();
+    let (oa, ga) = (a_operand(oh, i0), a_operand(doh, i0));
+    if oa.cs == 1 && ga.cs == 1 {
+        // SAFETY: rows i0 .. i0 + mq < nq of both views, each with dv contiguous elements.
+        unsafe { dot_rows(p.isa, p.dv, oa.ptr, oa.rs, ga.ptr, ga.rs, dd) };
+    } else {
+        for (r, x) in dd.iter_mut().enumerate() {
+            let (ro, rg) = (oa.down(r), ga.down(r));
+            let mut s = T::ZERO;
+            for c in 0..p.dv as isize {
+                // SAFETY: row i0 + r < nq and c < dv address elements of the views.
+                s += unsafe { *ro.ptr.offset(c * ro.cs) * *rg.ptr.offset(c * rg.cs) };
+            }
+            *x = s;
+        }
+    }
+    if let Some(dl) = d_lse {
+        head3_each(dl, p.heads, bh, i0, mq, |r, g| dd[r] -= g);
+    }
+}
+
 struct Ctx<'c, 'a, T> {
     p: &'c Problem<'a, T>,
     lse: &'c ArrayView3<'a, T>,
@@ -213,32 +243,9 @@ impl<T: Real> Ctx<'_, '_, T> {
     fn queries(&self, sc: &mut Scratch<T>, bh: usize, i0: usize, mq: usize) -> QSide<T> {
         let p = self.p;
         let (qh, doh, oh) = (p.head(&p.q, bh), p.head(self.d_o, bh), p.head(self.o, bh));
-        let l = head3(self.lse, p.heads, bh);
-        let (oa, ga) = (a_operand(&oh, i0), a_operand(&doh, i0));
-        for r in 0..mq {
-            sc.lse[r] = l[i0 + r];
-            let (ro, rg) = (oa.down(r), ga.down(r));
-            // SAFETY: row i0 + r < nq and c < dv address elements of the views.
-            let s = unsafe {
-                if ro.cs == 1 && rg.cs == 1 {
-                    let (x, y) = (
-                        std::slice::from_raw_parts(ro.ptr, p.dv),
-                        std::slice::from_raw_parts(rg.ptr, p.dv),
-                    );
-                    simd::dot_with(p.isa, x, y)
-                } else {
-                    let mut s = T::ZERO;
-                    for c in 0..p.dv as isize {
-                        s += *ro.ptr.offset(c * ro.cs) * *rg.ptr.offset(c * rg.cs);
-                    }
-                    s
-                }
-            };
-            sc.dd[r] = match self.d_lse {
-                Some(dl) => s - head3(dl, p.heads, bh)[i0 + r],
-                None => s,
-            };
-        }
+        let lse = &mut sc.lse;
+        head3_each(self.lse, p.heads, bh, i0, mq, |r, x| lse[r] = x);
+        d_rows(p, (&oh, &doh), self.d_lse, bh, i0, &mut sc.dd[..mq]);
         QSide {
             qa: a_operand(&qh, i0),
             qb: b_operand(&qh, i0, mq, &mut sc.qb),
@@ -280,10 +287,9 @@ impl<T: Real> Ctx<'_, '_, T> {
         let (dpad, dvpad) = pads(p);
         let bkp = padded(bk);
         // Query row r sees the first cnt[r] keys of the tile (prefix rules; cnt grows with r).
-        for r in 0..mq {
-            sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
-        }
-        let k_eff = sc.cnt[..mq].iter().copied().max().unwrap_or(0);
+        p.rules.counts(b, i0, j0, bk, &mut sc.cnt[..mq]);
+        // cnt is non-decreasing: the last row sees the most keys.
+        let k_eff = sc.cnt[..mq].last().copied().unwrap_or(0);
         if k_eff == 0 {
             return;
         }
@@ -428,12 +434,16 @@ impl<T: Real> Ctx<'_, '_, T> {
     }
 
     /// Copies `rows` accumulated rows (padded width `w`, true width `n`) into `out`, times `alpha`.
-    fn write(out: &mut [MaybeUninit<T>], acc: &[T], rows: usize, n: usize, w: usize, alpha: T) {
-        for r in 0..rows {
-            for (o, &a) in out[r * n..(r + 1) * n].iter_mut().zip(&acc[r * w..]) {
-                o.write(alpha * a);
-            }
-        }
+    fn write(
+        &self,
+        out: &mut [MaybeUninit<T>],
+        acc: &[T],
+        rows: usize,
+        n: usize,
+        w: usize,
+        alpha: T,
+    ) {
+        scale_rows(self.p.isa, rows, n, acc, w, alpha, out);
     }
 }
 
@@ -505,10 +515,10 @@ fn fused<T: Real>(
         for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
             c.pair(sc, bh, i0, mq, i0, qs.down(i0), j0, bk, kb, true, true);
         }
-        Ctx::write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, p.scale);
-        Ctx::write(&mut dv[j0 * p.dv..], &sc.dv, bk, p.dv, dvpad, T::ONE);
+        c.write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, p.scale);
+        c.write(&mut dv[j0 * p.dv..], &sc.dv, bk, p.dv, dvpad, T::ONE);
     }
-    Ctx::write(dq, &sc.dq, p.nq, p.d, dpad, p.scale);
+    c.write(dq, &sc.dq, p.nq, p.d, dpad, p.scale);
 }
 
 /// Pass 1 task: key tile `[j0, j0 + bk)` of head `bh`, owning those rows of `dK`, `dV`.
@@ -532,8 +542,8 @@ fn key_tile<T: Real>(
         let qs = c.queries(sc, bh, i0, mq);
         c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, true, false);
     }
-    Ctx::write(dk, &sc.dk, bk, p.d, dpad, p.scale);
-    Ctx::write(dv, &sc.dv, bk, p.dv, dvpad, T::ONE);
+    c.write(dk, &sc.dk, bk, p.d, dpad, p.scale);
+    c.write(dv, &sc.dv, bk, p.dv, dvpad, T::ONE);
 }
 
 /// Pass 2 task: query tile starting at `i0` of head `bh`, owning those rows of `dQ`.
@@ -554,5 +564,5 @@ fn query_tile<T: Real>(
         let kb = c.keys(sc, bh, j0, bk);
         c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, false, true);
     }
-    Ctx::write(dq, &sc.dq, mq, p.d, dpad, p.scale);
+    c.write(dq, &sc.dq, mq, p.d, dpad, p.scale);
 }

@@ -154,9 +154,7 @@ fn tile<T: Real>(
     }
     for (t, (j0, bk)) in tiles(p.hi_max(b, i0, mq), BLOCK_K).enumerate() {
         // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r).
-        for r in 0..mq {
-            sc.cnt[r] = p.rules.hi(b, i0 + r).saturating_sub(j0).min(bk);
-        }
+        p.rules.counts(b, i0, j0, bk, &mut sc.cnt[..mq]);
         // Column groups [c0, c1) of PAD queries with the same number of key rows any of them
         // sees: rows at or past it are −∞ for the whole group, so neither product nor softmax
         // touches them (the causal triangle is skipped).
@@ -168,31 +166,44 @@ fn tile<T: Real>(
                 _ => sc.groups.push((c0, c0 + PAD, lim)),
             }
         }
+        // Sᵀ = scale·K·Qᵀ (keys × queries) by bands of key rows: key row j is computed from the
+        // start of the group holding the first column that sees it to the last column, which
+        // are the entries below each group's row count (the causal triangle is skipped). A band
+        // holds the rows first seen in the same group and runs over its whole width in wide
+        // register blocks; a product per group of PAD columns would use one-vector blocks and
+        // load each key element again for every group.
         let ka = a_operand(&kh, j0);
-        for &(c0, c1, lim) in &sc.groups {
-            if lim == 0 {
-                continue;
+        let (mut j, mut f) = (0, 0);
+        let seen = if mq == 0 { 0 } else { sc.cnt[mq - 1] };
+        while j < seen {
+            while sc.cnt[f] <= j {
+                f += 1;
             }
-            // Sᵀ = scale·K·Qᵀ (keys × queries) on rows < lim, columns c0..c1.
-            // SAFETY: K rows j0..j0+lim (< hi, inside the view, d columns) through its strides;
-            // qt is d×mqp and st is bk×mqp with c1 ≤ mqp, c1 − c0 a multiple of PAD.
+            let c0 = f / PAD * PAD;
+            // Rows before cnt[last column of the group] are first seen in this group.
+            let je = sc.cnt[(c0 + PAD).min(mq) - 1];
+            let a = ka.down(j);
+            // SAFETY: K rows j0 + j .. j0 + je (< hi, inside the view, d columns) through its
+            // strides; qt is d×mqp and st is bk×mqp with columns c0..mq (c0 a multiple of PAD,
+            // the vector tail within mqp), rows j..je < bk.
             unsafe {
                 gemm(
                     isa,
-                    lim,
-                    c1.min(mq) - c0,
+                    je - j,
+                    mq - c0,
                     p.d,
-                    ka.ptr,
-                    ka.rs,
-                    ka.cs,
+                    a.ptr,
+                    a.rs,
+                    a.cs,
                     sc.qt.as_ptr().add(c0),
                     mqp as isize,
-                    sc.st.as_mut_ptr().add(c0),
+                    sc.st.as_mut_ptr().add(j * mqp + c0),
                     mqp as isize,
                     false,
                     p.scale,
                 );
             }
+            j = je;
         }
         // Key row j is hidden from the first f(j) columns: set those that the softmax reads
         // (columns of groups whose row count exceeds j) to −∞; then element-wise rules.

@@ -243,6 +243,29 @@ impl<'a> Rules<'a> {
         self.causal.is_none() && !self.has_pointwise()
     }
 
+    /// Visible key counts of a tile: `out[r] = clamp(hi(b, i0 + r) − j0, 0, bk)` for every
+    /// `r < out.len()` (the keys of tile `[j0, j0 + bk)` query row `i0 + r` sees), with the
+    /// per-row work reduced to the causal limit.
+    pub fn counts(&self, b: usize, i0: usize, j0: usize, bk: usize, out: &mut [usize]) {
+        let mut cap = self.nk;
+        if let Some(l) = self.lengths {
+            cap = cap.min(l[b]);
+        }
+        match self.causal {
+            None => out.fill(cap.saturating_sub(j0).min(bk)),
+            Some(off) => {
+                let nk = self.nk as isize;
+                for (r, x) in out.iter_mut().enumerate() {
+                    let lim = ((i0 + r) as isize).saturating_add(off).saturating_add(1);
+                    *x = cap
+                        .min(lim.clamp(0, nk) as usize)
+                        .saturating_sub(j0)
+                        .min(bk);
+                }
+            }
+        }
+    }
+
     /// Whether element-wise rules (exclude-self or dense) are present.
     #[inline]
     pub fn has_pointwise(&self) -> bool {
@@ -323,6 +346,33 @@ mod tests {
         }
         // Hand count: causal 5×7 with offset 0 sees 1 + 2 + 3 + 4 + 5 = 15 keys per head.
         assert_eq!(Mask::causal().visible_pairs(1, 1, 5, 7).unwrap(), 15);
+    }
+
+    /// The tile counts equal `hi` clamped to the tile, row by row, for every prefix rule.
+    #[test]
+    fn counts_match_hi_row_by_row() {
+        let (batch, nq, nk) = (3, 9, 11);
+        let lens = [nk, 4, 0];
+        let mut masks = vec![Mask::none(), Mask::none().key_lengths(lens)];
+        for off in [-12, -3, 0, 2, 20, isize::MIN, isize::MAX] {
+            masks.push(Mask::none().causal_offset(off));
+            masks.push(Mask::none().causal_offset(off).key_lengths(lens));
+        }
+        for m in &masks {
+            let r = Rules::new(m, batch, 1, nq, nk).unwrap();
+            for b in 0..batch {
+                for (i0, rows) in [(0, nq), (2, 5), (8, 1)] {
+                    for (j0, bk) in [(0, nk), (3, 4), (10, 1), (0, 2)] {
+                        let mut got = vec![usize::MAX; rows];
+                        r.counts(b, i0, j0, bk, &mut got);
+                        let want: Vec<usize> = (0..rows)
+                            .map(|x| r.hi(b, i0 + x).saturating_sub(j0).min(bk))
+                            .collect();
+                        assert_eq!(got, want, "{m:?} b{b} i0 {i0} j0 {j0} bk {bk}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

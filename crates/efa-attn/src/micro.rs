@@ -9,7 +9,9 @@
 //! 256-bit one when it covers the rest (50 queries: three zmm and one ymm instead of four zmm),
 //! which halves its cost on cores that execute 512-bit operations as two halves.
 //!
-//! The softmax row kernels the tiles go through between products are in `micro/softmax.rs` (re-exported here).
+//! The softmax row kernels the tiles go through between products are in `micro/softmax.rs`,
+//! small per-block row kernels (scaled copies, row dot products) in `micro/rows.rs` (both
+//! re-exported here).
 
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, Real};
@@ -421,5 +423,7 @@ unsafe fn gemm_bounded<T: Real>(
     }
 }
 
+mod rows;
 mod softmax;
+pub use rows::{dot_rows, scale_rows};
 pub use softmax::{ds_row, online_softmax_t, probabilities};

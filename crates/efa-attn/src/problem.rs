@@ -116,14 +116,32 @@ impl<'a, T: Real> Problem<'a, T> {
     }
 }
 
-/// The `[B, H, N]` vector of one (batch, head).
-pub(crate) fn head3<'v, T>(
-    x: &ArrayView3<'v, T>,
+/// Calls `f(r, x[b, h, i0 + r])` for `r < n`, with `(b, h)` of the flat index `bh`, reading
+/// through the view's strides (no per-call views: this runs once per block of rows).
+pub(crate) fn head3_each<T: Copy>(
+    x: &ArrayView3<T>,
     heads: usize,
     bh: usize,
-) -> ndarray::ArrayView1<'v, T> {
-    x.index_axis_move(Axis(0), bh / heads)
-        .index_axis_move(Axis(0), bh % heads)
+    i0: usize,
+    n: usize,
+    mut f: impl FnMut(usize, T),
+) {
+    let (b, h) = (bh / heads, bh % heads);
+    let (sh, st) = (x.shape(), x.strides());
+    if n == 0 {
+        return;
+    }
+    assert!(
+        b < sh[0] && h < sh[1] && i0 + n <= sh[2],
+        "head3_each: bounds"
+    );
+    let base = x
+        .as_ptr()
+        .wrapping_offset(b as isize * st[0] + h as isize * st[1]);
+    for r in 0..n {
+        // SAFETY: b < B, h < H and i0 + r < N (asserted) address an element of the view.
+        f(r, unsafe { *base.offset((i0 + r) as isize * st[2]) });
+    }
 }
 
 /// `dst[r·stride + c] = alpha·src[r0 + r, c]` for `r < rows`, `c < cols`, zero for

@@ -17,12 +17,13 @@ mod body;
 #[cfg(test)]
 mod tests;
 
+use crate::backward::d_rows;
 use crate::micro::PAD;
-use crate::problem::{head3, run_tasks, Problem};
+use crate::problem::{head3_each, run_tasks, Problem};
 use crate::{AttnGrads, AttnOut, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use body::Dims;
 use efa_num::{simd, simd_by_kind, Real};
-use ndarray::{Array3, Array4, ArrayView2, ArrayView3, ArrayView4};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
 
 /// Heads per group: the lanes of the widest vector in f32 (narrower vectors take several
@@ -319,32 +320,6 @@ fn group_forward<T: Real>(
     unsafe { unpack(p.isa, &sc.acc, nq, dv, &outs) };
 }
 
-/// `Dᵢ = ⟨oᵢ, dOᵢ⟩ − dlseᵢ` of one head's query row, as the tile kernel's backward forms it.
-pub(crate) fn row_d<T: Real>(
-    isa: simd::Isa,
-    o: ArrayView2<T>,
-    d_o: ArrayView2<T>,
-    i: usize,
-    dlse: Option<T>,
-) -> T {
-    let (ro, rg) = (o.row(i), d_o.row(i));
-    let unit = ro.strides()[0] == 1 && rg.strides()[0] == 1;
-    let s = match (ro.as_slice(), rg.as_slice()) {
-        (Some(x), Some(y)) if unit => simd::dot_with(isa, x, y),
-        _ => {
-            let mut s = T::ZERO;
-            for (&x, &y) in ro.iter().zip(rg.iter()) {
-                s += x * y;
-            }
-            s
-        }
-    };
-    match dlse {
-        Some(g) => s - g,
-        None => s,
-    }
-}
-
 /// Backward (see [`crate::Attention::backward`]) from the forward's `o` and `lse`; the caller
 /// checked [`applies`] and the shapes of `o`, `lse`, `d_o` and `d_lse`.
 pub(crate) fn backward<'v, T: Real>(
@@ -409,15 +384,19 @@ fn group_backward<T: Real>(
         pack(p, &p.v, bhs, c, &mut sc.vt);
         pack(p, &cx.d_o, bhs, nq, &mut sc.dot);
         let mut minus_inf = false;
+        let mut dd = [T::ZERO; crate::BLOCK_Q];
         for g in 0..GROUP {
             let bh = bhs[g.min(bhs.len() - 1)];
-            let l = head3(&cx.lse, p.heads, bh);
             let (oh, gh) = (p.head(&cx.o, bh), p.head(&cx.d_o, bh));
-            let dl = cx.d_lse.as_ref().map(|x| head3(x, p.heads, bh));
-            for i in 0..nq {
-                sc.m[i * GROUP + g] = l[i];
-                minus_inf |= l[i] == T::NEG_INFINITY;
-                sc.l[i * GROUP + g] = row_d(p.isa, oh, gh, i, dl.as_ref().map(|x| x[i]));
+            // D as the tile kernel forms it (nq ≤ BLOCK_Q rows: one query tile).
+            d_rows(p, (&oh, &gh), cx.d_lse.as_ref(), bh, 0, &mut dd[..nq]);
+            let m = &mut sc.m;
+            head3_each(&cx.lse, p.heads, bh, 0, nq, |i, x| {
+                m[i * GROUP + g] = x;
+                minus_inf |= x == T::NEG_INFINITY;
+            });
+            for (i, &x) in dd[..nq].iter().enumerate() {
+                sc.l[i * GROUP + g] = x;
             }
         }
         let x = Dims { nq, c, d, dv };

@@ -505,3 +505,69 @@ fn extreme_causal_offsets_saturate() {
         .iter()
         .all(|x| x.iter().all(|&v| v == 0.0)));
 }
+
+/// The prefix rules (causal, key lengths) skip hidden keys: the score product runs by bands of
+/// key rows over the columns from the first group that sees them. An equal dense mask
+/// computes every score and sets the hidden ones to −∞. Both give the same bits: row-major and
+/// transposed accumulators (`dv` 16 and 4), one and several key tiles, two query tiles,
+/// offsets that hide whole rows, every SIMD variant, f32 and f64.
+#[test]
+fn prefix_masks_give_the_bits_of_the_dense_mask() {
+    fn case<T: Real>(nq: usize, nk: usize, dv: usize, off: Option<isize>, isa: Isa) {
+        let (b, h, d) = (3, 2, 16);
+        let q = rand4::<T>([b, h, nq, d], 1.5, 80);
+        let k = rand4::<T>([b, h, nk, d], 1.5, 81);
+        let v = rand4::<T>([b, h, nk, dv], 1.0, 82);
+        let lens: Vec<usize> = (0..b).map(|i| [nk, nk / 2 + 1, 1][i % 3]).collect();
+        for padded in [false, true] {
+            let mut prefix = Mask::none();
+            if let Some(o) = off {
+                prefix = prefix.causal_offset(o);
+            }
+            if padded {
+                prefix = prefix.key_lengths(&lens);
+            }
+            let vis = Array4::from_shape_fn((b, 1, nq, nk), |(bb, _, i, j)| {
+                off.is_none_or(|o| j as isize <= i as isize + o) && (!padded || j < lens[bb])
+            });
+            let args = Attention::new(q.view(), k.view(), v.view()).isa(isa);
+            let a = args.clone().mask(prefix).forward().unwrap();
+            let c = args.mask(Mask::none().dense(vis)).forward().unwrap();
+            let what = format!(
+                "{} {isa:?} nq{nq} nk{nk} dv{dv} off{off:?} pad{padded}",
+                T::NAME
+            );
+            let bits = |x: &T| x.to_f64().to_bits();
+            assert!(
+                a.o.iter().map(bits).eq(c.o.iter().map(bits)),
+                "{what}: o differs"
+            );
+            assert!(
+                a.lse.iter().map(bits).eq(c.lse.iter().map(bits)),
+                "{what}: lse differs"
+            );
+        }
+    }
+    for isa in Isa::ALL {
+        if !isa.is_supported() {
+            continue;
+        }
+        for (nq, nk, off) in [
+            (50, 50, Some(0)),
+            (50, 50, None),
+            (49, 49, Some(0)),
+            (18, 18, Some(0)),
+            (3, 3, Some(0)),
+            (2, 7, Some(5)),
+            (50, 150, Some(100)),
+            (52, 300, None),
+            (114, 114, Some(0)),
+            (50, 50, Some(-7)),
+        ] {
+            for dv in [16, 4] {
+                case::<f32>(nq, nk, dv, off, isa);
+                case::<f64>(nq, nk, dv, off, isa);
+            }
+        }
+    }
+}

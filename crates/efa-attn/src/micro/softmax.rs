@@ -230,8 +230,29 @@ unsafe fn probs_body<V: SimdVec>(
                 continue;
             }
             let w = padded(c).min(bkp);
-            fill::<V>(row, c, w, ninf);
-            row_exp::<V>(row, w, lse);
+            // exp(s − lse) on the whole vectors of visible entries; the vector holding the
+            // last ones reads them with the rest of its lanes −∞ (a masked load where there is
+            // one, instead of storing −∞ element by element and reloading the row, which
+            // stalls on store forwarding); vectors past it are exp(−∞ − lse).
+            let lanes = V::LANES;
+            let full = c - c % lanes;
+            row_exp::<V>(row, full, lse);
+            let vl = V::splat(lse);
+            let mut j = full;
+            if j < c {
+                V::load_first(row.add(j), c - j, ninf)
+                    .sub(vl)
+                    .exp()
+                    .store(row.add(j));
+                j += lanes;
+            }
+            if j < w {
+                let hidden = V::splat(ninf).sub(vl).exp();
+                while j < w {
+                    hidden.store(row.add(j));
+                    j += lanes;
+                }
+            }
             fill::<V>(row, w, bkp, V::Elem::ZERO);
             k_eff = k_eff.max(c);
         }

@@ -1,0 +1,228 @@
+//! Row kernels on small blocks, one dispatch per block instead of one per row: scaled copies
+//! of accumulator rows into an output, and the row dot products of two strided matrices.
+
+use efa_num::simd::{Isa, SimdVec};
+use efa_num::{simd_by_kind, simd_variants, Real};
+use std::mem::MaybeUninit;
+
+#[inline(always)]
+unsafe fn scale_rows_body<V: SimdVec>(
+    rows: usize,
+    n: usize,
+    src: *const V::Elem,
+    w: usize,
+    alpha: V::Elem,
+    dst: *mut V::Elem,
+) {
+    unsafe {
+        let lanes = V::LANES;
+        let va = V::splat(alpha);
+        for r in 0..rows {
+            let (s, d) = (src.add(r * w), dst.add(r * n));
+            let mut j = 0;
+            while j + lanes <= n {
+                va.mul(V::load(s.add(j))).store(d.add(j));
+                j += lanes;
+            }
+            while j < n {
+                *d.add(j) = alpha * *s.add(j);
+                j += 1;
+            }
+        }
+    }
+}
+simd_variants!(scale_rows_body, scale_rows_d, (rows: usize, n: usize, src: *const E, w: usize, alpha: E, dst: *mut E) -> ());
+
+/// `dst[r·n + c] = alpha·src[r·w + c]` for `r < rows`, `c < n` (every element of `dst`'s first
+/// `rows·n` written; one multiplication each, so any variant gives the same bits).
+///
+/// # Panics
+/// If `src` or `dst` is too short, or `w < n`.
+pub fn scale_rows<T: Real>(
+    isa: Isa,
+    rows: usize,
+    n: usize,
+    src: &[T],
+    w: usize,
+    alpha: T,
+    dst: &mut [MaybeUninit<T>],
+) {
+    if rows == 0 || n == 0 {
+        return;
+    }
+    assert!(w >= n && src.len() >= (rows - 1) * w + n && dst.len() >= rows * n);
+    // SAFETY: the assert keeps every read inside `src` and every write inside `dst`; writing
+    // initialised values into `MaybeUninit` storage is sound; `isa` is supported (callers pass
+    // the problem's checked variant).
+    simd_by_kind!(T, E => unsafe {
+        scale_rows_d::<E>(isa, rows, n, src.as_ptr().cast(), w, *(&alpha as *const T).cast::<E>(),
+            dst.as_mut_ptr().cast())
+    })
+}
+
+/// The arithmetic of `efa_num::simd::dot_with` on one row pair (four vector accumulators
+/// summed pairwise, a fixed-order lane reduction, then a scalar fused tail), so the result
+/// has the same bits.
+#[inline(always)]
+unsafe fn dot_row<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
+    unsafe {
+        let w = V::LANES;
+        let z = V::splat(V::Elem::ZERO);
+        let (mut s0, mut s1, mut s2, mut s3) = (z, z, z, z);
+        let mut i = 0;
+        while i + 4 * w <= n {
+            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
+            s1 = V::load(a.add(i + w)).fma(V::load(b.add(i + w)), s1);
+            s2 = V::load(a.add(i + 2 * w)).fma(V::load(b.add(i + 2 * w)), s2);
+            s3 = V::load(a.add(i + 3 * w)).fma(V::load(b.add(i + 3 * w)), s3);
+            i += 4 * w;
+        }
+        while i + w <= n {
+            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
+            i += w;
+        }
+        let mut s = s0.add(s1).add(s2.add(s3)).reduce_sum();
+        while i < n {
+            s = (*a.add(i)).mul_add(*b.add(i), s);
+            i += 1;
+        }
+        s
+    }
+}
+
+#[inline(always)]
+unsafe fn dot_rows_body<V: SimdVec>(
+    rows: usize,
+    n: usize,
+    a: *const V::Elem,
+    rsa: isize,
+    b: *const V::Elem,
+    rsb: isize,
+    out: *mut V::Elem,
+) {
+    unsafe {
+        for r in 0..rows {
+            let (x, y) = (a.offset(r as isize * rsa), b.offset(r as isize * rsb));
+            *out.add(r) = dot_row::<V>(x, y, n);
+        }
+    }
+}
+simd_variants!(dot_rows_body, dot_rows_d, (rows: usize, n: usize, a: *const E, rsa: isize, b: *const E, rsb: isize, out: *mut E) -> ());
+
+/// `out[r] = Σ_c a[r·rsa + c]·b[r·rsb + c]` for `r < out.len()`, `c < n` (rows of `n`
+/// contiguous elements), bit for bit what `efa_num::simd::dot_with(isa, ·, ·)` gives on each
+/// row pair.
+///
+/// # Safety
+/// For every `r < out.len()`, `a + r·rsa` and `b + r·rsb` are valid for `n` elements; `isa`
+/// is supported.
+pub unsafe fn dot_rows<T: Real>(
+    isa: Isa,
+    n: usize,
+    a: *const T,
+    rsa: isize,
+    b: *const T,
+    rsb: isize,
+    out: &mut [T],
+) {
+    simd_by_kind!(T, E => unsafe {
+        dot_rows_d::<E>(isa, out.len(), n, a.cast(), rsa, b.cast(), rsb, out.as_mut_ptr().cast())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data<T: Real>(n: usize, seed: u64) -> Vec<T> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                T::from_f64((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            })
+            .collect()
+    }
+
+    /// Every variant of the row dot products gives the bits of `dot_with` on each row pair,
+    /// for widths around the lane counts and strided rows.
+    fn dot_rows_case<T: Real>() {
+        for isa in Isa::ALL {
+            if !isa.is_supported() {
+                continue;
+            }
+            for n in [0, 1, 3, 4, 8, 15, 16, 17, 31, 64, 70] {
+                let rows = 7;
+                let (rsa, rsb) = (n + 3, 2 * n + 1);
+                let a = data::<T>(rows * rsa + n, 1 + n as u64);
+                let b = data::<T>(rows * rsb + n, 2 + n as u64);
+                let mut out = vec![T::NAN; rows];
+                // SAFETY: rows·rs + n elements cover every row read.
+                unsafe {
+                    dot_rows(
+                        isa,
+                        n,
+                        a.as_ptr(),
+                        rsa as isize,
+                        b.as_ptr(),
+                        rsb as isize,
+                        &mut out,
+                    )
+                };
+                for (r, &x) in out.iter().enumerate() {
+                    let want = efa_num::simd::dot_with(
+                        isa,
+                        &a[r * rsa..r * rsa + n],
+                        &b[r * rsb..r * rsb + n],
+                    );
+                    assert_eq!(
+                        x.to_f64().to_bits(),
+                        want.to_f64().to_bits(),
+                        "{isa:?} {} n{n} row {r}",
+                        T::NAME
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dot_rows_has_the_bits_of_dot_with() {
+        dot_rows_case::<f32>();
+        dot_rows_case::<f64>();
+    }
+
+    fn scale_rows_case<T: Real>() {
+        for isa in Isa::ALL {
+            if !isa.is_supported() {
+                continue;
+            }
+            for (rows, n, w) in [(0, 4, 16), (3, 0, 16), (5, 16, 16), (4, 5, 16), (6, 33, 48)] {
+                let src = data::<T>(rows * w, 9 + n as u64);
+                let alpha = T::from_f64(0.37);
+                let mut dst = vec![MaybeUninit::new(T::NAN); rows * n + 3];
+                scale_rows(isa, rows, n, &src, w, alpha, &mut dst);
+                for r in 0..rows {
+                    for c in 0..n {
+                        // SAFETY: every element was initialised (NaN, then the kernel's value).
+                        let got = unsafe { dst[r * n + c].assume_init() };
+                        let want = alpha * src[r * w + c];
+                        assert_eq!(got.to_f64().to_bits(), want.to_f64().to_bits(), "{isa:?}");
+                    }
+                }
+                for x in &dst[rows * n..] {
+                    // SAFETY: as above; the elements past rows·n keep their NaN.
+                    assert!(unsafe { x.assume_init() }.is_nan(), "wrote past rows·n");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scale_rows_every_variant() {
+        scale_rows_case::<f32>();
+        scale_rows_case::<f64>();
+    }
+}
