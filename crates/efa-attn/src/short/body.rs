@@ -26,6 +26,12 @@ struct Op<T> {
     sb: usize,
 }
 
+/// The operand at `ptr` with strides `sa`, `sb` (in elements of one head).
+#[inline(always)]
+fn op<T>(ptr: *const T, sa: usize, sb: usize) -> Op<T> {
+    Op { ptr, sa, sb }
+}
+
 impl<T> Op<T> {
     #[inline(always)]
     unsafe fn at(self, a: usize, b: usize, u: usize) -> *const T {
@@ -107,21 +113,9 @@ unsafe fn scores<V: SimdVec>(
     s: *mut V::Elem,
 ) {
     unsafe {
-        let q = Op {
-            ptr: qt,
-            sa: x.d,
-            sb: 1,
-        };
-        let k = Op {
-            ptr: kt,
-            sa: 1,
-            sb: x.d,
-        };
-        let so = Op {
-            ptr: s.cast_const(),
-            sa: x.c,
-            sb: 1,
-        };
+        let q = op(qt, x.d, 1);
+        let k = op(kt, 1, x.d);
+        let so = op(s.cast_const(), x.c, 1);
         product::<V>(x.nq, x.c, x.d, q, k, so, u);
         if scale != V::Elem::ONE {
             let vs = V::splat(scale);
@@ -174,21 +168,9 @@ unsafe fn forward_body<V: SimdVec>(
                 zero.fma(alpha, sum).store(l.add(i * GROUP + u));
                 m_new.store(m.add(i * GROUP + u));
             }
-            let p = Op {
-                ptr: s.cast_const(),
-                sa: x.c,
-                sb: 1,
-            };
-            let v = Op {
-                ptr: vt,
-                sa: x.dv,
-                sb: 1,
-            };
-            let o = Op {
-                ptr: acc.cast_const(),
-                sa: x.dv,
-                sb: 1,
-            };
+            let p = op(s.cast_const(), x.c, 1);
+            let v = op(vt, x.dv, 1);
+            let o = op(acc.cast_const(), x.dv, 1);
             product::<V>(x.nq, x.dv, x.c, p, v, o, u);
         }
     }
@@ -243,32 +225,12 @@ unsafe fn grads_body<V: SimdVec>(
         let [dq, dk, dvv] = g;
         let (nq, c, d, dv) = (x.nq, x.c, x.d, x.dv);
         for u in (0..GROUP).step_by(V::LANES) {
-            let pt = Op {
-                ptr: p,
-                sa: 1,
-                sb: c,
-            };
-            let dor = Op {
-                ptr: dot,
-                sa: dv,
-                sb: 1,
-            };
-            let out = Op {
-                ptr: dvv.cast_const(),
-                sa: dv,
-                sb: 1,
-            };
+            let pt = op(p, 1, c);
+            let dor = op(dot, dv, 1);
+            let out = op(dvv.cast_const(), dv, 1);
             product::<V>(c, dv, nq, pt, dor, out, u);
-            let vcol = Op {
-                ptr: vt,
-                sa: 1,
-                sb: dv,
-            };
-            let dso = Op {
-                ptr: ds.cast_const(),
-                sa: c,
-                sb: 1,
-            };
+            let vcol = op(vt, 1, dv);
+            let dso = op(ds.cast_const(), c, 1);
             product::<V>(nq, c, dv, dor, vcol, dso, u);
             for i in 0..nq {
                 let vd = V::load(dd.add(i * GROUP + u));
@@ -278,32 +240,12 @@ unsafe fn grads_body<V: SimdVec>(
                     pv.mul(V::load(o).sub(vd)).store(o);
                 }
             }
-            let krow = Op {
-                ptr: kt,
-                sa: d,
-                sb: 1,
-            };
-            let out = Op {
-                ptr: dq.cast_const(),
-                sa: d,
-                sb: 1,
-            };
+            let krow = op(kt, d, 1);
+            let out = op(dq.cast_const(), d, 1);
             product::<V>(nq, d, c, dso, krow, out, u);
-            let dst = Op {
-                ptr: ds.cast_const(),
-                sa: 1,
-                sb: c,
-            };
-            let qrow = Op {
-                ptr: qt,
-                sa: d,
-                sb: 1,
-            };
-            let out = Op {
-                ptr: dk.cast_const(),
-                sa: d,
-                sb: 1,
-            };
+            let dst = op(ds.cast_const(), 1, c);
+            let qrow = op(qt, d, 1);
+            let out = op(dk.cast_const(), d, 1);
             product::<V>(c, d, nq, dst, qrow, out, u);
         }
     }
