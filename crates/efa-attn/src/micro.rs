@@ -422,4 +422,7 @@ unsafe fn gemm_bounded<T: Real>(
 }
 
 mod softmax;
-pub use softmax::{ds_row, online_softmax_t, probabilities};
+pub use softmax::{ds_row, ds_rows, online_softmax_t, probabilities, softmax_rows};
+
+#[cfg(test)]
+mod tests;

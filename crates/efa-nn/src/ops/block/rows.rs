@@ -20,9 +20,9 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use efa_attn::micro::{ds_row, gemm_checked, gemm_checked_into, padded, PAD};
+use efa_attn::micro::{ds_rows, gemm_checked, gemm_checked_into, padded, softmax_rows, PAD};
 use efa_attn::AttnError;
-use efa_num::simd::{self, Isa};
+use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
 
@@ -183,11 +183,32 @@ fn transpose_block<T: Real>(
     dst: &mut [T],
     ldd: usize,
 ) {
-    for c in 0..w {
-        let d = &mut dst[c * ldd..(c + 1) * ldd];
-        for (r, x) in d[..rows].iter_mut().enumerate() {
-            *x = src.data[r * src.ld + c0 + c];
+    if w == 0 {
+        return;
+    }
+    // Four source rows at a time: each destination row receives four consecutive entries per
+    // pass, and every source row is read contiguously.
+    let dst = &mut dst[..w * ldd];
+    let mut r = 0;
+    while r + 4 <= rows {
+        let row = |i: usize| &src.data[(r + i) * src.ld + c0..][..w];
+        let (s0, s1, s2, s3) = (row(0), row(1), row(2), row(3));
+        for (c, d) in dst.chunks_exact_mut(ldd).enumerate() {
+            let d = &mut d[r..r + 4];
+            d[0] = s0[c];
+            d[1] = s1[c];
+            d[2] = s2[c];
+            d[3] = s3[c];
         }
+        r += 4;
+    }
+    for r in r..rows {
+        let s = &src.data[r * src.ld + c0..][..w];
+        for (d, &x) in dst.chunks_exact_mut(ldd).zip(s) {
+            d[r] = x;
+        }
+    }
+    for d in dst.chunks_exact_mut(ldd) {
         d[rows..].fill(T::ZERO);
     }
 }
@@ -344,15 +365,13 @@ pub fn forward_uninit<T: Real>(
             for x in &mut row[keys..] {
                 x.write(T::ZERO);
             }
-            // SAFETY: the product wrote at least columns [0, keys), the loop above the rest.
-            let row = unsafe { written(row) };
-            let vis = &mut row[..keys];
-            let m = simd::max_with(isa, vis);
-            let z = simd::exp_sub_sum_with(isa, vis, m);
-            simd::scale_with(isa, T::ONE / z, vis);
         }
-        // SAFETY: every row of this head was written in full just above.
-        let ph: &[T] = unsafe { written(ph) };
+        // SAFETY: the product wrote at least columns [0, keys) of every row, the loop above the
+        // rest.
+        let ph = unsafe { written(ph) };
+        // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
+        softmax_rows(isa, ph, ps, s.nq, keys);
+        let ph: &[T] = ph;
         // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
@@ -454,10 +473,7 @@ pub fn backward<T: Real>(
         transpose_block(v, cv, s.dv, keys, vt, ps);
         product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
-        for (prow, drow) in ph.chunks_exact(ps).zip(ds.chunks_exact_mut(ps)) {
-            let d = simd::dot_with(isa, &prow[..keys], &drow[..keys]);
-            ds_row(isa, &prow[..keys], &mut drow[..keys], d);
-        }
+        ds_rows(isa, ph, ds, ps, nq, keys);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
         if whole {
             let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
@@ -476,4 +492,34 @@ pub fn backward<T: Real>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `transpose_block` against the element-by-element definition, rows not a multiple of
+    /// its four-row step, an offset column range and padding that must be zeroed.
+    #[test]
+    fn transpose_block_matches_the_definition() {
+        for rows in 0..11 {
+            for (c0, w) in [(0, 0), (0, 1), (3, 5), (16, 16), (2, 17)] {
+                let ld = c0 + w + 3;
+                let src: Vec<f64> = (0..rows * ld).map(|i| i as f64 * 0.5 - 7.0).collect();
+                let ldd = padded(rows.max(1));
+                let mut got = vec![f64::NAN; w * ldd];
+                transpose_block(Rows { data: &src, ld }, c0, w, rows, &mut got, ldd);
+                for c in 0..w {
+                    for r in 0..ldd {
+                        let want = if r < rows { src[r * ld + c0 + c] } else { 0.0 };
+                        assert_eq!(
+                            got[c * ldd + r],
+                            want,
+                            "rows {rows} c0 {c0} w {w} at {c},{r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
