@@ -35,7 +35,20 @@ pub fn ds_row<T: Real>(isa: Isa, p: &[T], dp: &mut [T], d: T) {
 #[inline(always)]
 unsafe fn softmax_rows_body<V: SimdVec>(p: *mut V::Elem, ld: usize, rows: usize, n: usize) {
     unsafe {
-        for r in 0..rows {
+        // Two rows at a time, their steps interleaved: each row's steps form one long chain of
+        // dependent operations (reductions, the tail's sequential sum, a division), and the
+        // second row's fill the first's waits. Each row's operations are unchanged.
+        let mut r = 0;
+        while r + 2 <= rows {
+            let (x, y) = (p.add(r * ld), p.add((r + 1) * ld));
+            let (mx, my) = (bodies::max_body::<V>(x, n), bodies::max_body::<V>(y, n));
+            let zx = bodies::exp_sub_sum_body::<V>(x, n, mx);
+            let zy = bodies::exp_sub_sum_body::<V>(y, n, my);
+            bodies::scale_body::<V>(V::Elem::ONE / zx, x, n);
+            bodies::scale_body::<V>(V::Elem::ONE / zy, y, n);
+            r += 2;
+        }
+        if r < rows {
             let row = p.add(r * ld);
             let m = bodies::max_body::<V>(row, n);
             let z = bodies::exp_sub_sum_body::<V>(row, n, m);
@@ -76,7 +89,20 @@ unsafe fn ds_rows_body<V: SimdVec>(
     n: usize,
 ) {
     unsafe {
-        for r in 0..rows {
+        // Two rows at a time (as in `softmax_rows_body`); each row's operations are unchanged.
+        let mut r = 0;
+        while r + 2 <= rows {
+            let (px, dx) = (p.add(r * ld), dp.add(r * ld));
+            let (py, dy) = (p.add((r + 1) * ld), dp.add((r + 1) * ld));
+            let (d0, d1) = (
+                bodies::dot_body::<V>(px, dx, n),
+                bodies::dot_body::<V>(py, dy, n),
+            );
+            ds_body::<V>(px, dx, d0, n);
+            ds_body::<V>(py, dy, d1, n);
+            r += 2;
+        }
+        if r < rows {
             let (pr, dr) = (p.add(r * ld), dp.add(r * ld));
             let d = bodies::dot_body::<V>(pr, dr, n);
             ds_body::<V>(pr, dr, d, n);

@@ -27,20 +27,44 @@ unsafe fn ln_body<V: SimdVec>(
     unsafe {
         let one = V::Elem::ONE;
         let inv_d = one / V::Elem::from_usize(d);
-        for i in 0..rows {
-            let (x, h, y) = (x.add(i * ldx), xhat.add(i * ldh), y.add(i * ldy));
-            let mu = bodies::sum_body::<V>(x, d) * inv_d;
+        // Two rows at a time, their steps interleaved (each row is one long chain of dependent
+        // reductions, a square root and a division; the second row's steps fill the first's
+        // waits). Each row's operations are unchanged.
+        let mut i = 0;
+        while i < rows {
+            let two = i + 1 < rows;
+            let j = if two { i + 1 } else { i };
+            let (xa, ha, ya) = (x.add(i * ldx), xhat.add(i * ldh), y.add(i * ldy));
+            let (xb, hb, yb) = (x.add(j * ldx), xhat.add(j * ldh), y.add(j * ldy));
+            let mua = bodies::sum_body::<V>(xa, d) * inv_d;
+            let mub = bodies::sum_body::<V>(xb, d) * inv_d;
             for k in 0..d {
-                *h.add(k) = *x.add(k) - mu;
+                *ha.add(k) = *xa.add(k) - mua;
             }
-            let var = bodies::dot_body::<V>(h, h, d) * inv_d;
-            let r = one / (var + eps).sqrt();
+            if two {
+                for k in 0..d {
+                    *hb.add(k) = *xb.add(k) - mub;
+                }
+            }
+            let vara = bodies::dot_body::<V>(ha, ha, d) * inv_d;
+            let varb = bodies::dot_body::<V>(hb, hb, d) * inv_d;
+            let ra = one / (vara + eps).sqrt();
+            let rb = one / (varb + eps).sqrt();
             for k in 0..d {
-                let hk = *h.add(k) * r;
-                *h.add(k) = hk;
-                *y.add(k) = hk * *g.add(k) + *b.add(k);
+                let hk = *ha.add(k) * ra;
+                *ha.add(k) = hk;
+                *ya.add(k) = hk * *g.add(k) + *b.add(k);
             }
-            *rstd.add(i) = r;
+            *rstd.add(i) = ra;
+            if two {
+                for k in 0..d {
+                    let hk = *hb.add(k) * rb;
+                    *hb.add(k) = hk;
+                    *yb.add(k) = hk * *g.add(k) + *b.add(k);
+                }
+                *rstd.add(j) = rb;
+            }
+            i += 2;
         }
     }
 }
