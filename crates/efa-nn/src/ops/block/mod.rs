@@ -66,6 +66,7 @@ mod norm;
 pub mod rows;
 #[cfg(test)]
 mod tests;
+mod transpose;
 
 use efa_num::Real;
 use efa_tape::{FusedOp, Tape, TapeError, Var};

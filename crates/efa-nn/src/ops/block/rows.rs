@@ -20,6 +20,7 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
+use super::transpose::transpose_block;
 use efa_attn::micro::{ds_rows, gemm_checked, gemm_checked_into, padded, softmax_rows, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
@@ -173,46 +174,6 @@ fn copy_block<T: Real>(src: Rows<T>, c0: usize, w: usize, rows: usize, dst: &mut
     }
 }
 
-/// Transposes rows `[0, rows)`, columns `[c0, c0 + w)` of `src` into `dst` (`w × ldd`), zeroing
-/// columns `[rows, ldd)`.
-fn transpose_block<T: Real>(
-    src: Rows<T>,
-    c0: usize,
-    w: usize,
-    rows: usize,
-    dst: &mut [T],
-    ldd: usize,
-) {
-    if w == 0 {
-        return;
-    }
-    // Four source rows at a time: each destination row receives four consecutive entries per
-    // pass, and every source row is read contiguously.
-    let dst = &mut dst[..w * ldd];
-    let mut r = 0;
-    while r + 4 <= rows {
-        let row = |i: usize| &src.data[(r + i) * src.ld + c0..][..w];
-        let (s0, s1, s2, s3) = (row(0), row(1), row(2), row(3));
-        for (c, d) in dst.chunks_exact_mut(ldd).enumerate() {
-            let d = &mut d[r..r + 4];
-            d[0] = s0[c];
-            d[1] = s1[c];
-            d[2] = s2[c];
-            d[3] = s3[c];
-        }
-        r += 4;
-    }
-    for r in r..rows {
-        let s = &src.data[r * src.ld + c0..][..w];
-        for (d, &x) in dst.chunks_exact_mut(ldd).zip(s) {
-            d[r] = x;
-        }
-    }
-    for d in dst.chunks_exact_mut(ldd) {
-        d[rows..].fill(T::ZERO);
-    }
-}
-
 /// Writes columns `[0, w)` of `src` (`rows × lds`) into rows `[0, rows)`, columns
 /// `[c0, c0 + w)` of `dst`, and zeros in rows `[rows, total)` of those columns.
 fn put_block<T: Real>(
@@ -349,7 +310,7 @@ pub fn forward_uninit<T: Real>(
         // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
         // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
         // zero below, before the row is read).
-        transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
+        transpose_block(isa, k, h * s.dk, s.dk, keys, kt, ps);
         gemm_checked_into(
             isa,
             (s.nq, keys, s.dk),
@@ -470,7 +431,7 @@ pub fn backward<T: Real>(
             product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
             put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
         }
-        transpose_block(v, cv, s.dv, keys, vt, ps);
+        transpose_block(isa, v, cv, s.dv, keys, vt, ps);
         product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
         ds_rows(isa, ph, ds, ps, nq, keys);
@@ -492,34 +453,4 @@ pub fn backward<T: Real>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `transpose_block` against the element-by-element definition, rows not a multiple of
-    /// its four-row step, an offset column range and padding that must be zeroed.
-    #[test]
-    fn transpose_block_matches_the_definition() {
-        for rows in 0..11 {
-            for (c0, w) in [(0, 0), (0, 1), (3, 5), (16, 16), (2, 17)] {
-                let ld = c0 + w + 3;
-                let src: Vec<f64> = (0..rows * ld).map(|i| i as f64 * 0.5 - 7.0).collect();
-                let ldd = padded(rows.max(1));
-                let mut got = vec![f64::NAN; w * ldd];
-                transpose_block(Rows { data: &src, ld }, c0, w, rows, &mut got, ldd);
-                for c in 0..w {
-                    for r in 0..ldd {
-                        let want = if r < rows { src[r * ld + c0 + c] } else { 0.0 };
-                        assert_eq!(
-                            got[c * ldd + r],
-                            want,
-                            "rows {rows} c0 {c0} w {w} at {c},{r}"
-                        );
-                    }
-                }
-            }
-        }
-    }
 }
