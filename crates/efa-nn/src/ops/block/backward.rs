@@ -348,12 +348,12 @@ fn chunk_body<T: Real>(
     // h = relu(z·W₁ + b₁): db₁ = Σ dh, dW₁ = zᵀ·dh, dz = du + dh·W₁ᵀ (z recomputed from x̂₁).
     col_sums(&mut pg[B1], dh, ldf, rq);
     let y1 = grow(y1, rq * ldd);
-    for r in 0..rq {
-        let (row, xh) = (&mut y1[r * ldd..(r + 1) * ldd], &c.xhat1[r * ldd..]);
-        for k in 0..d {
-            row[k] = xh[k] * g1[k] + be1[k];
+    for (row, xh) in y1.chunks_exact_mut(ldd).zip(c.xhat1.chunks_exact(ldd)) {
+        let (out, pad) = row.split_at_mut(d);
+        for ((o, &x), (&g, &b)) in out.iter_mut().zip(&xh[..d]).zip(g1.iter().zip(be1)) {
+            *o = x * g + b;
         }
-        row[d..].fill(T::ZERO);
+        pad.fill(T::ZERO);
     }
     mm(
         isa,
