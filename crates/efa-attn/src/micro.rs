@@ -91,19 +91,26 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
                 }
             }
         }
-        let (mut ap, mut bp) = (a, b);
+        // One pointer per row of A, each stepped by `csa`: the addresses of a step do not
+        // depend on one another (computing row i's as row i−1's plus `rsa` made a serial chain
+        // of additions that bounded the one-vector blocks at about one FMA per cycle).
+        let mut ap = [a; MR];
+        for (i, p) in ap.iter_mut().enumerate() {
+            *p = a.offset(i as isize * rsa);
+        }
+        let mut bp = b;
         for _ in 0..k {
             let mut bv = [zero; NR];
             for (j, x) in bv.iter_mut().enumerate() {
                 *x = V::load(bp.add(j * w));
             }
-            for (i, row) in acc.iter_mut().enumerate() {
-                let av = V::splat(*ap.offset(i as isize * rsa));
+            for (row, p) in acc.iter_mut().zip(ap.iter_mut()) {
+                let av = V::splat(**p);
                 for (j, x) in row.iter_mut().enumerate() {
                     *x = av.fma(bv[j], *x);
                 }
+                *p = p.offset(csa);
             }
-            ap = ap.offset(csa);
             bp = bp.offset(rsb);
         }
         let va = V::splat(alpha);
@@ -137,6 +144,14 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
     unsafe {
         let w = V::LANES;
         let mut j = 0;
+        // Exactly three vectors whose last is a whole one (e.g. 44 keys of f32 on AVX-512): one
+        // 8 × 3 block (24 accumulators) instead of an 8 × 2 and an 8 × 1 block, so every step
+        // loads one row of A for three vectors of B. The same columns are written.
+        let half = if H::LANES < w { H::LANES } else { 0 };
+        if MR == 8 && NR == 2 && nu > 2 * w + half && nu <= 3 * w {
+            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha);
+            return;
+        }
         while j + NR * w <= nu {
             block::<V, MR, NR>(
                 k,
@@ -204,6 +219,15 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
 ) {
     unsafe {
         let mut i = 0;
+        // Rows of one vector (e.g. a 16-wide head in f32 on AVX-512): 12-row strips keep twelve
+        // independent FMA chains in flight instead of eight (one FMA per row and step).
+        if MR >= 8 && n <= V::LANES {
+            while i + 12 <= m {
+                let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
+                strip::<V, H, 12, 1>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                i += 12;
+            }
+        }
         while i + MR <= m {
             let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
             strip::<V, H, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
@@ -426,4 +450,7 @@ unsafe fn gemm_bounded<T: Real>(
 mod rows;
 mod softmax;
 pub use rows::{dot_rows, scale_rows};
-pub use softmax::{ds_row, online_softmax_t, probabilities};
+pub use softmax::{ds_row, ds_rows, online_softmax_t, probabilities, softmax_rows};
+
+#[cfg(test)]
+mod tests;

@@ -60,36 +60,6 @@ pub fn scale_rows<T: Real>(
     })
 }
 
-/// The arithmetic of `efa_num::simd::dot_with` on one row pair (four vector accumulators
-/// summed pairwise, a fixed-order lane reduction, then a scalar fused tail), so the result
-/// has the same bits.
-#[inline(always)]
-unsafe fn dot_row<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
-    unsafe {
-        let w = V::LANES;
-        let z = V::splat(V::Elem::ZERO);
-        let (mut s0, mut s1, mut s2, mut s3) = (z, z, z, z);
-        let mut i = 0;
-        while i + 4 * w <= n {
-            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
-            s1 = V::load(a.add(i + w)).fma(V::load(b.add(i + w)), s1);
-            s2 = V::load(a.add(i + 2 * w)).fma(V::load(b.add(i + 2 * w)), s2);
-            s3 = V::load(a.add(i + 3 * w)).fma(V::load(b.add(i + 3 * w)), s3);
-            i += 4 * w;
-        }
-        while i + w <= n {
-            s0 = V::load(a.add(i)).fma(V::load(b.add(i)), s0);
-            i += w;
-        }
-        let mut s = s0.add(s1).add(s2.add(s3)).reduce_sum();
-        while i < n {
-            s = (*a.add(i)).mul_add(*b.add(i), s);
-            i += 1;
-        }
-        s
-    }
-}
-
 #[inline(always)]
 unsafe fn dot_rows_body<V: SimdVec>(
     rows: usize,
@@ -103,7 +73,8 @@ unsafe fn dot_rows_body<V: SimdVec>(
     unsafe {
         for r in 0..rows {
             let (x, y) = (a.offset(r as isize * rsa), b.offset(r as isize * rsb));
-            *out.add(r) = dot_row::<V>(x, y, n);
+            // dot_with's own body: the same bits.
+            *out.add(r) = efa_num::simd::bodies::dot_body::<V>(x, y, n);
         }
     }
 }

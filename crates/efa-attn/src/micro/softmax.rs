@@ -2,7 +2,7 @@
 //! backward's recomputation of the probabilities and its `dS = P ∘ (dP − d)` rows.
 
 use super::{padded, PAD};
-use efa_num::simd::{Isa, SimdVec};
+use efa_num::simd::{bodies, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 
 #[inline(always)]
@@ -29,6 +29,112 @@ pub fn ds_row<T: Real>(isa: Isa, p: &[T], dp: &mut [T], d: T) {
     let n = p.len().min(dp.len());
     simd_by_kind!(T, E => unsafe {
         ds_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), *(&d as *const T).cast::<E>(), n)
+    })
+}
+
+#[inline(always)]
+unsafe fn softmax_rows_body<V: SimdVec>(p: *mut V::Elem, ld: usize, rows: usize, n: usize) {
+    unsafe {
+        // Two rows at a time, their steps interleaved: each row's steps form one long chain of
+        // dependent operations (reductions, the tail's sequential sum, a division), and the
+        // second row's fill the first's waits. Each row's operations are unchanged.
+        let mut r = 0;
+        while r + 2 <= rows {
+            let (x, y) = (p.add(r * ld), p.add((r + 1) * ld));
+            let (mx, my) = (bodies::max_body::<V>(x, n), bodies::max_body::<V>(y, n));
+            let zx = bodies::exp_sub_sum_body::<V>(x, n, mx);
+            let zy = bodies::exp_sub_sum_body::<V>(y, n, my);
+            bodies::scale_body::<V>(V::Elem::ONE / zx, x, n);
+            bodies::scale_body::<V>(V::Elem::ONE / zy, y, n);
+            r += 2;
+        }
+        if r < rows {
+            let row = p.add(r * ld);
+            let m = bodies::max_body::<V>(row, n);
+            let z = bodies::exp_sub_sum_body::<V>(row, n, m);
+            bodies::scale_body::<V>(V::Elem::ONE / z, row, n);
+        }
+    }
+}
+simd_variants!(softmax_rows_body, softmax_rows_d, (p: *mut E, ld: usize, rows: usize, n: usize) -> ());
+
+/// In place softmax of the first `n` entries of `rows` rows at stride `ld` of `p`:
+/// `xⱼ ← exp(xⱼ − m) / z` with `m = efa_num::simd::max_with(isa, x)` and
+/// `z = efa_num::simd::exp_sub_sum_with(isa, x, m)`, scaled by `scale_with(isa, 1/z, x)`. The
+/// same bits as those three calls per row, in one dispatched call for all rows.
+///
+/// # Panics
+/// If `p` is too short for the rows (`(rows − 1)·ld + n` elements) or `n > ld`.
+#[track_caller]
+pub fn softmax_rows<T: Real>(isa: Isa, p: &mut [T], ld: usize, rows: usize, n: usize) {
+    if rows == 0 {
+        return;
+    }
+    assert!(
+        n <= ld && (rows - 1) * ld + n <= p.len(),
+        "softmax_rows: {rows} rows of {n} at stride {ld} in {} elements",
+        p.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: the assert keeps every row's first `n` entries inside `p`; `isa` is supported.
+    simd_by_kind!(T, E => unsafe { softmax_rows_d::<E>(isa, p.as_mut_ptr().cast(), ld, rows, n) })
+}
+
+#[inline(always)]
+unsafe fn ds_rows_body<V: SimdVec>(
+    p: *const V::Elem,
+    dp: *mut V::Elem,
+    ld: usize,
+    rows: usize,
+    n: usize,
+) {
+    unsafe {
+        // Two rows at a time (as in `softmax_rows_body`); each row's operations are unchanged.
+        let mut r = 0;
+        while r + 2 <= rows {
+            let (px, dx) = (p.add(r * ld), dp.add(r * ld));
+            let (py, dy) = (p.add((r + 1) * ld), dp.add((r + 1) * ld));
+            let (d0, d1) = (
+                bodies::dot_body::<V>(px, dx, n),
+                bodies::dot_body::<V>(py, dy, n),
+            );
+            ds_body::<V>(px, dx, d0, n);
+            ds_body::<V>(py, dy, d1, n);
+            r += 2;
+        }
+        if r < rows {
+            let (pr, dr) = (p.add(r * ld), dp.add(r * ld));
+            let d = bodies::dot_body::<V>(pr, dr, n);
+            ds_body::<V>(pr, dr, d, n);
+        }
+    }
+}
+simd_variants!(ds_rows_body, ds_rows_d, (p: *const E, dp: *mut E, ld: usize, rows: usize, n: usize) -> ());
+
+/// The softmax backward `dS = P ∘ (dP − D)` over the first `n` entries of `rows` rows at
+/// stride `ld`, in place in `dp`: per row `d = efa_num::simd::dot_with(isa, p, dp)`, then
+/// [`ds_row`]`(isa, p, dp, d)`. The same bits as those two calls per row, in one dispatched
+/// call for all rows.
+///
+/// # Panics
+/// If `p` or `dp` is too short for the rows or `n > ld`.
+#[track_caller]
+pub fn ds_rows<T: Real>(isa: Isa, p: &[T], dp: &mut [T], ld: usize, rows: usize, n: usize) {
+    if rows == 0 {
+        return;
+    }
+    let need = (rows - 1) * ld + n;
+    assert!(
+        n <= ld && need <= p.len() && need <= dp.len(),
+        "ds_rows: {rows} rows of {n} at stride {ld} in {} and {} elements",
+        p.len(),
+        dp.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: the assert keeps every row's first `n` entries inside both slices (distinct
+    // borrows, so they do not alias); `isa` is supported.
+    simd_by_kind!(T, E => unsafe {
+        ds_rows_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), ld, rows, n)
     })
 }
 

@@ -76,8 +76,12 @@ use crate::simd_by_kind as by_kind;
 
 // ---------------------------------------------------------------- bodies
 
+/// Body of [`dot`]: `Σ aᵢ·bᵢ` over `n` elements (four vector accumulators, then the tail).
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
-unsafe fn dot_body<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
+pub unsafe fn dot_body<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::ZERO);
@@ -122,8 +126,12 @@ unsafe fn axpy_body<V: SimdVec>(alpha: V::Elem, x: *const V::Elem, y: *mut V::El
 }
 variants!(axpy_body, axpy_d, (alpha: E, x: *const E, y: *mut E, n: usize) -> ());
 
+/// Body of [`scale`]: `xᵢ ← α·xᵢ` over `n` elements.
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
-unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
+pub unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
     unsafe {
         let w = V::LANES;
         let va = V::splat(alpha);
@@ -143,8 +151,12 @@ unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
 }
 variants!(scale_body, scale_d, (alpha: E, x: *mut E, n: usize) -> ());
 
+/// Body of [`max`]: the largest of `n` elements (NaNs ignored).
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
-unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+pub unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::NEG_INFINITY);
@@ -171,8 +183,12 @@ unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
 }
 variants!(max_body, max_d, (x: *const E, n: usize) -> E);
 
+/// Body of [`sum`]: `Σ xᵢ` over `n` elements (four vector accumulators, then the tail).
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
-unsafe fn sum_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+pub unsafe fn sum_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::ZERO);
@@ -228,8 +244,12 @@ unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V
 }
 variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
 
+/// Body of [`exp_sub_sum`]: `xᵢ ← exp(xᵢ − m)` over `n` elements; returns their sum.
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
-unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) -> V::Elem {
+pub unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) -> V::Elem {
     unsafe {
         let w = V::LANES;
         let vm = V::splat(m);

@@ -143,5 +143,12 @@ pub use kernels::{
     max_with, scale, scale_with, sum, sum_exp, sum_exp_with, sum_with,
 };
 
+/// The row kernels' generic bodies, for fused kernels elsewhere that run several of them in one
+/// dispatched call (inside their own `#[target_feature]` variants) and must give exactly the
+/// values of the separate calls: the same operations in the same order.
+pub mod bodies {
+    pub use super::kernels::{dot_body, exp_sub_sum_body, max_body, scale_body, sum_body};
+}
+
 #[cfg(test)]
 mod tests;

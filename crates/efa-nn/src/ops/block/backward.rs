@@ -2,8 +2,9 @@
 //! each chunk writes its rows of the input gradients and returns its partial parameter
 //! gradients, summed afterwards in chunk order.
 
-use super::dense::{col_sums, grow, ld, ln_back_in_place, mm, Packed};
+use super::dense::{col_sums, grow, ld, mm, Packed};
 use super::forward::{query_rows, sample_qkv, slices};
+use super::norm::ln_back_rows;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{err, split, split_ref, tail_at, unpad, Config, Dims, Saved};
 use efa_num::simd::{self, Isa};
@@ -270,7 +271,15 @@ pub(super) fn run<T: Real>(
     Ok(out)
 }
 
-fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Partial<T>, TapeError> {
+// One chunk, compiled for the active instruction set.
+isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Partial<T>, TapeError>);
+
+#[inline(always)]
+fn chunk_body<T: Real>(
+    cx: &Ctx<T>,
+    c: Chunk<T>,
+    sc: &mut Scratch<T>,
+) -> Result<Partial<T>, TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
@@ -297,9 +306,9 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
         let row = &mut dz[r * ldd..(r + 1) * ldd];
         row[..d].copy_from_slice(&c.dy[r * d..(r + 1) * d]);
         row[d..].fill(T::ZERO);
-        let [.., g2p, be2p] = &mut pg;
-        ln_back_in_place(isa, row, &c.xhat2[r * ldd..], c.rstd2[r], g2, g2p, be2p);
     }
+    let [.., g2p, be2p] = &mut pg;
+    ln_back_rows(isa, rq, (dz, ldd), (c.xhat2, ldd), c.rstd2, g2, g2p, be2p);
     // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
     col_sums(&mut pg[B2], dz, ldd, rq);
     mm(
@@ -339,12 +348,12 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
     // h = relu(z·W₁ + b₁): db₁ = Σ dh, dW₁ = zᵀ·dh, dz = du + dh·W₁ᵀ (z recomputed from x̂₁).
     col_sums(&mut pg[B1], dh, ldf, rq);
     let y1 = grow(y1, rq * ldd);
-    for r in 0..rq {
-        let (row, xh) = (&mut y1[r * ldd..(r + 1) * ldd], &c.xhat1[r * ldd..]);
-        for k in 0..d {
-            row[k] = xh[k] * g1[k] + be1[k];
+    for (row, xh) in y1.chunks_exact_mut(ldd).zip(c.xhat1.chunks_exact(ldd)) {
+        let (out, pad) = row.split_at_mut(d);
+        for ((o, &x), (&g, &b)) in out.iter_mut().zip(&xh[..d]).zip(g1.iter().zip(be1)) {
+            *o = x * g + b;
         }
-        row[d..].fill(T::ZERO);
+        pad.fill(T::ZERO);
     }
     mm(
         isa,
@@ -369,19 +378,17 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Parti
         true,
     );
     // z = LN₁(x_q + a): dr = LN₁ᵀ(dz), the gradient of both the residual and a.
-    for r in 0..rq {
-        let row = &mut dz[r * ldd..(r + 1) * ldd];
-        let (head, tail) = pg.split_at_mut(BE1);
-        ln_back_in_place(
-            isa,
-            row,
-            &c.xhat1[r * ldd..],
-            c.rstd1[r],
-            g1,
-            &mut head[G1],
-            &mut tail[0],
-        );
-    }
+    let (head, tail) = pg.split_at_mut(BE1);
+    ln_back_rows(
+        isa,
+        rq,
+        (dz, ldd),
+        (c.xhat1, ldd),
+        c.rstd1,
+        g1,
+        &mut head[G1],
+        &mut tail[0],
+    );
     // a = o·W_o + b_o: db_o = Σ dr, dW_o = oᵀ·dr, do = dr·W_oᵀ.
     col_sums(&mut pg[BO], dz, ldd, rq);
     mm(

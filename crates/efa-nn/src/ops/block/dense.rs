@@ -7,7 +7,7 @@
 //! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
 
 use efa_attn::micro::{gemm_checked, padded};
-use efa_num::simd::{self, Isa};
+use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
 
@@ -134,7 +134,9 @@ pub(super) fn col_sums<T: Real>(acc: &mut [T], c: &[T], ldc: usize, rows: usize)
 /// Layer norm of one row `x` (`d = g.len()` entries): `μ = Σx/d`, `σ² = Σ(x − μ)²/d`,
 /// `r = 1/√(σ² + ε)`, `x̂ = (x − μ)·r` (into `xhat`), `y = x̂∘g + b` (into `y`); returns `r`.
 /// The tape's `layer_norm` formulas; the two sums run on the SIMD kernels (several partial
-/// sums, so they may differ from a sequential sum in the last bits).
+/// sums, so they may differ from a sequential sum in the last bits). The reference of
+/// `norm::ln_rows`.
+#[cfg(test)]
 pub(super) fn ln_row<T: Real>(
     isa: Isa,
     x: &[T],
@@ -147,11 +149,11 @@ pub(super) fn ln_row<T: Real>(
     let d = g.len();
     let (x, xhat, y, b) = (&x[..d], &mut xhat[..d], &mut y[..d], &b[..d]);
     let inv_d = T::ONE / T::from_usize(d);
-    let mu = simd::sum_with(isa, x) * inv_d;
+    let mu = efa_num::simd::sum_with(isa, x) * inv_d;
     for (c, &v) in xhat.iter_mut().zip(x) {
         *c = v - mu;
     }
-    let var = simd::dot_with(isa, xhat, xhat) * inv_d;
+    let var = efa_num::simd::dot_with(isa, xhat, xhat) * inv_d;
     let r = T::ONE / (var + eps).sqrt();
     for (((h, o), &gk), &bk) in xhat.iter_mut().zip(y.iter_mut()).zip(g).zip(b) {
         *h *= r;
@@ -161,7 +163,9 @@ pub(super) fn ln_row<T: Real>(
 }
 
 /// Backward of [`ln_row`] in place for the cotangent `row` of one row: `dg += dy∘x̂`,
-/// `db += dy`, and `row ← dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`.
+/// `db += dy`, and `row ← dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`. The
+/// reference of `norm::ln_back_rows`.
+#[cfg(test)]
 pub(super) fn ln_back_in_place<T: Real>(
     isa: Isa,
     row: &mut [T],
@@ -181,8 +185,8 @@ pub(super) fn ln_back_in_place<T: Real>(
         *dy *= gk;
     }
     // forward computed x̂ = (x − μ)·r, so dx = r·(dx̂ − mean(dx̂) − x̂·mean(dx̂∘x̂))
-    let mgh = simd::sum_with(isa, row) * inv_d;
-    let mghx = simd::dot_with(isa, row, xhat) * inv_d;
+    let mgh = efa_num::simd::sum_with(isa, row) * inv_d;
+    let mghx = efa_num::simd::dot_with(isa, row, xhat) * inv_d;
     for (v, &h) in row.iter_mut().zip(xhat) {
         *v = r * (*v - mgh - h * mghx);
     }

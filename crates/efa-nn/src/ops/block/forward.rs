@@ -1,7 +1,8 @@
 //! Forward of the block op, one chunk of whole samples at a time (see the module docs for the
 //! formulas and `Saved` for what is kept).
 
-use super::dense::{grow, init_rows, init_rows_uninit, ld, ln_row, mm, Packed};
+use super::dense::{grow, init_rows, init_rows_uninit, ld, mm, Packed};
+use super::norm::ln_rows;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
 use efa_num::simd::{self, Isa};
@@ -248,7 +249,11 @@ pub(super) fn query_rows<'a, T: Real>(
     }
 }
 
-fn chunk<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+// One chunk, compiled for the active instruction set.
+isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
+
+#[inline(always)]
+fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
@@ -316,18 +321,17 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), T
         true,
     );
     let y1 = grow(y1, rq * ldd);
-    for r in 0..rq {
-        let row = r * ldd..(r + 1) * ldd;
-        c.rstd1[r] = ln_row(
-            isa,
-            &pre[row.clone()],
-            g1,
-            be1,
-            cx.eps,
-            &mut c.xhat1[row.clone()],
-            &mut y1[row],
-        );
-    }
+    ln_rows(
+        isa,
+        rq,
+        (pre, ldd),
+        g1,
+        be1,
+        cx.eps,
+        (c.xhat1, ldd),
+        (y1, ldd),
+        c.rstd1,
+    );
     // h = relu(z·W₁ + b₁); y = LN₂(z + h·W₂ + b₂).
     let hid = init_rows_uninit(c.hid, ldf, rq, b1);
     mm(
@@ -361,18 +365,17 @@ fn chunk<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), T
         ldd,
         true,
     );
-    for r in 0..rq {
-        let row = r * ldd..(r + 1) * ldd;
-        c.rstd2[r] = ln_row(
-            isa,
-            &pre[row.clone()],
-            g2,
-            be2,
-            cx.eps,
-            &mut c.xhat2[row],
-            &mut c.y[r * d..(r + 1) * d],
-        );
-    }
+    ln_rows(
+        isa,
+        rq,
+        (pre, ldd),
+        g2,
+        be2,
+        cx.eps,
+        (c.xhat2, ldd),
+        (c.y, d),
+        c.rstd2,
+    );
     Ok(())
 }
 

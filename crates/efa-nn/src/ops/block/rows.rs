@@ -20,9 +20,10 @@
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
-use efa_attn::micro::{ds_row, gemm_checked, gemm_checked_into, padded, PAD};
+use super::transpose::transpose_block;
+use efa_attn::micro::{ds_rows, gemm_checked, gemm_checked_into, padded, softmax_rows, PAD};
 use efa_attn::AttnError;
-use efa_num::simd::{self, Isa};
+use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
 
@@ -173,25 +174,6 @@ fn copy_block<T: Real>(src: Rows<T>, c0: usize, w: usize, rows: usize, dst: &mut
     }
 }
 
-/// Transposes rows `[0, rows)`, columns `[c0, c0 + w)` of `src` into `dst` (`w × ldd`), zeroing
-/// columns `[rows, ldd)`.
-fn transpose_block<T: Real>(
-    src: Rows<T>,
-    c0: usize,
-    w: usize,
-    rows: usize,
-    dst: &mut [T],
-    ldd: usize,
-) {
-    for c in 0..w {
-        let d = &mut dst[c * ldd..(c + 1) * ldd];
-        for (r, x) in d[..rows].iter_mut().enumerate() {
-            *x = src.data[r * src.ld + c0 + c];
-        }
-        d[rows..].fill(T::ZERO);
-    }
-}
-
 /// Writes columns `[0, w)` of `src` (`rows × lds`) into rows `[0, rows)`, columns
 /// `[c0, c0 + w)` of `dst`, and zeros in rows `[rows, total)` of those columns.
 fn put_block<T: Real>(
@@ -328,7 +310,7 @@ pub fn forward_uninit<T: Real>(
         // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
         // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
         // zero below, before the row is read).
-        transpose_block(k, h * s.dk, s.dk, keys, kt, ps);
+        transpose_block(isa, k, h * s.dk, s.dk, keys, kt, ps);
         gemm_checked_into(
             isa,
             (s.nq, keys, s.dk),
@@ -344,15 +326,13 @@ pub fn forward_uninit<T: Real>(
             for x in &mut row[keys..] {
                 x.write(T::ZERO);
             }
-            // SAFETY: the product wrote at least columns [0, keys), the loop above the rest.
-            let row = unsafe { written(row) };
-            let vis = &mut row[..keys];
-            let m = simd::max_with(isa, vis);
-            let z = simd::exp_sub_sum_with(isa, vis, m);
-            simd::scale_with(isa, T::ONE / z, vis);
         }
-        // SAFETY: every row of this head was written in full just above.
-        let ph: &[T] = unsafe { written(ph) };
+        // SAFETY: the product wrote at least columns [0, keys) of every row, the loop above the
+        // rest.
+        let ph = unsafe { written(ph) };
+        // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
+        softmax_rows(isa, ph, ps, s.nq, keys);
+        let ph: &[T] = ph;
         // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
@@ -451,13 +431,10 @@ pub fn backward<T: Real>(
             product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
             put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
         }
-        transpose_block(v, cv, s.dv, keys, vt, ps);
+        transpose_block(isa, v, cv, s.dv, keys, vt, ps);
         product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
-        for (prow, drow) in ph.chunks_exact(ps).zip(ds.chunks_exact_mut(ps)) {
-            let d = simd::dot_with(isa, &prow[..keys], &drow[..keys]);
-            ds_row(isa, &prow[..keys], &mut drow[..keys], d);
-        }
+        ds_rows(isa, ph, ds, ps, nq, keys);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
         if whole {
             let (kb, qb) = (&k.data[ck..], &q.data[ck..]);

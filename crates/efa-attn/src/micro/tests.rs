@@ -1,0 +1,197 @@
+//! The fused row kernels against the separate calls they replace: the same bits, for every
+//! instruction set, both element types, row counts and awkward widths (vector tails).
+
+use super::{ds_row, ds_rows, softmax_rows};
+use efa_num::simd::{self, Isa};
+use efa_num::Real;
+
+/// Deterministic values in `[-lo, lo)` (xorshift), a few exact zeros and repeats among them.
+fn values<T: Real>(n: usize, seed: u64, lo: f64) -> Vec<T> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            match i % 11 {
+                3 => T::ZERO,
+                7 => T::from_f64(lo * 0.5),
+                _ => T::from_f64((2.0 * u - 1.0) * lo),
+            }
+        })
+        .collect()
+}
+
+fn bits<T: Real>(x: &[T]) -> Vec<u64> {
+    x.iter().map(|v| v.to_f64().to_bits()).collect()
+}
+
+const ROWS: [usize; 4] = [0, 1, 3, 6];
+
+fn softmax_matches<T: Real>() {
+    for isa in Isa::ALL {
+        for rows in ROWS {
+            for n in 0..=70usize {
+                let ld = n.div_ceil(16).max(1) * 16 + if n % 3 == 0 { 16 } else { 0 };
+                let x = values::<T>(rows * ld, (rows * 1000 + n) as u64, 30.0);
+                let mut want = x.clone();
+                for r in 0..rows {
+                    let row = &mut want[r * ld..r * ld + n];
+                    let m = simd::max_with(isa, row);
+                    let z = simd::exp_sub_sum_with(isa, row, m);
+                    simd::scale_with(isa, T::ONE / z, row);
+                }
+                let mut got = x.clone();
+                softmax_rows(isa, &mut got, ld, rows, n);
+                assert_eq!(bits(&got), bits(&want), "{isa:?} rows {rows} n {n}");
+            }
+        }
+    }
+}
+
+fn ds_matches<T: Real>() {
+    for isa in Isa::ALL {
+        for rows in ROWS {
+            for n in 0..=70usize {
+                let ld = n.div_ceil(16).max(1) * 16;
+                let p = values::<T>(rows * ld, (rows * 77 + n) as u64, 1.0);
+                let dp = values::<T>(rows * ld, (rows * 91 + n + 5) as u64, 3.0);
+                let mut want = dp.clone();
+                for r in 0..rows {
+                    let (pr, dr) = (&p[r * ld..r * ld + n], &mut want[r * ld..r * ld + n]);
+                    let d = simd::dot_with(isa, pr, dr);
+                    ds_row(isa, pr, dr, d);
+                }
+                let mut got = dp.clone();
+                ds_rows(isa, &p, &mut got, ld, rows, n);
+                assert_eq!(bits(&got), bits(&want), "{isa:?} rows {rows} n {n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_rows_gives_the_bits_of_the_separate_calls() {
+    softmax_matches::<f32>();
+    softmax_matches::<f64>();
+}
+
+#[test]
+fn ds_rows_gives_the_bits_of_the_separate_calls() {
+    ds_matches::<f32>();
+    ds_matches::<f64>();
+}
+
+#[test]
+#[should_panic(expected = "softmax_rows")]
+fn softmax_rows_checks_the_slice() {
+    let mut p = vec![0f32; 40];
+    softmax_rows(Isa::Scalar, &mut p, 16, 3, 10);
+}
+
+/// `C (+)= alpha·A·B` by definition: each element one fused multiply-add chain over `p` in
+/// index order, from 0 (or from `C` when accumulating), then scaled when not accumulating.
+#[allow(clippy::too_many_arguments)]
+fn gemm_reference<T: Real>(
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    alpha: T,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = if accumulate { c[i * ldc + j] } else { T::ZERO };
+            for p in 0..k {
+                s = a[i * rsa + p * csa].mul_add(b[p * ldb + j], s);
+            }
+            if !accumulate && alpha != T::ONE {
+                s *= alpha;
+            }
+            c[i * ldc + j] = s;
+        }
+    }
+}
+
+/// The micro kernel against the definition, bit for bit, on every instruction set: the
+/// block's shapes (44 × 44 × 16, 44 × 16 × 44, 220 × 64 × 32, …), one-vector rows (the
+/// 12-row strips), exactly three vectors (the 8 × 3 block), vector tails, row counts that
+/// leave every remainder strip, A read by rows and transposed, scaled and accumulating.
+fn gemm_matches<T: Real>() {
+    let shapes = [
+        (44, 44, 16),
+        (44, 16, 44),
+        (44, 32, 64),
+        (220, 64, 32),
+        (64, 32, 220),
+        (37, 16, 5),
+        (25, 12, 9),
+        (13, 40, 7),
+        (12, 48, 3),
+        (9, 33, 1),
+        (50, 20, 2),
+        (7, 70, 11),
+        (1, 1, 1),
+        (3, 5, 0),
+    ];
+    for isa in Isa::ALL {
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            let np = super::padded(n);
+            for transposed in [false, true] {
+                let (rsa, csa) = if transposed { (1, m + 3) } else { (k + 2, 1) };
+                let a = values::<T>((m + 3) * (k + 2) + 1, s as u64 * 31 + 1, 1.0);
+                let b = values::<T>(k.max(1) * (np + 16), s as u64 * 31 + 2, 1.0);
+                let ldb = np + 16;
+                for (accumulate, alpha) in
+                    [(false, T::ONE), (false, T::from_f64(0.25)), (true, T::ONE)]
+                {
+                    let c0 = values::<T>(m * np, s as u64 * 31 + 3, 2.0);
+                    let mut want = c0.clone();
+                    gemm_reference(
+                        (m, n, k),
+                        &a,
+                        (rsa, csa),
+                        &b,
+                        ldb,
+                        &mut want,
+                        np,
+                        accumulate,
+                        alpha,
+                    );
+                    let mut got = c0.clone();
+                    super::gemm_checked(
+                        isa,
+                        (m, n, k),
+                        &a,
+                        (rsa, csa),
+                        &b,
+                        ldb,
+                        &mut got,
+                        np,
+                        accumulate,
+                        alpha,
+                    );
+                    for i in 0..m {
+                        let (g, w) = (&got[i * np..i * np + n], &want[i * np..i * np + n]);
+                        assert_eq!(
+                            bits(g),
+                            bits(w),
+                            "{isa:?} {m}×{n}×{k} transposed {transposed} acc {accumulate} row {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_gives_the_bits_of_the_definition() {
+    gemm_matches::<f32>();
+    gemm_matches::<f64>();
+}
