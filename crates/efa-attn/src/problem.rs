@@ -437,6 +437,18 @@ pub(crate) fn run_tasks<S, X: Send>(
     init: impl Fn() -> S + Sync + Send,
     f: impl Fn(&mut S, X) + Sync + Send,
 ) {
+    run_tasks_min(par, tasks, crate::MIN_TASKS_PER_JOB, init, f)
+}
+
+/// [`run_tasks`] with at least `min_len` tasks per rayon job (for tasks that are each worth
+/// several small ones).
+pub(crate) fn run_tasks_min<S, X: Send>(
+    par: Par,
+    tasks: Vec<X>,
+    min_len: usize,
+    init: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, X) + Sync + Send,
+) {
     match par {
         Par::Sequential => {
             let mut s = init();
@@ -447,7 +459,7 @@ pub(crate) fn run_tasks<S, X: Send>(
         Par::Rayon => {
             tasks
                 .into_par_iter()
-                .with_min_len(crate::MIN_TASKS_PER_JOB)
+                .with_min_len(min_len.max(1))
                 .for_each_init(init, f);
         }
     }

@@ -19,7 +19,7 @@ mod tests;
 
 use crate::backward::d_rows;
 use crate::micro::PAD;
-use crate::problem::{head3_each, run_tasks, Problem};
+use crate::problem::{head3_each, run_tasks_min, Problem};
 use crate::{AttnGrads, AttnOut, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use body::Dims;
 use efa_num::{simd, simd_by_kind, Real};
@@ -230,9 +230,11 @@ pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
     let mut lse = Array3::<T>::uninit((p.batch, p.heads, nq));
     let (heads, groups) = groups(p);
     let (op, lp) = (Out(o.as_mut_ptr()), Out(lse.as_mut_ptr()));
-    run_tasks(
+    // One group is 16 heads: a job of its own (the tile kernel's jobs take 4 heads).
+    run_tasks_min(
         p.par,
         groups,
+        1,
         || Scratch::new(p, false),
         |sc, g| group_forward(p, sc, g, &heads[g.start..g.start + g.n], op, lp),
     );
@@ -345,9 +347,11 @@ pub(crate) fn backward<'v, T: Real>(
         d_o,
         d_lse,
     };
-    run_tasks(
+    // One group is 16 heads: a job of its own (the tile kernel's jobs take 4 heads).
+    run_tasks_min(
         p.par,
         groups,
+        1,
         || Scratch::new(p, true),
         |sc, g| group_backward(&ctx, sc, g, &heads[g.start..g.start + g.n], ptrs),
     );
