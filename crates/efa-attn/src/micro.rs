@@ -447,6 +447,36 @@ unsafe fn gemm_bounded<T: Real>(
     }
 }
 
+/// `dst[c·ldd + r] = src[r·ld + c0 + c]` for `r < rows`, `c < w`, and zero for
+/// `rows ≤ r < ldd`: the columns `[c0, c0 + w)` of a row-major block into the rows of a padded
+/// buffer (the attention's transposed operands). With AVX-512 in f32 and `ldd` a multiple of
+/// 16, 16 × 16 tiles are transposed in registers. Only data moves, so every variant gives the
+/// same values.
+///
+/// # Panics
+/// If `src` or `dst` is too short for the shape, or `ldd < rows`.
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_cols<T: Real>(
+    isa: Isa,
+    src: &[T],
+    ld: usize,
+    c0: usize,
+    w: usize,
+    rows: usize,
+    dst: &mut [T],
+    ldd: usize,
+) {
+    if rows == 0 || w == 0 {
+        dst[..w * ldd].fill(T::ZERO);
+        return;
+    }
+    use ndarray::ShapeBuilder;
+    let view =
+        ndarray::ArrayView2::from_shape((rows, w).strides((ld, 1)), src.get(c0..).unwrap_or(&[]))
+            .expect("transpose_cols: src too short for rows × w at stride ld");
+    crate::problem::pack_cols(isa.or_scalar(), &view, 0, rows, dst, ldd);
+}
+
 mod rows;
 mod softmax;
 pub use rows::{dot_rows, scale_rows};
