@@ -37,21 +37,21 @@ struct Ctx<'a, T> {
     eps: T,
 }
 
-/// One chunk's rows of the output and of the saved buffers (elements `E`: not yet written
-/// `MaybeUninit<T>` until [`Chunk::zeroed`], then `T`).
-struct Chunk<'a, E> {
+/// One chunk's rows of the output and of the saved buffers, not yet written (see
+/// [`Chunk::ready`]).
+struct Chunk<'a, T> {
     s0: usize,
     ns: usize,
-    q: &'a mut [E],
-    kv: &'a mut [E],
-    p: &'a mut [E],
-    o: &'a mut [E],
-    xhat1: &'a mut [E],
-    rstd1: &'a mut [E],
-    hid: &'a mut [E],
-    xhat2: &'a mut [E],
-    rstd2: &'a mut [E],
-    y: &'a mut [E],
+    q: &'a mut [MaybeUninit<T>],
+    kv: &'a mut [MaybeUninit<T>],
+    p: &'a mut [MaybeUninit<T>],
+    o: &'a mut [MaybeUninit<T>],
+    xhat1: &'a mut [MaybeUninit<T>],
+    rstd1: &'a mut [MaybeUninit<T>],
+    hid: &'a mut [MaybeUninit<T>],
+    xhat2: &'a mut [MaybeUninit<T>],
+    rstd2: &'a mut [MaybeUninit<T>],
+    y: &'a mut [MaybeUninit<T>],
 }
 
 /// A chunk ready to compute: the pieces `q`, `kv`, `hid` and `p` still unwritten (the chunk
@@ -73,7 +73,7 @@ struct Ready<'a, T> {
     y: &'a mut [T],
 }
 
-impl<'a, T: Real> Chunk<'a, MaybeUninit<T>> {
+impl<'a, T: Real> Chunk<'a, T> {
     /// The chunk's small pieces zeroed, the large ones handed on unwritten (see [`Ready`]).
     fn ready(self) -> Ready<'a, T> {
         Ready {
@@ -168,7 +168,7 @@ pub(super) fn run<T: Real>(
     let mut shid = uninit::<T>(rq * ldf);
     let mut y = uninit::<T>(rq * d);
     let per = Config::per_chunk(dm);
-    let chunks: Vec<Chunk<MaybeUninit<T>>> = {
+    let chunks: Vec<Chunk<T>> = {
         let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
         let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
         let mut p = split(&mut sp, plen, per, b).into_iter();
