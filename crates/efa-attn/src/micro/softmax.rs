@@ -156,33 +156,6 @@ unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem)
     }
 }
 
-/// In place `row ← exp(row − c)` over `w` (a multiple of the lane count) entries; returns the sum.
-#[inline(always)]
-unsafe fn row_exp<V: SimdVec>(row: *mut V::Elem, w: usize, c: V::Elem) -> V::Elem {
-    unsafe {
-        let lanes = V::LANES;
-        let vc = V::splat(c);
-        let zero = V::splat(V::Elem::ZERO);
-        let (mut s0, mut s1) = (zero, zero);
-        let mut j = 0;
-        while j + 2 * lanes <= w {
-            let e0 = V::load(row.add(j)).sub(vc).exp();
-            let e1 = V::load(row.add(j + lanes)).sub(vc).exp();
-            e0.store(row.add(j));
-            e1.store(row.add(j + lanes));
-            s0 = s0.add(e0);
-            s1 = s1.add(e1);
-            j += 2 * lanes;
-        }
-        if j < w {
-            let e0 = V::load(row.add(j)).sub(vc).exp();
-            e0.store(row.add(j));
-            s0 = s0.add(e0);
-        }
-        s0.add(s1).reduce_sum()
-    }
-}
-
 /// The online-softmax update of one column block `[cb, cb + X::LANES)` (see
 /// [`online_softmax_t`]).
 #[inline(always)]
@@ -342,7 +315,7 @@ unsafe fn probs_body<V: SimdVec>(
             // stalls on store forwarding); vectors past it are exp(−∞ − lse).
             let lanes = V::LANES;
             let full = c - c % lanes;
-            row_exp::<V>(row, full, lse);
+            efa_num::simd::bodies::exp_sub_sum_body::<V>(row, full, lse);
             let vl = V::splat(lse);
             let mut j = full;
             if j < c {
