@@ -2,16 +2,19 @@
 //! each chunk writes its rows of the input gradients and returns its partial parameter
 //! gradients, summed afterwards in chunk order.
 
-use super::dense::{col_sums, grow, ld, mm, Packed};
+use super::dense::{grow, ld, mm, Packed};
 use super::forward::{query_rows, sample_qkv, slices};
-use super::norm::ln_back_rows;
+use super::norm::{col_sums, ln_back_rows};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
-use super::{err, split, split_ref, tail_at, unpad, Config, Dims, Saved};
+use super::{
+    assume_init, err, split, split_ref, tail_at, uninit, unpad, zeroed, Config, Dims, Saved,
+};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use efa_tape::TapeError;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Partial parameter gradients, in the order below (padded row strides for kernels).
 const WQ: usize = 0;
@@ -92,10 +95,12 @@ struct Chunk<'a, T> {
     xhat2: &'a [T],
     rstd2: &'a [T],
     dy: &'a [T],
-    dx: &'a mut [T],
-    dq: &'a mut [T],
-    dk: &'a mut [T],
-    dv: &'a mut [T],
+    /// Input gradients not yet written: zeroed by the chunk that owns them (see
+    /// `super::uninit`).
+    dx: &'a mut [MaybeUninit<T>],
+    dq: &'a mut [MaybeUninit<T>],
+    dk: &'a mut [MaybeUninit<T>],
+    dv: &'a mut [MaybeUninit<T>],
 }
 
 struct Scratch<T> {
@@ -166,13 +171,10 @@ pub(super) fn run<T: Real>(
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
     let plen = cfg.shape(dm, 0).p_len();
-    let mut dx = vec![T::ZERO; b * n * d];
+    // Zeroed piece by piece by the chunks that own them (`Chunk::dx`).
+    let mut dx = uninit::<T>(b * n * d);
     let (mut dq, mut dk, mut dv) = if cfg.given {
-        (
-            vec![T::ZERO; b * nq * hk],
-            vec![T::ZERO; b * n * hk],
-            vec![T::ZERO; b * n * hk],
-        )
+        (uninit(b * nq * hk), uninit(b * n * hk), uninit(b * n * hk))
     } else {
         (Vec::new(), Vec::new(), Vec::new())
     };
@@ -223,6 +225,16 @@ pub(super) fn run<T: Real>(
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
         .collect::<Result<_, TapeError>>()?;
+    // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
+    // every chunk zeroed its pieces first (`chunk_body`); on an error we returned above.
+    let (dx, dq, dk, dv) = unsafe {
+        (
+            assume_init(dx),
+            assume_init(dq),
+            assume_init(dk),
+            assume_init(dv),
+        )
+    };
     // Partial parameter gradients summed in chunk order (independent of the thread count):
     // every element adds its chunks' values in chunk order, the elements split over the pool.
     let mut pg = zeros::<T>(dm, project);
@@ -286,6 +298,7 @@ fn chunk_body<T: Real>(
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2] = cx.vecs;
+    let (dx, dq_in, dk_in, dv_in) = (zeroed(c.dx), zeroed(c.dq), zeroed(c.dk), zeroed(c.dv));
     let mut pg = zeros::<T>(dm, cx.proj_t.is_some());
     let Scratch {
         xq,
@@ -310,7 +323,7 @@ fn chunk_body<T: Real>(
     let [.., g2p, be2p] = &mut pg;
     ln_back_rows(isa, rq, (dz, ldd), (c.xhat2, ldd), c.rstd2, g2, g2p, be2p);
     // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
-    col_sums(&mut pg[B2], dz, ldd, rq);
+    col_sums(isa, &mut pg[B2], dz, ldd, rq);
     mm(
         isa,
         (f, d, rq),
@@ -346,7 +359,7 @@ fn chunk_body<T: Real>(
         }
     }
     // h = relu(z·W₁ + b₁): db₁ = Σ dh, dW₁ = zᵀ·dh, dz = du + dh·W₁ᵀ (z recomputed from x̂₁).
-    col_sums(&mut pg[B1], dh, ldf, rq);
+    col_sums(isa, &mut pg[B1], dh, ldf, rq);
     let y1 = grow(y1, rq * ldd);
     for (row, xh) in y1.chunks_exact_mut(ldd).zip(c.xhat1.chunks_exact(ldd)) {
         let (out, pad) = row.split_at_mut(d);
@@ -390,7 +403,7 @@ fn chunk_body<T: Real>(
         &mut tail[0],
     );
     // a = o·W_o + b_o: db_o = Σ dr, dW_o = oᵀ·dr, do = dr·W_oᵀ.
-    col_sums(&mut pg[BO], dz, ldd, rq);
+    col_sums(isa, &mut pg[BO], dz, ldd, rq);
     mm(
         isa,
         (hk, d, rq),
@@ -417,7 +430,7 @@ fn chunk_body<T: Real>(
     // Attention per sample, from the kept probabilities.
     let plen = cx.cfg.shape(dm, s0).p_len();
     let (dqb, dkb, dvb, ldg) = match cx.given {
-        Some(_) => (&mut *c.dq, &mut *c.dk, &mut *c.dv, hk),
+        Some(_) => (dq_in, dk_in, dv_in, hk),
         None => (
             grow(dq, rq * ldhk),
             grow(dk, rk * ldhk),
@@ -461,11 +474,11 @@ fn chunk_body<T: Real>(
     }
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let Some([wq_t, wk_t, wv_t]) = &cx.proj_t else {
-        // Given q, k, v: x reaches the output only through the residual at the query rows.
-        c.dx.fill(T::ZERO);
+        // Given q, k, v: x reaches the output only through the residual at the query rows (dx
+        // was zeroed above).
         for r in 0..rq {
             let at = query_row(cx.cfg, dm, s0, r);
-            for (g, &v) in c.dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
+            for (g, &v) in dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
                 *g += v;
             }
         }
@@ -473,7 +486,7 @@ fn chunk_body<T: Real>(
     };
     // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
-    col_sums(&mut pg[BQ], dqb, ldhk, rq);
+    col_sums(isa, &mut pg[BQ], dqb, ldhk, rq);
     mm(
         isa,
         (d, hk, rq),
@@ -485,7 +498,7 @@ fn chunk_body<T: Real>(
         ldhk,
         true,
     );
-    col_sums(&mut pg[BK], dkb, ldhk, rk);
+    col_sums(isa, &mut pg[BK], dkb, ldhk, rk);
     mm(
         isa,
         (d, hk, rk),
@@ -497,7 +510,7 @@ fn chunk_body<T: Real>(
         ldhk,
         true,
     );
-    col_sums(&mut pg[BV], dvb, ldhk, rk);
+    col_sums(isa, &mut pg[BV], dvb, ldhk, rk);
     mm(
         isa,
         (d, hk, rk),
@@ -544,9 +557,9 @@ fn chunk_body<T: Real>(
             ldd,
             true,
         );
-        for (out, (g, r)) in
-            c.dx.chunks_exact_mut(d.max(1))
-                .zip(dxs.chunks_exact(ldd).zip(dz.chunks_exact(ldd)))
+        for (out, (g, r)) in dx
+            .chunks_exact_mut(d.max(1))
+            .zip(dxs.chunks_exact(ldd).zip(dz.chunks_exact(ldd)))
         {
             for k in 0..d {
                 out[k] = g[k] + r[k];
@@ -554,7 +567,7 @@ fn chunk_body<T: Real>(
         }
     } else {
         // One query row per sample: its q-gradient and residual go to that row only.
-        for (out, g) in c.dx.chunks_exact_mut(d.max(1)).zip(dxs.chunks_exact(ldd)) {
+        for (out, g) in dx.chunks_exact_mut(d.max(1)).zip(dxs.chunks_exact(ldd)) {
             out.copy_from_slice(&g[..d]);
         }
         let dxq = grow(dxq, rq * ldd);
@@ -572,7 +585,7 @@ fn chunk_body<T: Real>(
         for r in 0..rq {
             let at = query_row(cx.cfg, dm, s0, r);
             for k in 0..d {
-                c.dx[at * d + k] += dxq[r * ldd + k] + dz[r * ldd + k];
+                dx[at * d + k] += dxq[r * ldd + k] + dz[r * ldd + k];
             }
         }
     }

@@ -122,7 +122,9 @@ pub(super) fn init_rows_uninit<'a, T: Real>(
     unsafe { &mut *(c as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
-/// `acc[j] += Σ_{i<rows} c[i][j]` for `j < acc.len()`, rows in order.
+/// `acc[j] += Σ_{i<rows} c[i][j]` for `j < acc.len()`, rows in order: the reference of
+/// `norm::col_sums`.
+#[cfg(test)]
 pub(super) fn col_sums<T: Real>(acc: &mut [T], c: &[T], ldc: usize, rows: usize) {
     for i in 0..rows {
         for (a, &x) in acc.iter_mut().zip(&c[i * ldc..]) {
