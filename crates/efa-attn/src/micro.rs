@@ -77,6 +77,8 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
+    ci: *const V::Elem,
+    rsi: isize,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -87,7 +89,7 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
         if accumulate {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (j, x) in row.iter_mut().enumerate() {
-                    *x = V::load(c.offset(i as isize * rsc).add(j * w));
+                    *x = V::load(ci.offset(i as isize * rsi).add(j * w));
                 }
             }
         }
@@ -138,6 +140,8 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
+    ci: *const V::Elem,
+    rsi: isize,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -149,7 +153,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
         // loads one row of A for three vectors of B. The same columns are written.
         let half = if H::LANES < w { H::LANES } else { 0 };
         if MR == 8 && NR == 2 && nu > 2 * w + half && nu <= 3 * w {
-            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha);
+            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha);
             return;
         }
         while j + NR * w <= nu {
@@ -162,6 +166,8 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                 rsb,
                 c.add(j),
                 rsc,
+                ci.add(j),
+                rsi,
                 accumulate,
                 alpha,
             );
@@ -178,6 +184,8 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                     rsb,
                     c.add(j),
                     rsc,
+                    ci.add(j),
+                    rsi,
                     accumulate,
                     alpha,
                 );
@@ -192,6 +200,8 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                     rsb,
                     c.add(j),
                     rsc,
+                    ci.add(j),
+                    rsi,
                     accumulate,
                     alpha,
                 );
@@ -214,6 +224,8 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
+    ci: *const V::Elem,
+    rsi: isize,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -223,28 +235,50 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
         // independent FMA chains in flight instead of eight (one FMA per row and step).
         if MR >= 8 && n <= V::LANES {
             while i + 12 <= m {
-                let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
-                strip::<V, H, 12, 1>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                let (ai, cp, ip) = (
+                    a.offset(i as isize * rsa),
+                    c.offset(i as isize * rsc),
+                    ci.offset(i as isize * rsi),
+                );
+                strip::<V, H, 12, 1>(
+                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
+                );
                 i += 12;
             }
         }
         while i + MR <= m {
-            let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
-            strip::<V, H, MR, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+            let (ai, cp, ip) = (
+                a.offset(i as isize * rsa),
+                c.offset(i as isize * rsc),
+                ci.offset(i as isize * rsi),
+            );
+            strip::<V, H, MR, 2>(
+                n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
+            );
             i += MR;
         }
         // Remainder rows in blocks of 4, 2, 1.
         while i < m {
-            let (ai, ci) = (a.offset(i as isize * rsa), c.offset(i as isize * rsc));
+            let (ai, cp, ip) = (
+                a.offset(i as isize * rsa),
+                c.offset(i as isize * rsc),
+                ci.offset(i as isize * rsi),
+            );
             let left = m - i;
             if left >= 4 && MR > 4 {
-                strip::<V, H, 4, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 4, 2>(
+                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
+                );
                 i += 4;
             } else if left >= 2 {
-                strip::<V, H, 2, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 2, 2>(
+                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
+                );
                 i += 2;
             } else {
-                strip::<V, H, 1, 2>(n, k, ai, rsa, csa, b, rsb, ci, rsc, accumulate, alpha);
+                strip::<V, H, 1, 2>(
+                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
+                );
                 i += 1;
             }
         }
@@ -264,22 +298,31 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
+    ci: *const V::Elem,
+    rsi: isize,
     accumulate: bool,
     alpha: V::Elem,
 ) {
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
-            rows::<V, H, 8>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 8>(
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+            )
         } else if bytes >= 32 {
-            rows::<V, H, 6>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 6>(
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+            )
         } else {
-            rows::<V, H, 4>(m, n, k, a, rsa, csa, b, rsb, c, rsc, accumulate, alpha)
+            rows::<V, H, 4>(
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+            )
         }
     }
 }
 tail_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
-    b: *const E, rsb: isize, c: *mut E, rsc: isize, accumulate: bool, alpha: E) -> ());
+    b: *const E, rsb: isize, c: *mut E, rsc: isize, ci: *const E, rsi: isize, accumulate: bool,
+    alpha: E) -> ());
 
 /// `C ← alpha·A·B` (`accumulate = false`) or `C ← C + A·B` (`accumulate = true`, `alpha`
 /// ignored): `A` is m×k read at `a[i·rsa + p·csa]`, `B` is k×n with rows at `b[p·rsb]`,
@@ -309,8 +352,30 @@ pub unsafe fn gemm<T: Real>(
     alpha: T,
 ) {
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, accumulate,
+        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, c.cast_const().cast(), rsc, accumulate,
             *(&alpha as *const T).cast::<E>())
+    })
+}
+
+/// [`gemm`] with `accumulate` reading the starting values of `C`'s rows from `ci` (row `i` at
+/// `ci[i·rsi]`, up to `padded(n)` columns; `rsi = 0` starts every row from the same vector)
+/// instead of from `C` itself.
+///
+/// # Safety
+/// As [`gemm`]; `ci` valid for reads of the rows it names.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_from<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    (a, rsa, csa): (*const T, isize, isize),
+    (b, rsb): (*const T, isize),
+    (c, rsc): (*mut T, isize),
+    (ci, rsi): (*const T, isize),
+) {
+    simd_by_kind!(T, E => unsafe {
+        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, ci.cast(), rsi,
+            true, E::ONE)
     })
 }
 
@@ -392,6 +457,71 @@ pub fn gemm_checked_into<T: Real>(
     }
 }
 
+/// `C ← bias + A·B` row by row into a `C` not yet written (`bias` repeated on every row): the
+/// same bits as writing the bias rows and then accumulating with [`gemm_checked`] (every sum
+/// starts from its bias element and adds the products over `p` in index order), without the
+/// pass that writes the bias rows first. `bias` holds at least `padded(n)` elements (its
+/// padding columns, usually zeros, start the padding columns of `C`). Columns `[0, n)` of every
+/// row are written (at most `[0, padded(n))`, as [`gemm_checked_into`]) and never read.
+///
+/// # Panics
+/// As [`gemm_checked`], or if `bias` is shorter than `padded(n)`.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn gemm_checked_bias_into<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    bias: &[T],
+    c: &mut [MaybeUninit<T>],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(bias.len() >= padded(n), "gemm: bias bounds");
+    check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c.len(), ldc);
+    // SAFETY: the checks keep every element read (A, B, the bias row) or written (C rows up to
+    // the padded width) inside the slices; C is uniquely borrowed and only written (its
+    // starting values come from `bias`), with initialised values.
+    unsafe {
+        gemm_from(
+            isa,
+            (m, n, k),
+            (a.as_ptr(), rsa as isize, csa as isize),
+            (b.as_ptr(), ldb as isize),
+            (c.as_mut_ptr().cast::<T>(), ldc as isize),
+            (bias.as_ptr(), 0),
+        );
+    }
+}
+
+/// The bounds of [`gemm_checked`]'s operands.
+#[track_caller]
+fn check_bounds(
+    (m, n, k): (usize, usize, usize),
+    a_len: usize,
+    (rsa, csa): (usize, usize),
+    b_len: usize,
+    ldb: usize,
+    c_len: usize,
+    ldc: usize,
+) {
+    let np = padded(n);
+    assert!(
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a_len,
+        "gemm: A bounds"
+    );
+    assert!(
+        k == 0 || ((k - 1) * ldb + np <= b_len && ldb >= np),
+        "gemm: B bounds"
+    );
+    assert!((m - 1) * ldc + np <= c_len && ldc >= np, "gemm: C bounds");
+}
+
 /// The bounds checks of [`gemm_checked`] and the kernel call, on `C` given as a pointer and
 /// length.
 ///
@@ -415,17 +545,8 @@ unsafe fn gemm_bounded<T: Real>(
     if m == 0 || n == 0 {
         return;
     }
-    let np = padded(n);
-    assert!(
-        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
-        "gemm: A bounds"
-    );
-    assert!(
-        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
-        "gemm: B bounds"
-    );
-    assert!((m - 1) * ldc + np <= c_len && ldc >= np, "gemm: C bounds");
-    // SAFETY: the asserts keep every element the kernel reads (A through its strides, B rows
+    check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c_len, ldc);
+    // SAFETY: the checks keep every element the kernel reads (A through its strides, B rows
     // up to the padded width) or writes (C rows up to the padded width) inside the slices; the
     // caller guarantees C is unique (and initialised when accumulating).
     unsafe {

@@ -6,7 +6,7 @@
 //! kernel's padding ([`padded`]); the padding columns are kept at zero by every writer, so a
 //! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
 
-use efa_attn::micro::{gemm_checked, padded};
+use efa_attn::micro::{gemm_checked, gemm_checked_bias_into, padded};
 use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
@@ -72,6 +72,44 @@ pub(super) fn mm<T: Real>(
     gemm_checked(isa, mnk, a, strides, b, ldb, c, ldc, acc, T::ONE);
 }
 
+/// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of [`init_rows_uninit`]
+/// followed by an accumulating [`mm`], without the pass that writes the bias rows first) into
+/// `c` not yet written, exactly `m × ldc` elements: the columns `[0, n)` from the product, zeros
+/// on the padding; returns them initialised. `bias` holds `padded(n)` elements (see
+/// [`padded_bias`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mm_bias_into<'a, T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    strides: (usize, usize),
+    b: &Packed<T>,
+    bias: &[T],
+    c: &'a mut [MaybeUninit<T>],
+    ldc: usize,
+) -> &'a mut [T] {
+    assert!(
+        c.len() == m * ldc && ldc >= padded(n.max(1)),
+        "mm_bias_into: sizes"
+    );
+    gemm_checked_bias_into(isa, (m, n, k), a, strides, &b.data, b.ld, bias, c, ldc);
+    for row in c.chunks_exact_mut(ldc.max(1)) {
+        for y in &mut row[n..] {
+            y.write(T::ZERO);
+        }
+    }
+    // SAFETY: the product wrote columns [0, n) of every row (all `m` rows of `ldc` cover `c`),
+    // the loop above the rest.
+    unsafe { &mut *(c as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+/// `bias` followed by zeros up to `padded(len)` (the bias row of [`mm_bias_into`]).
+pub(super) fn padded_bias<T: Real>(bias: &[T]) -> Vec<T> {
+    let mut v = bias.to_vec();
+    v.resize(ld(bias.len()), T::ZERO);
+    v
+}
+
 /// `c[i][j] = bias[j] (+ add[i][j])` for `j < bias.len()` and 0 on the padding, rows
 /// `i < rows`; `add` is a row-major matrix with its row stride.
 pub(super) fn init_rows<T: Real>(
@@ -97,7 +135,9 @@ pub(super) fn init_rows<T: Real>(
 }
 
 /// [`init_rows`] (without `add`) into `c` not yet written, exactly `rows × ldc` elements:
-/// writes every one (the bias, zeros on the padding) and returns them initialised.
+/// writes every one (the bias, zeros on the padding) and returns them initialised. With an
+/// accumulating [`mm`], the reference of [`mm_bias_into`].
+#[cfg(test)]
 pub(super) fn init_rows_uninit<'a, T: Real>(
     c: &'a mut [MaybeUninit<T>],
     ldc: usize,
@@ -205,4 +245,67 @@ pub(super) fn grow<T: Real>(v: &mut Vec<T>, n: usize) -> &mut [T] {
         v.resize(n, T::ZERO);
     }
     &mut v[..n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    fn same_as_bias_rows_then_mm<T: Real>() {
+        for isa in Isa::ALL {
+            for (m, n, k) in [
+                (1, 1, 1),
+                (5, 7, 3),
+                (13, 16, 32),
+                (44, 64, 32),
+                (37, 33, 9),
+                (3, 0, 4),
+                (4, 5, 0),
+            ] {
+                let ldc = ld(n) + 16;
+                let seed = (m * 10_000 + n * 100 + k) as u64;
+                let cast = |v: Vec<f64>| v.into_iter().map(T::from_f64).collect::<Vec<T>>();
+                let a = cast(values(m * k.max(1), seed));
+                let w = cast(values(k * n, seed + 1));
+                let bias = cast(values(n, seed + 2));
+                let packed = Packed::new(&w, k, n);
+                let mut want = vec![MaybeUninit::<T>::uninit(); m * ldc];
+                let want = init_rows_uninit(&mut want, ldc, m, &bias);
+                mm(
+                    isa,
+                    (m, n, k),
+                    &a,
+                    (k, 1),
+                    &packed.data,
+                    packed.ld,
+                    want,
+                    ldc,
+                    true,
+                );
+                let mut got = vec![MaybeUninit::<T>::uninit(); m * ldc];
+                let pb = padded_bias(&bias);
+                let got = mm_bias_into(isa, (m, n, k), &a, (k, 1), &packed, &pb, &mut got, ldc);
+                let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(got), bits(want), "{isa:?} m {m} n {n} k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn bias_folded_products_give_the_bits_of_bias_rows_then_accumulate() {
+        same_as_bias_rows_then_mm::<f32>();
+        same_as_bias_rows_then_mm::<f64>();
+    }
 }

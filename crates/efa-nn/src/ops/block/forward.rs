@@ -1,8 +1,8 @@
 //! Forward of the block op, one chunk of whole samples at a time (see the module docs for the
 //! formulas and `Saved` for what is kept).
 
-use super::dense::{grow, init_rows, init_rows_uninit, ld, mm, Packed};
-use super::norm::ln_rows;
+use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
+use super::norm::ln_rows_into;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
 use efa_num::simd::{self, Isa};
@@ -26,19 +26,23 @@ struct Ctx<'a, T> {
     /// Given `q, k, v`, or the packed projections `W_q` and `[W_k | W_v]` with their biases.
     given: Option<[&'a [T]; 3]>,
     wq: Option<Packed<T>>,
-    bq: &'a [T],
+    /// `b_q` and `[b_k | b_v]` with zero padding (the bias rows of `mm_bias_into`).
+    bq: Vec<T>,
     wkv: Option<Packed<T>>,
     bkv: Vec<T>,
     wo: Packed<T>,
     w1: Packed<T>,
     w2: Packed<T>,
-    /// `bo, ln1 gain, ln1 bias, b1, b2, ln2 gain, ln2 bias`.
-    vecs: [&'a [T]; 7],
+    /// `b₁` with zero padding.
+    b1: Vec<T>,
+    /// `bo, ln1 gain, ln1 bias, b2, ln2 gain, ln2 bias`.
+    vecs: [&'a [T]; 6],
     eps: T,
 }
 
-/// One chunk's rows of the output and of the saved buffers, not yet written (see
-/// [`Chunk::ready`]).
+/// One chunk's rows of the output and of the saved buffers, not yet written: the chunk writes
+/// every element of each (`mm_bias_into`, `rows::forward_uninit`, `ln_rows_into`) before
+/// reading it, except `o`, which it zeroes first (on the thread that computes it, in cache).
 struct Chunk<'a, T> {
     s0: usize,
     ns: usize,
@@ -52,45 +56,6 @@ struct Chunk<'a, T> {
     xhat2: &'a mut [MaybeUninit<T>],
     rstd2: &'a mut [MaybeUninit<T>],
     y: &'a mut [MaybeUninit<T>],
-}
-
-/// A chunk ready to compute: the pieces `q`, `kv`, `hid` and `p` still unwritten (the chunk
-/// writes each in full before reading it: [`init_rows_uninit`], [`rows::forward_uninit`]), the
-/// others zeroed (on the thread that computes them, in cache; they are small, and `o`, `x̂₁`,
-/// `x̂₂` keep zero padding columns).
-struct Ready<'a, T> {
-    s0: usize,
-    ns: usize,
-    q: &'a mut [MaybeUninit<T>],
-    kv: &'a mut [MaybeUninit<T>],
-    p: &'a mut [MaybeUninit<T>],
-    hid: &'a mut [MaybeUninit<T>],
-    o: &'a mut [T],
-    xhat1: &'a mut [T],
-    rstd1: &'a mut [T],
-    xhat2: &'a mut [T],
-    rstd2: &'a mut [T],
-    y: &'a mut [T],
-}
-
-impl<'a, T: Real> Chunk<'a, T> {
-    /// The chunk's small pieces zeroed, the large ones handed on unwritten (see [`Ready`]).
-    fn ready(self) -> Ready<'a, T> {
-        Ready {
-            s0: self.s0,
-            ns: self.ns,
-            q: self.q,
-            kv: self.kv,
-            p: self.p,
-            hid: self.hid,
-            o: zeroed(self.o),
-            xhat1: zeroed(self.xhat1),
-            rstd1: zeroed(self.rstd1),
-            xhat2: zeroed(self.xhat2),
-            rstd2: zeroed(self.rstd2),
-            y: zeroed(self.y),
-        }
-    }
 }
 
 /// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output and
@@ -130,25 +95,22 @@ pub(super) fn run<T: Real>(
         x: v(0),
         given: cfg.given.then(|| [v(1), v(2), v(3)]),
         wq: (!cfg.given).then(|| Packed::new(v(1), d, hk)),
-        bq: if cfg.given { &[] } else { v(2) },
+        bq: if cfg.given {
+            Vec::new()
+        } else {
+            padded_bias(v(2))
+        },
         wkv: (!cfg.given).then(|| Packed::side_by_side(v(3), v(5), d, hk)),
         bkv: if cfg.given {
             Vec::new()
         } else {
-            [v(4), v(6)].concat()
+            padded_bias(&[v(4), v(6)].concat())
         },
         wo: Packed::new(v(t), hk, d),
         w1: Packed::new(v(t + 4), d, f),
         w2: Packed::new(v(t + 6), f, d),
-        vecs: [
-            v(t + 1),
-            v(t + 2),
-            v(t + 3),
-            v(t + 5),
-            v(t + 7),
-            v(t + 8),
-            v(t + 9),
-        ],
+        b1: padded_bias(v(t + 5)),
+        vecs: [v(t + 1), v(t + 2), v(t + 3), v(t + 7), v(t + 8), v(t + 9)],
         eps: T::from_f64(cfg.eps),
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
@@ -156,7 +118,7 @@ pub(super) fn run<T: Real>(
     let rq = b * nq;
     let project = !cfg.given;
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
-    // `uninit` and `Ready`).
+    // `uninit` and `Chunk`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
     let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
     let mut sp = uninit::<T>(b * plen);
@@ -199,12 +161,13 @@ pub(super) fn run<T: Real>(
     };
     chunks
         .into_par_iter()
-        .map_init(Scratch::new, |sc, c| chunk(&cx, c.ready(), sc))
+        .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
         .collect::<Result<Vec<()>, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
-    // every chunk that returned Ok zeroed its small pieces (`Chunk::ready`) and wrote its
-    // `q`, `kv`, `hid` (`init_rows_uninit`, whole pieces) and `p` (`rows::forward_uninit`
-    // on each sample's whole `p_len` slice) in full; on an error we returned above.
+    // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `hid`
+    // (`mm_bias_into`, whole pieces), `p` (`rows::forward_uninit` on each sample's whole
+    // `p_len` slice), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole pieces) in full; on
+    // an error we returned above.
     let (s, y) = unsafe {
         (
             Saved {
@@ -250,35 +213,24 @@ pub(super) fn query_rows<'a, T: Real>(
 }
 
 // One chunk, compiled for the active instruction set.
-isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
+isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
 
 #[inline(always)]
-fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
-    let [bo, g1, be1, b1, b2, g2, be2] = cx.vecs;
+    let [bo, g1, be1, b2, g2, be2] = cx.vecs;
     let Scratch { xq, pre, y1, attn } = sc;
+    let o = zeroed(c.o);
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
     // q = x_q·W_q + b_q and [k | v] = x·[W_k | W_v] + [b_k | b_v] (projection mode).
     let (cq, ckv): (&[T], &[T]) = if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
-        let kv = init_rows_uninit(c.kv, ldkv, rk, &cx.bkv);
-        mm(
-            isa,
-            (rk, 2 * hk, d),
-            xc,
-            (d, 1),
-            &wkv.data,
-            wkv.ld,
-            kv,
-            ldkv,
-            true,
-        );
-        let q = init_rows_uninit(c.q, ldhk, rq, cx.bq);
-        mm(isa, (rq, hk, d), xq, (d, 1), &wq.data, wq.ld, q, ldhk, true);
+        let kv = mm_bias_into(isa, (rk, 2 * hk, d), xc, (d, 1), wkv, &cx.bkv, c.kv, ldkv);
+        let q = mm_bias_into(isa, (rq, hk, d), xq, (d, 1), wq, &cx.bq, c.q, ldhk);
         (q, kv)
     } else {
         // Given q, k, v: these pieces are empty.
@@ -291,7 +243,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<
         let shape = cx.cfg.shape(dm, s0 + i);
         let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
         let o = RowsMut {
-            data: &mut c.o[i * nq * ldhk..(i + 1) * nq * ldhk],
+            data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
         };
         rows::forward_uninit(
@@ -312,7 +264,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<
     mm(
         isa,
         (rq, d, hk),
-        c.o,
+        o,
         (ldhk, 1),
         &cx.wo.data,
         cx.wo.ld,
@@ -321,7 +273,10 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<
         true,
     );
     let y1 = grow(y1, rq * ldd);
-    ln_rows(
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; `ln_rows_into` only writes initialised
+    // values through the view.
+    let y1_out = unsafe { &mut *(&mut *y1 as *mut [T] as *mut [MaybeUninit<T>]) };
+    ln_rows_into(
         isa,
         rq,
         (pre, ldd),
@@ -329,22 +284,11 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<
         be1,
         cx.eps,
         (c.xhat1, ldd),
-        (y1, ldd),
+        (y1_out, ldd),
         c.rstd1,
     );
     // h = relu(z·W₁ + b₁); y = LN₂(z + h·W₂ + b₂).
-    let hid = init_rows_uninit(c.hid, ldf, rq, b1);
-    mm(
-        isa,
-        (rq, f, d),
-        y1,
-        (ldd, 1),
-        &cx.w1.data,
-        cx.w1.ld,
-        hid,
-        ldf,
-        true,
-    );
+    let hid = mm_bias_into(isa, (rq, f, d), y1, (ldd, 1), &cx.w1, &cx.b1, c.hid, ldf);
     for r in 0..rq {
         for h in &mut hid[r * ldf..r * ldf + f] {
             // A NaN stays NaN (as the tape's relu).
@@ -365,7 +309,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Ready<T>, sc: &mut Scratch<T>) -> Result<
         ldd,
         true,
     );
-    ln_rows(
+    ln_rows_into(
         isa,
         rq,
         (pre, ldd),

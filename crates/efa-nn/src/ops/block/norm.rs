@@ -7,6 +7,7 @@
 
 use efa_num::simd::{bodies, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
+use std::mem::MaybeUninit;
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -83,6 +84,7 @@ fn fits(len: usize, ld: usize, rows: usize, d: usize) -> bool {
 ///
 /// # Panics
 /// If a buffer is too short for its rows (an internal invariant of the callers).
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub(super) fn ln_rows<T: Real>(
@@ -119,6 +121,63 @@ pub(super) fn ln_rows<T: Real>(
 /// rows, one block of columns at a time with the parameter gradients in registers (rows in
 /// order: each element's sums are those of a row-by-row loop, without a chain of stores and
 /// reloads through `dg`, `db` from one row to the next).
+/// [`ln_rows`] into buffers not yet written, each exactly `rows` rows (`xhat` `rows × ldh`,
+/// `y` `rows × ldy`, `rstd` `rows`): the same values, and zeros on the padding columns
+/// `[d, ld)` of `xhat` and `y`, so every element is written (no zero-fill pass first). Returns
+/// `x̂` and `r` initialised (`y` is initialised too, for the caller that owns it).
+///
+/// # Panics
+/// If a buffer does not have exactly its rows' length, or `x` is too short.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub(super) fn ln_rows_into<'h, 'r, T: Real>(
+    isa: Isa,
+    rows: usize,
+    (x, ldx): (&[T], usize),
+    g: &[T],
+    b: &[T],
+    eps: T,
+    (xhat, ldh): (&'h mut [MaybeUninit<T>], usize),
+    (y, ldy): (&mut [MaybeUninit<T>], usize),
+    rstd: &'r mut [MaybeUninit<T>],
+) -> (&'h mut [T], &'r mut [T]) {
+    let d = g.len();
+    assert!(
+        b.len() >= d
+            && rstd.len() == rows
+            && xhat.len() == rows * ldh
+            && y.len() == rows * ldy
+            && d <= ldh
+            && d <= ldy
+            && fits(x.len(), ldx, rows, d),
+        "ln_rows_into: sizes"
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: the assert keeps every row's first `d` entries of `x`, `xhat`, `y` and the first
+    // `rows` of `rstd` inside their slices (distinct borrows: no aliasing); `isa` is supported;
+    // the kernel only writes `xhat`, `y`, `rstd` (never reads them).
+    let () = simd_by_kind!(T, E => unsafe {
+        ln_d::<E>(isa, rows, d, x.as_ptr().cast(), ldx, g.as_ptr().cast(), b.as_ptr().cast(),
+            *(&eps as *const T).cast::<E>(), xhat.as_mut_ptr().cast(), ldh,
+            y.as_mut_ptr().cast(), ldy, rstd.as_mut_ptr().cast())
+    });
+    for (buf, ld) in [(&mut *xhat, ldh), (&mut *y, ldy)] {
+        for row in buf.chunks_exact_mut(ld.max(1)) {
+            for v in &mut row[d..] {
+                v.write(T::ZERO);
+            }
+        }
+    }
+    // SAFETY: the kernel wrote columns [0, d) of every row and every `rstd` entry, the loop
+    // above the padding columns; `MaybeUninit<T>` has the layout of `T`.
+    unsafe {
+        (
+            &mut *(xhat as *mut [MaybeUninit<T>] as *mut [T]),
+            &mut *(rstd as *mut [MaybeUninit<T>] as *mut [T]),
+        )
+    }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn ln_back_params<V: SimdVec>(
@@ -396,6 +455,26 @@ mod tests {
                     assert_eq!(bits(&h1), bits(&h0), "x̂ {what}");
                     assert_eq!(bits(&y1), bits(&y0), "y {what}");
                     assert_eq!(bits(&r1), bits(&r0), "r {what}");
+                    // Into unwritten buffers: the same values, zeros on x̂'s padding.
+                    let mut h2 = vec![MaybeUninit::<T>::uninit(); rows * ld];
+                    let mut y2 = vec![MaybeUninit::<T>::uninit(); rows * d];
+                    let mut r2 = vec![MaybeUninit::<T>::uninit(); rows];
+                    let (h2, r2) = ln_rows_into(
+                        isa,
+                        rows,
+                        (&x, ld),
+                        &g,
+                        &b,
+                        eps,
+                        (&mut h2, ld),
+                        (&mut y2, d),
+                        &mut r2,
+                    );
+                    assert_eq!(bits(h2), bits(&h0), "x̂ into {what}");
+                    assert_eq!(bits(r2), bits(&r0), "r into {what}");
+                    // SAFETY: `ln_rows_into` wrote every element of `y2`.
+                    let y2: Vec<T> = y2.into_iter().map(|v| unsafe { v.assume_init() }).collect();
+                    assert_eq!(bits(&y2), bits(&y0), "y into {what}");
                     // Backward in place, with parameter gradients accumulated over the rows.
                     let dy = values::<T>(rows * ld, seed + 3, 1.5, 0.1);
                     let (mut dx0, mut dg0, mut db0) = (
