@@ -34,17 +34,20 @@ const B2: usize = 13;
 const G2: usize = 14;
 const BE2: usize = 15;
 
-type Partial<T> = [Vec<T>; 16];
+/// One chunk's partial parameter gradients: 16 pieces of one buffer, in the order above.
+type Partial<'a, T> = [&'a mut [T]; 16];
 
 /// Elements of a parameter gradient per task of the partial sums' reduction.
 const SUM_PIECE: usize = 512;
 
-fn zeros<T: Real>(dm: &Dims, project: bool) -> Partial<T> {
+/// Lengths of the 16 parameter gradients (padded row strides for kernels; the projections'
+/// are empty with given `q, k, v`).
+fn sizes(dm: &Dims, project: bool) -> [usize; 16] {
     let (d, hk, f) = (dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
     let pq = if project { d * ldhk } else { 0 };
     let pb = if project { hk } else { 0 };
-    let sizes = [
+    [
         pq,
         pb,
         pq,
@@ -61,8 +64,18 @@ fn zeros<T: Real>(dm: &Dims, project: bool) -> Partial<T> {
         d,
         d,
         d,
-    ];
-    sizes.map(|n| vec![T::ZERO; n])
+    ]
+}
+
+/// `buf` cut into consecutive pieces of the given lengths.
+fn cut<'a, T>(mut buf: &'a mut [T], sizes: &[usize; 16]) -> Partial<'a, T> {
+    let mut out: Partial<'a, T> = Default::default();
+    for (o, &n) in out.iter_mut().zip(sizes) {
+        let (a, rest) = std::mem::take(&mut buf).split_at_mut(n);
+        *o = a;
+        buf = rest;
+    }
+    out
 }
 
 /// What a backward chunk reads: shapes, settings, inputs, saved buffers and the transposed
@@ -101,6 +114,8 @@ struct Chunk<'a, T> {
     dq: &'a mut [MaybeUninit<T>],
     dk: &'a mut [MaybeUninit<T>],
     dv: &'a mut [MaybeUninit<T>],
+    /// This chunk's partial parameter gradients (`sizes`), not yet written.
+    pg: &'a mut [MaybeUninit<T>],
 }
 
 struct Scratch<T> {
@@ -179,6 +194,10 @@ pub(super) fn run<T: Real>(
         (Vec::new(), Vec::new(), Vec::new())
     };
     let per = Config::per_chunk(dm);
+    // One piece of partial parameter gradients per chunk (`sizes`), zeroed by its chunk.
+    let sizes = sizes(dm, project);
+    let total: usize = sizes.iter().sum();
+    let mut parts = uninit::<T>(b.div_ceil(per) * total);
     let chunks: Vec<Chunk<T>> = {
         let r = |buf, each| split_ref(buf, each, per, b).into_iter();
         let (mut q, mut kv, mut p, mut o) = (
@@ -199,6 +218,7 @@ pub(super) fn run<T: Real>(
         let mut dqs = split(&mut dq, nq * hk, per, b).into_iter();
         let mut dks = split(&mut dk, n * hk, per, b).into_iter();
         let mut dvs = split(&mut dv, n * hk, per, b).into_iter();
+        let mut pgs = parts.chunks_mut(total.max(1));
         (0..b)
             .step_by(per)
             .map(|s0| Chunk {
@@ -218,15 +238,21 @@ pub(super) fn run<T: Real>(
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
                 dv: dvs.next().expect("chunk"),
+                pg: if total == 0 {
+                    Default::default()
+                } else {
+                    pgs.next().expect("chunk")
+                },
             })
             .collect()
     };
-    let parts: Vec<Partial<T>> = chunks
+    chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
-        .collect::<Result<_, TapeError>>()?;
+        .collect::<Result<Vec<()>, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
-    // every chunk zeroed its pieces first (`chunk_body`); on an error we returned above.
+    // every chunk that returned Ok zeroed or wrote each of its pieces in full (`chunk_body`);
+    // on an error we returned above.
     let (dx, dq, dk, dv) = unsafe {
         (
             assume_init(dx),
@@ -235,20 +261,25 @@ pub(super) fn run<T: Real>(
             assume_init(dv),
         )
     };
+    // SAFETY: as above (every chunk zeroed its piece of the partial gradients first).
+    let parts = unsafe { assume_init(parts) };
     // Partial parameter gradients summed in chunk order (independent of the thread count):
     // every element adds its chunks' values in chunk order, the elements split over the pool.
-    let mut pg = zeros::<T>(dm, project);
-    for (t, acc) in pg.iter_mut().enumerate() {
+    let mut pg = sizes.map(|n| vec![T::ZERO; n]);
+    let mut off = 0;
+    for acc in pg.iter_mut() {
+        let len = acc.len();
         acc.par_chunks_mut(SUM_PIECE)
             .enumerate()
             .for_each(|(i, piece)| {
-                let at = i * SUM_PIECE;
-                for part in &parts {
-                    for (a, &v) in piece.iter_mut().zip(&part[t][at..]) {
+                let at = off + i * SUM_PIECE;
+                for part in parts.chunks_exact(total) {
+                    for (a, &v) in piece.iter_mut().zip(&part[at..]) {
                         *a += v;
                     }
                 }
             });
+        off += len;
     }
     let vec1 = |x: &Vec<T>| ArrayD::from_shape_vec(IxDyn(&[x.len()]), x.clone()).expect("sizes");
     let mut out = vec![Some(
@@ -284,22 +315,20 @@ pub(super) fn run<T: Real>(
 }
 
 // One chunk, compiled for the active instruction set.
-isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Partial<T>, TapeError>);
+isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
 
 #[inline(always)]
-fn chunk_body<T: Real>(
-    cx: &Ctx<T>,
-    c: Chunk<T>,
-    sc: &mut Scratch<T>,
-) -> Result<Partial<T>, TapeError> {
+fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2] = cx.vecs;
-    let (dx, dq_in, dk_in, dv_in) = (zeroed(c.dx), zeroed(c.dq), zeroed(c.dk), zeroed(c.dv));
-    let mut pg = zeros::<T>(dm, cx.proj_t.is_some());
+    // dq, dk, dv (given q, k, v only; empty otherwise) are written in full by the attention
+    // backward, which takes them initialised.
+    let (dq_in, dk_in, dv_in) = (zeroed(c.dq), zeroed(c.dk), zeroed(c.dv));
+    let mut pg = cut(zeroed(c.pg), &sizes(dm, cx.proj_t.is_some()));
     let Scratch {
         xq,
         dz,
@@ -474,15 +503,15 @@ fn chunk_body<T: Real>(
     }
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let Some([wq_t, wk_t, wv_t]) = &cx.proj_t else {
-        // Given q, k, v: x reaches the output only through the residual at the query rows (dx
-        // was zeroed above).
+        // Given q, k, v: x reaches the output only through the residual at the query rows.
+        let dx = zeroed(c.dx);
         for r in 0..rq {
             let at = query_row(cx.cfg, dm, s0, r);
             for (g, &v) in dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
                 *g += v;
             }
         }
-        return Ok(pg);
+        return Ok(());
     };
     // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
@@ -557,19 +586,25 @@ fn chunk_body<T: Real>(
             ldd,
             true,
         );
-        for (out, (g, r)) in dx
-            .chunks_exact_mut(d.max(1))
-            .zip(dxs.chunks_exact(ldd).zip(dz.chunks_exact(ldd)))
+        // Every row of dx written (rk = rq rows of d).
+        for (out, (g, r)) in
+            c.dx.chunks_exact_mut(d.max(1))
+                .zip(dxs.chunks_exact(ldd).zip(dz.chunks_exact(ldd)))
         {
             for k in 0..d {
-                out[k] = g[k] + r[k];
+                out[k].write(g[k] + r[k]);
             }
         }
     } else {
         // One query row per sample: its q-gradient and residual go to that row only.
-        for (out, g) in dx.chunks_exact_mut(d.max(1)).zip(dxs.chunks_exact(ldd)) {
-            out.copy_from_slice(&g[..d]);
+        for (out, g) in c.dx.chunks_exact_mut(d.max(1)).zip(dxs.chunks_exact(ldd)) {
+            for k in 0..d {
+                out[k].write(g[k]);
+            }
         }
+        // SAFETY: the loop wrote every row of dx (rk rows of d: `dxs` has rk rows);
+        // `MaybeUninit<T>` has the layout of `T`.
+        let dx = unsafe { &mut *(c.dx as *mut [MaybeUninit<T>] as *mut [T]) };
         let dxq = grow(dxq, rq * ldd);
         mm(
             isa,
@@ -589,7 +624,7 @@ fn chunk_body<T: Real>(
             }
         }
     }
-    Ok(pg)
+    Ok(())
 }
 
 /// The chunk-local row of `x` that query row `r` of the chunk starting at sample `s0` reads.
