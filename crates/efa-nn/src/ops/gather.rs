@@ -15,6 +15,7 @@ use super::gather_rows::{gather_rows, sum_rows, Source};
 use efa_num::{simd, Real};
 use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
+use rayon::prelude::*;
 
 /// An index that contributes nothing at its position (e.g. padding).
 pub const NONE: usize = usize::MAX;
@@ -183,19 +184,21 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             let ids = part.ids.as_standard_layout();
             let (start, order) = rows_by_id(ids.as_slice().expect("standard layout"), r_max);
             // Table row `id` sums the positions that picked it in increasing order: the order
-            // of a scatter-add over the positions, kept in registers per column block.
-            for id in 0..r_max {
-                let picked = &order[start[id]..start[id + 1]];
-                if picked.is_empty() {
-                    continue;
-                }
-                let dst = &mut g[id * f..(id + 1) * f];
-                for &(c, lo, hi, off) in &segs {
-                    if let Some(dc) = d[c] {
-                        sum_rows(isa, &mut dst[off..off + (hi - lo)], &dc[lo..], picked, cw);
+            // of a scatter-add over the positions, kept in registers per column block. Rows
+            // are independent, so they run on the pool (each row's sums unchanged).
+            g.par_chunks_mut(f.max(1))
+                .enumerate()
+                .for_each(|(id, dst)| {
+                    let picked = &order[start[id]..start[id + 1]];
+                    if picked.is_empty() {
+                        return;
                     }
-                }
-            }
+                    for &(c, lo, hi, off) in &segs {
+                        if let Some(dc) = d[c] {
+                            sum_rows(isa, &mut dst[off..off + (hi - lo)], &dc[lo..], picked, cw);
+                        }
+                    }
+                });
             grads.push(Some(
                 ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
             ));

@@ -228,6 +228,71 @@ pub(crate) fn gather_rows<T: Real>(
     outs
 }
 
+/// Rows ahead whose lines [`sum_block`] prefetches (the picked rows are scattered over the
+/// cotangent, so each is a likely cache miss).
+const AHEAD: usize = 8;
+
+/// Asks for the cache line at `p` (a hint: no effect on values).
+#[inline(always)]
+unsafe fn prefetch<E>(p: *const E) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Columns `[j, j + (NV − 1)·lanes + last)` of `dst`: `NV` running sums over the picked rows
+/// (the last `last ≤ lanes` wide), in one pass over the rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sum_block<V: SimdVec, const NV: usize>(
+    dst: *mut V::Elem,
+    src: *const V::Elem,
+    picked: *const usize,
+    n: usize,
+    stride: usize,
+    j: usize,
+    last: usize,
+) {
+    unsafe {
+        let lanes = V::LANES;
+        let zero = V::splat(V::Elem::ZERO);
+        let width = (NV - 1) * lanes + last;
+        let line = (64 / std::mem::size_of::<V::Elem>()).max(1);
+        let mut acc = [zero; NV];
+        for k in 0..n {
+            if k + AHEAD < n {
+                let ahead = src.add(*picked.add(k + AHEAD) * stride + j);
+                let mut c = 0;
+                while c < width {
+                    prefetch(ahead.add(c));
+                    c += line;
+                }
+            }
+            let row = src.add(*picked.add(k) * stride + j);
+            for (i, a) in acc.iter_mut().enumerate() {
+                let x = if i + 1 < NV || last == lanes {
+                    V::load(row.add(i * lanes))
+                } else {
+                    V::load_first(row.add(i * lanes), last, V::Elem::ZERO)
+                };
+                *a = a.add(x);
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            if i + 1 < NV || last == lanes {
+                a.store(dst.add(j + i * lanes));
+            } else {
+                a.store_first(dst.add(j + i * lanes), last);
+            }
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn sum_body<V: SimdVec>(
     dst: *mut V::Elem,
@@ -239,37 +304,20 @@ unsafe fn sum_body<V: SimdVec>(
 ) {
     unsafe {
         let lanes = V::LANES;
-        let zero = V::splat(V::Elem::ZERO);
+        // Up to four vectors of columns per pass over the picked rows (four independent
+        // running sums; a row's columns are read together, with the rows ahead prefetched).
         let mut j = 0;
-        // Four independent running sums at a time (each is a dependency chain over rows).
-        while j + 4 * lanes <= w {
-            let mut acc = [zero; 4];
-            for k in 0..n {
-                let row = src.add(*picked.add(k) * stride + j);
-                for (i, a) in acc.iter_mut().enumerate() {
-                    *a = a.add(V::load(row.add(i * lanes)));
-                }
-            }
-            for (i, a) in acc.iter().enumerate() {
-                a.store(dst.add(j + i * lanes));
-            }
-            j += 4 * lanes;
-        }
-        while j + lanes <= w {
-            let mut a0 = zero;
-            for k in 0..n {
-                a0 = a0.add(V::load(src.add(*picked.add(k) * stride + j)));
-            }
-            a0.store(dst.add(j));
-            j += lanes;
-        }
         while j < w {
-            let mut a = V::Elem::ZERO;
-            for k in 0..n {
-                a += *src.add(*picked.add(k) * stride + j);
+            let rem = w - j;
+            let nv = rem.div_ceil(lanes).min(4);
+            let last = (rem - (nv - 1) * lanes).min(lanes);
+            match nv {
+                1 => sum_block::<V, 1>(dst, src, picked, n, stride, j, last),
+                2 => sum_block::<V, 2>(dst, src, picked, n, stride, j, last),
+                3 => sum_block::<V, 3>(dst, src, picked, n, stride, j, last),
+                _ => sum_block::<V, 4>(dst, src, picked, n, stride, j, last),
             }
-            *dst.add(j) = a;
-            j += 1;
+            j += (nv - 1) * lanes + last;
         }
     }
 }
