@@ -26,46 +26,60 @@ unsafe fn ln_body<V: SimdVec>(
     rstd: *mut V::Elem,
 ) {
     unsafe {
+        // Four rows at a time, their steps interleaved (each row is one long chain of
+        // dependent reductions, a square root and a division; the other rows' steps fill its
+        // waits), then the rest one at a time. Each row's operations are unchanged.
+        let mut i = 0;
+        while i + 4 <= rows {
+            ln_group::<V, 4>(i, d, x, ldx, g, b, eps, xhat, ldh, y, ldy, rstd);
+            i += 4;
+        }
+        while i < rows {
+            ln_group::<V, 1>(i, d, x, ldx, g, b, eps, xhat, ldh, y, ldy, rstd);
+            i += 1;
+        }
+    }
+}
+
+/// Rows `[i, i + R)` of [`ln_body`], their steps interleaved.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn ln_group<V: SimdVec, const R: usize>(
+    i: usize,
+    d: usize,
+    x: *const V::Elem,
+    ldx: usize,
+    g: *const V::Elem,
+    b: *const V::Elem,
+    eps: V::Elem,
+    xhat: *mut V::Elem,
+    ldh: usize,
+    y: *mut V::Elem,
+    ldy: usize,
+    rstd: *mut V::Elem,
+) {
+    unsafe {
         let one = V::Elem::ONE;
         let inv_d = one / V::Elem::from_usize(d);
-        // Two rows at a time, their steps interleaved (each row is one long chain of dependent
-        // reductions, a square root and a division; the second row's steps fill the first's
-        // waits). Each row's operations are unchanged.
-        let mut i = 0;
-        while i < rows {
-            let two = i + 1 < rows;
-            let j = if two { i + 1 } else { i };
-            let (xa, ha, ya) = (x.add(i * ldx), xhat.add(i * ldh), y.add(i * ldy));
-            let (xb, hb, yb) = (x.add(j * ldx), xhat.add(j * ldh), y.add(j * ldy));
-            let mua = bodies::sum_body::<V>(xa, d) * inv_d;
-            let mub = bodies::sum_body::<V>(xb, d) * inv_d;
+        let xs: [*const V::Elem; R] = std::array::from_fn(|t| x.add((i + t) * ldx));
+        let hs: [*mut V::Elem; R] = std::array::from_fn(|t| xhat.add((i + t) * ldh));
+        let ys: [*mut V::Elem; R] = std::array::from_fn(|t| y.add((i + t) * ldy));
+        let mu: [V::Elem; R] = std::array::from_fn(|t| bodies::sum_body::<V>(xs[t], d) * inv_d);
+        for t in 0..R {
             for k in 0..d {
-                *ha.add(k) = *xa.add(k) - mua;
+                *hs[t].add(k) = *xs[t].add(k) - mu[t];
             }
-            if two {
-                for k in 0..d {
-                    *hb.add(k) = *xb.add(k) - mub;
-                }
-            }
-            let vara = bodies::dot_body::<V>(ha, ha, d) * inv_d;
-            let varb = bodies::dot_body::<V>(hb, hb, d) * inv_d;
-            let ra = one / (vara + eps).sqrt();
-            let rb = one / (varb + eps).sqrt();
+        }
+        let var: [V::Elem; R] =
+            std::array::from_fn(|t| bodies::dot_body::<V>(hs[t], hs[t], d) * inv_d);
+        let r: [V::Elem; R] = std::array::from_fn(|t| one / (var[t] + eps).sqrt());
+        for t in 0..R {
             for k in 0..d {
-                let hk = *ha.add(k) * ra;
-                *ha.add(k) = hk;
-                *ya.add(k) = hk * *g.add(k) + *b.add(k);
+                let hk = *hs[t].add(k) * r[t];
+                *hs[t].add(k) = hk;
+                *ys[t].add(k) = hk * *g.add(k) + *b.add(k);
             }
-            *rstd.add(i) = ra;
-            if two {
-                for k in 0..d {
-                    let hk = *hb.add(k) * rb;
-                    *hb.add(k) = hk;
-                    *yb.add(k) = hk * *g.add(k) + *b.add(k);
-                }
-                *rstd.add(j) = rb;
-            }
-            i += 2;
+            *rstd.add(i + t) = r[t];
         }
     }
 }
@@ -316,29 +330,45 @@ unsafe fn ln_back_body<V: SimdVec>(
         let inv_d = V::Elem::ONE / V::Elem::from_usize(d);
         // forward computed y = x̂∘g + b: dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place).
         ln_back_params::<V>(rows, d, dx, ldx, xhat, ldh, g, dg, db);
-        // forward computed x̂ = (x − μ)·r: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂)). Two rows at a
-        // time, their steps interleaved (each row's operations unchanged).
+        // forward computed x̂ = (x − μ)·r: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂)). Four rows at
+        // a time, their steps interleaved (each row's operations unchanged).
         let mut i = 0;
+        while i + 4 <= rows {
+            ln_back_group::<V, 4>(i, d, inv_d, dx, ldx, xhat, ldh, rstd);
+            i += 4;
+        }
         while i < rows {
-            let two = i + 1 < rows;
-            let j = if two { i + 1 } else { i };
-            let (ra, ha, r_a) = (dx.add(i * ldx), xhat.add(i * ldh), *rstd.add(i));
-            let (rb, hb, r_b) = (dx.add(j * ldx), xhat.add(j * ldh), *rstd.add(j));
-            let mgha = bodies::sum_body::<V>(ra, d) * inv_d;
-            let mghb = bodies::sum_body::<V>(rb, d) * inv_d;
-            let mghxa = bodies::dot_body::<V>(ra, ha, d) * inv_d;
-            let mghxb = bodies::dot_body::<V>(rb, hb, d) * inv_d;
+            ln_back_group::<V, 1>(i, d, inv_d, dx, ldx, xhat, ldh, rstd);
+            i += 1;
+        }
+    }
+}
+
+/// Rows `[i, i + R)` of the second step of [`ln_back_body`], their steps interleaved.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn ln_back_group<V: SimdVec, const R: usize>(
+    i: usize,
+    d: usize,
+    inv_d: V::Elem,
+    dx: *mut V::Elem,
+    ldx: usize,
+    xhat: *const V::Elem,
+    ldh: usize,
+    rstd: *const V::Elem,
+) {
+    unsafe {
+        let rows: [*mut V::Elem; R] = std::array::from_fn(|t| dx.add((i + t) * ldx));
+        let hs: [*const V::Elem; R] = std::array::from_fn(|t| xhat.add((i + t) * ldh));
+        let mgh: [V::Elem; R] = std::array::from_fn(|t| bodies::sum_body::<V>(rows[t], d) * inv_d);
+        let mghx: [V::Elem; R] =
+            std::array::from_fn(|t| bodies::dot_body::<V>(rows[t], hs[t], d) * inv_d);
+        for t in 0..R {
+            let r = *rstd.add(i + t);
             for k in 0..d {
-                let v = *ra.add(k);
-                *ra.add(k) = r_a * (v - mgha - *ha.add(k) * mghxa);
+                let v = *rows[t].add(k);
+                *rows[t].add(k) = r * (v - mgh[t] - *hs[t].add(k) * mghx[t]);
             }
-            if two {
-                for k in 0..d {
-                    let v = *rb.add(k);
-                    *rb.add(k) = r_b * (v - mghb - *hb.add(k) * mghxb);
-                }
-            }
-            i += 2;
         }
     }
 }
