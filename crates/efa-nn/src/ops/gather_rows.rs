@@ -7,6 +7,10 @@
 use super::gather::NONE;
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
+use rayon::prelude::*;
+
+/// Output rows per task of [`gather_rows`].
+const GATHER_ROWS: usize = 2048;
 
 /// One table's contribution to [`gather_rows`]: `table` is `[rows, f]` row-major, `ids` one
 /// row per output row ([`NONE`] for none), `segs` the `(chunk, lo, hi, offset)` column
@@ -78,7 +82,7 @@ fn pieces<T>(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gather_body<V: SimdVec>(
-    rows: usize,
+    (r0, r1): (usize, usize),
     cw: usize,
     outs: *const *mut V::Elem,
     pieces: *const Piece,
@@ -90,7 +94,7 @@ unsafe fn gather_body<V: SimdVec>(
     unsafe {
         let lanes = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
-        for r in 0..rows {
+        for r in r0..r1 {
             for q in 0..npieces {
                 let pc = *pieces.add(q);
                 let dst = (*outs.add(pc.chunk)).add(r * cw + pc.lo);
@@ -161,7 +165,7 @@ unsafe fn gather_body<V: SimdVec>(
         }
     }
 }
-simd_variants!(gather_body, gather_d, (rows: usize, cw: usize, outs: *const *mut E,
+simd_variants!(gather_body, gather_d, (rows: (usize, usize), cw: usize, outs: *const *mut E,
     pieces: *const Piece, npieces: usize, terms: *const (usize, usize),
     srcs: *const RawSource<E>, bias: *const E) -> ());
 
@@ -214,13 +218,25 @@ pub(crate) fn gather_rows<T: Real>(
         })
         .collect();
     let bias = bias.map_or(std::ptr::null(), |b| b.as_ptr());
-    // SAFETY: the asserts keep every table row, segment and bias read inside its slice; the
-    // pieces of each chunk tile `0..cw`, so every row writes all `cw` columns of every chunk
-    // inside its capacity, and the chunks are distinct allocations.
-    let () = simd_by_kind!(T, E => unsafe {
-        gather_d::<E>(isa, rows, cw, ptrs.as_ptr().cast(), pcs.as_ptr(), pcs.len(),
-            terms.as_ptr(), raw.as_ptr().cast(), bias.cast())
-    });
+    // Rows are independent: blocks of them run on the pool (each row's sums unchanged). The
+    // pointers cross to the pool's threads as addresses.
+    let (outs_at, raw_at, bias_at) = (ptrs.as_ptr() as usize, raw.as_ptr() as usize, bias as usize);
+    let (pcs, terms) = (&pcs, &terms);
+    (0..rows.div_ceil(GATHER_ROWS))
+        .into_par_iter()
+        .for_each(|t| {
+            let r0 = t * GATHER_ROWS;
+            let r1 = (r0 + GATHER_ROWS).min(rows);
+            // SAFETY: the asserts keep every table row, segment and bias read inside its
+            // slice; the pieces of each chunk tile `0..cw`, so every row writes all `cw`
+            // columns of every chunk inside its capacity; the chunks are distinct allocations
+            // and the tasks write disjoint row ranges; `ptrs`, `raw` and the bias outlive the
+            // loop.
+            let () = simd_by_kind!(T, E => unsafe {
+                gather_d::<E>(isa, (r0, r1), cw, outs_at as *const *mut E, pcs.as_ptr(), pcs.len(),
+                    terms.as_ptr(), raw_at as *const RawSource<E>, bias_at as *const E)
+            });
+        });
     for o in &mut outs {
         // SAFETY: every element was written above.
         unsafe { o.set_len(rows * cw) };
@@ -368,7 +384,8 @@ mod tests {
     /// rows over segments that start mid-chunk and end in a partial vector, and a bias.
     #[test]
     fn gather_rows_every_variant_is_the_plain_loop() {
-        let (rows, cw, chunks) = (13, 75, 3);
+        // More rows than one task of the pool takes (rows split over tasks).
+        let (rows, cw, chunks) = (2 * GATHER_ROWS + 13, 75, 3);
         let tables: Vec<Vec<f32>> = [(5, 225), (4, 88), (7, 9)]
             .iter()
             .map(|&(r, f)| (0..r * f).map(|k| val(k + 31 * f)).collect())
