@@ -344,13 +344,24 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     } = sc;
     // forward computed y = LN₂(u) with u = z + h·W₂ + b₂, so du = LN₂ᵀ(dy).
     let dz = grow(dz, rq * ldd);
-    for r in 0..rq {
-        let row = &mut dz[r * ldd..(r + 1) * ldd];
-        row[..d].copy_from_slice(&c.dy[r * d..(r + 1) * d]);
-        row[d..].fill(T::ZERO);
+    if ldd > d {
+        for row in dz.chunks_exact_mut(ldd) {
+            row[d..].fill(T::ZERO);
+        }
     }
     let [.., g2p, be2p] = &mut pg;
-    ln_back_rows(isa, rq, (dz, ldd), (c.xhat2, ldd), c.rstd2, g2, g2p, be2p);
+    let dy = Some((c.dy, d));
+    ln_back_rows(
+        isa,
+        rq,
+        dy,
+        (dz, ldd),
+        (c.xhat2, ldd),
+        c.rstd2,
+        g2,
+        g2p,
+        be2p,
+    );
     // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
     col_sums(isa, &mut pg[B2], dz, ldd, rq);
     mm(
@@ -424,6 +435,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     ln_back_rows(
         isa,
         rq,
+        None,
         (dz, ldd),
         (c.xhat1, ldd),
         c.rstd1,

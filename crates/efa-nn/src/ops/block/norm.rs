@@ -197,6 +197,8 @@ pub(super) fn ln_rows_into<'h, 'r, T: Real>(
 unsafe fn ln_back_params<V: SimdVec>(
     rows: usize,
     d: usize,
+    src: *const V::Elem,
+    lds: usize,
     dx: *mut V::Elem,
     ldx: usize,
     xhat: *const V::Elem,
@@ -221,7 +223,7 @@ unsafe fn ln_back_params<V: SimdVec>(
             let (mut sg, mut sb) = (load(dg.add(j)), load(db.add(j)));
             for i in 0..rows {
                 let row = dx.add(i * ldx + j);
-                let dy = load(row);
+                let dy = load(src.add(i * lds + j));
                 sg = sg.add(dy.mul(load(xhat.add(i * ldh + j))));
                 sb = sb.add(dy);
                 let out = dy.mul(gv);
@@ -317,6 +319,8 @@ pub(super) fn col_sums<T: Real>(isa: Isa, acc: &mut [T], c: &[T], ldc: usize, ro
 unsafe fn ln_back_body<V: SimdVec>(
     rows: usize,
     d: usize,
+    src: *const V::Elem,
+    lds: usize,
     dx: *mut V::Elem,
     ldx: usize,
     xhat: *const V::Elem,
@@ -329,7 +333,7 @@ unsafe fn ln_back_body<V: SimdVec>(
     unsafe {
         let inv_d = V::Elem::ONE / V::Elem::from_usize(d);
         // forward computed y = x̂∘g + b: dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place).
-        ln_back_params::<V>(rows, d, dx, ldx, xhat, ldh, g, dg, db);
+        ln_back_params::<V>(rows, d, src, lds, dx, ldx, xhat, ldh, g, dg, db);
         // forward computed x̂ = (x − μ)·r: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂)). Four rows at
         // a time, their steps interleaved (each row's operations unchanged).
         let mut i = 0;
@@ -372,13 +376,15 @@ unsafe fn ln_back_group<V: SimdVec, const R: usize>(
         }
     }
 }
-simd_variants!(ln_back_body, ln_back_d, (rows: usize, d: usize, dx: *mut E, ldx: usize,
+simd_variants!(ln_back_body, ln_back_d, (rows: usize, d: usize, src: *const E, lds: usize,
+    dx: *mut E, ldx: usize,
     xhat: *const E, ldh: usize, rstd: *const E, g: *const E, dg: *mut E, db: *mut E) -> ());
 
-/// Backward of [`ln_rows`] in place for the cotangent rows `dy` (stride `ldx`, `d = g.len()`
-/// entries each), rows in order: `dg += dy∘x̂`, `db += dy`, and each row becomes
-/// `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`. The values of
-/// `dense::ln_back_in_place` row by row.
+/// Backward of [`ln_rows`] for the cotangent rows `dy` (stride `ldx`, `d = g.len()` entries
+/// each), rows in order: `dg += dy∘x̂`, `db += dy`, and each row becomes
+/// `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`: in place, or with `from` the
+/// cotangent read from there (rows at its stride) and `dy` only written (its first `d`
+/// columns). The values of `dense::ln_back_in_place` row by row.
 ///
 /// # Panics
 /// If a buffer is too short for its rows (an internal invariant of the callers).
@@ -387,6 +393,7 @@ simd_variants!(ln_back_body, ln_back_d, (rows: usize, d: usize, dx: *mut E, ldx:
 pub(super) fn ln_back_rows<T: Real>(
     isa: Isa,
     rows: usize,
+    from: Option<(&[T], usize)>,
     (dy, ldx): (&mut [T], usize),
     (xhat, ldh): (&[T], usize),
     rstd: &[T],
@@ -400,14 +407,21 @@ pub(super) fn ln_back_rows<T: Real>(
             && db.len() >= d
             && rstd.len() >= rows
             && fits(dy.len(), ldx, rows, d)
-            && fits(xhat.len(), ldh, rows, d),
+            && fits(xhat.len(), ldh, rows, d)
+            && from.is_none_or(|(f, lds)| fits(f.len(), lds, rows, d)),
         "ln_back_rows: sizes"
     );
     let isa = isa.or_scalar();
-    // SAFETY: the assert keeps every access inside its slice (distinct borrows: no aliasing);
-    // `isa` is supported.
+    let (src, lds) = match from {
+        Some((f, lds)) => (f.as_ptr(), lds),
+        None => (dy.as_ptr(), ldx),
+    };
+    // SAFETY: the assert keeps every access inside its slice (`from` is a shared borrow, so
+    // it cannot alias `dy`, which is then only written; otherwise `src` is `dy` itself, read
+    // before each element is written); `isa` is supported.
     simd_by_kind!(T, E => unsafe {
-        ln_back_d::<E>(isa, rows, d, dy.as_mut_ptr().cast(), ldx, xhat.as_ptr().cast(), ldh,
+        ln_back_d::<E>(isa, rows, d, src.cast(), lds, dy.as_mut_ptr().cast(), ldx,
+            xhat.as_ptr().cast(), ldh,
             rstd.as_ptr().cast(), g.as_ptr().cast(), dg.as_mut_ptr().cast(),
             db.as_mut_ptr().cast())
     })
@@ -527,6 +541,7 @@ mod tests {
                     ln_back_rows(
                         isa,
                         rows,
+                        None,
                         (&mut dx1, ld),
                         (&h0, ld),
                         &r0,
@@ -537,6 +552,34 @@ mod tests {
                     assert_eq!(bits(&dx1), bits(&dx0), "dx {what}");
                     assert_eq!(bits(&dg1), bits(&dg0), "dg {what}");
                     assert_eq!(bits(&db1), bits(&db0), "db {what}");
+                    // Out of place: the cotangent read from a copy at another stride.
+                    let lds = d + 3;
+                    let mut src = vec![T::ZERO; rows * lds];
+                    for i in 0..rows {
+                        src[i * lds..i * lds + d].copy_from_slice(&dy[i * ld..i * ld + d]);
+                    }
+                    let mut dx2 = vec![T::ZERO; rows * ld];
+                    let (mut dg2, mut db2) = (
+                        values::<T>(d, seed + 4, 1.0, 0.0),
+                        values::<T>(d, seed + 5, 1.0, 0.0),
+                    );
+                    ln_back_rows(
+                        isa,
+                        rows,
+                        Some((&src, lds)),
+                        (&mut dx2, ld),
+                        (&h0, ld),
+                        &r0,
+                        &g,
+                        &mut dg2,
+                        &mut db2,
+                    );
+                    for i in 0..rows {
+                        let (got, want) = (&dx2[i * ld..i * ld + d], &dx0[i * ld..i * ld + d]);
+                        assert_eq!(bits(got), bits(want), "dx from {what}");
+                    }
+                    assert_eq!(bits(&dg2), bits(&dg0), "dg from {what}");
+                    assert_eq!(bits(&db2), bits(&db0), "db from {what}");
                 }
             }
         }
