@@ -66,6 +66,46 @@ pub fn padded(n: usize) -> usize {
     n.div_ceil(PAD) * PAD
 }
 
+/// Where an accumulating product's rows start: row `i` at `ci[i·rsi]` (up to the padded
+/// width; `rsi = 0` repeats one row), plus the row `cb` when it is not null (`ci + cb`, one
+/// rounding, as a buffer holding that sum would give).
+#[derive(Clone, Copy)]
+struct Init<E> {
+    ci: *const E,
+    rsi: isize,
+    cb: *const E,
+}
+
+impl<E> Init<E> {
+    /// Rows at `ci[i·rsi]`, nothing added.
+    fn rows(ci: *const E, rsi: isize) -> Self {
+        Init {
+            ci,
+            rsi,
+            cb: std::ptr::null(),
+        }
+    }
+
+    /// The same starting values from row `i`, column `j` on.
+    ///
+    /// # Safety
+    /// The offsets stay inside the buffers.
+    #[inline(always)]
+    unsafe fn at(self, i: usize, j: usize) -> Self {
+        unsafe {
+            Init {
+                ci: self.ci.offset(i as isize * self.rsi).add(j),
+                rsi: self.rsi,
+                cb: if self.cb.is_null() {
+                    self.cb
+                } else {
+                    self.cb.add(j)
+                },
+            }
+        }
+    }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
@@ -77,8 +117,7 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
-    ci: *const V::Elem,
-    rsi: isize,
+    init: Init<V::Elem>,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -89,7 +128,11 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
         if accumulate {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (j, x) in row.iter_mut().enumerate() {
-                    *x = V::load(ci.offset(i as isize * rsi).add(j * w));
+                    let at = j * w;
+                    *x = V::load(init.ci.offset(i as isize * init.rsi).add(at));
+                    if !init.cb.is_null() {
+                        *x = x.add(V::load(init.cb.add(at)));
+                    }
                 }
             }
         }
@@ -140,8 +183,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
-    ci: *const V::Elem,
-    rsi: isize,
+    init: Init<V::Elem>,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -153,7 +195,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
         // loads one row of A for three vectors of B. The same columns are written.
         let half = if H::LANES < w { H::LANES } else { 0 };
         if MR == 8 && NR == 2 && nu > 2 * w + half && nu <= 3 * w {
-            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha);
+            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha);
             return;
         }
         while j + NR * w <= nu {
@@ -166,8 +208,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                 rsb,
                 c.add(j),
                 rsc,
-                ci.add(j),
-                rsi,
+                init.at(0, j),
                 accumulate,
                 alpha,
             );
@@ -184,8 +225,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                     rsb,
                     c.add(j),
                     rsc,
-                    ci.add(j),
-                    rsi,
+                    init.at(0, j),
                     accumulate,
                     alpha,
                 );
@@ -200,8 +240,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
                     rsb,
                     c.add(j),
                     rsc,
-                    ci.add(j),
-                    rsi,
+                    init.at(0, j),
                     accumulate,
                     alpha,
                 );
@@ -224,8 +263,7 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
-    ci: *const V::Elem,
-    rsi: isize,
+    init: Init<V::Elem>,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -238,11 +276,9 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
                 let (ai, cp, ip) = (
                     a.offset(i as isize * rsa),
                     c.offset(i as isize * rsc),
-                    ci.offset(i as isize * rsi),
+                    init.at(i, 0),
                 );
-                strip::<V, H, 12, 1>(
-                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
-                );
+                strip::<V, H, 12, 1>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
                 i += 12;
             }
         }
@@ -250,11 +286,9 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
             let (ai, cp, ip) = (
                 a.offset(i as isize * rsa),
                 c.offset(i as isize * rsc),
-                ci.offset(i as isize * rsi),
+                init.at(i, 0),
             );
-            strip::<V, H, MR, 2>(
-                n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
-            );
+            strip::<V, H, MR, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
             i += MR;
         }
         // Remainder rows in blocks of 4, 2, 1.
@@ -262,23 +296,17 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
             let (ai, cp, ip) = (
                 a.offset(i as isize * rsa),
                 c.offset(i as isize * rsc),
-                ci.offset(i as isize * rsi),
+                init.at(i, 0),
             );
             let left = m - i;
             if left >= 4 && MR > 4 {
-                strip::<V, H, 4, 2>(
-                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
-                );
+                strip::<V, H, 4, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
                 i += 4;
             } else if left >= 2 {
-                strip::<V, H, 2, 2>(
-                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
-                );
+                strip::<V, H, 2, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
                 i += 2;
             } else {
-                strip::<V, H, 1, 2>(
-                    n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, rsi, accumulate, alpha,
-                );
+                strip::<V, H, 1, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
                 i += 1;
             }
         }
@@ -298,8 +326,7 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     rsb: isize,
     c: *mut V::Elem,
     rsc: isize,
-    ci: *const V::Elem,
-    rsi: isize,
+    init: Init<V::Elem>,
     accumulate: bool,
     alpha: V::Elem,
 ) {
@@ -307,21 +334,21 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
             rows::<V, H, 8>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
             )
         } else if bytes >= 32 {
             rows::<V, H, 6>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
             )
         } else {
             rows::<V, H, 4>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, ci, rsi, accumulate, alpha,
+                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
             )
         }
     }
 }
 tail_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
-    b: *const E, rsb: isize, c: *mut E, rsc: isize, ci: *const E, rsi: isize, accumulate: bool,
+    b: *const E, rsb: isize, c: *mut E, rsc: isize, init: Init<E>, accumulate: bool,
     alpha: E) -> ());
 
 /// `C ← alpha·A·B` (`accumulate = false`) or `C ← C + A·B` (`accumulate = true`, `alpha`
@@ -352,7 +379,7 @@ pub unsafe fn gemm<T: Real>(
     alpha: T,
 ) {
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, c.cast_const().cast(), rsc, accumulate,
+        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init::rows(c.cast_const().cast(), rsc), accumulate,
             *(&alpha as *const T).cast::<E>())
     })
 }
@@ -372,9 +399,10 @@ unsafe fn gemm_from<T: Real>(
     (b, rsb): (*const T, isize),
     (c, rsc): (*mut T, isize),
     (ci, rsi): (*const T, isize),
+    cb: *const T,
 ) {
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, ci.cast(), rsi,
+        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init { ci: ci.cast(), rsi, cb: cb.cast() },
             true, E::ONE)
     })
 }
@@ -495,6 +523,54 @@ pub fn gemm_checked_bias_into<T: Real>(
             (b.as_ptr(), ldb as isize),
             (c.as_mut_ptr().cast::<T>(), ldc as isize),
             (bias.as_ptr(), 0),
+            std::ptr::null(),
+        );
+    }
+}
+
+/// `C ← (S + bias) + A·B` row by row: each row of `C` starts from the same row of `S` (rows at
+/// `s[i·lds]`) plus `bias`, then adds the products: the same bits as writing `S + bias` into
+/// `C` and accumulating with [`gemm_checked`], without that pass. `S` rows and `bias` are read
+/// up to `padded(n)` columns (so `lds ≥ padded(n)`); `C` as [`gemm_checked`].
+///
+/// # Panics
+/// As [`gemm_checked`], or if `S` or `bias` is too short.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn gemm_checked_from<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    (rsa, csa): (usize, usize),
+    b: &[T],
+    ldb: usize,
+    (start, lds): (&[T], usize),
+    bias: &[T],
+    c: &mut [T],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let np = padded(n);
+    assert!(bias.len() >= np, "gemm: bias bounds");
+    assert!(
+        lds >= np && (m - 1) * lds + np <= start.len(),
+        "gemm: start bounds"
+    );
+    check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c.len(), ldc);
+    // SAFETY: the checks keep every element read (A, B, the start rows, the bias) or written
+    // (C rows up to the padded width) inside the slices; C is a unique borrow (it cannot alias
+    // the shared operands).
+    unsafe {
+        gemm_from(
+            isa,
+            (m, n, k),
+            (a.as_ptr(), rsa as isize, csa as isize),
+            (b.as_ptr(), ldb as isize),
+            (c.as_mut_ptr(), ldc as isize),
+            (start.as_ptr(), lds as isize),
+            bias.as_ptr(),
         );
     }
 }

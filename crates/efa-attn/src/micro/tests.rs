@@ -195,3 +195,111 @@ fn gemm_gives_the_bits_of_the_definition() {
     gemm_matches::<f32>();
     gemm_matches::<f64>();
 }
+
+/// The products that start from other rows ([`super::gemm_checked_from`]: residual rows plus a
+/// bias) or from a bias row ([`super::gemm_checked_bias_into`]) against the definition started
+/// from those sums, bit for bit, on every instruction set.
+fn gemm_from_matches<T: Real>() {
+    let shapes = [
+        (44, 32, 32),
+        (220, 64, 32),
+        (13, 40, 7),
+        (9, 33, 1),
+        (7, 70, 11),
+        (3, 5, 0),
+    ];
+    for isa in Isa::ALL {
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            let np = super::padded(n);
+            let (rsa, csa) = (k + 2, 1);
+            let a = values::<T>((m + 3) * (k + 2) + 1, s as u64 * 37 + 1, 1.0);
+            let ldb = np + 16;
+            let b = values::<T>(k.max(1) * ldb, s as u64 * 37 + 2, 1.0);
+            let lds = np + 16;
+            let start = values::<T>(m * lds, s as u64 * 37 + 3, 2.0);
+            let bias = values::<T>(np, s as u64 * 37 + 4, 1.0);
+            let what = format!("{isa:?} {m}×{n}×{k}");
+            // From the start rows plus the bias.
+            let mut want = vec![T::ZERO; m * np];
+            for i in 0..m {
+                for j in 0..np {
+                    want[i * np + j] = start[i * lds + j] + bias[j];
+                }
+            }
+            gemm_reference(
+                (m, n, k),
+                &a,
+                (rsa, csa),
+                &b,
+                ldb,
+                &mut want,
+                np,
+                true,
+                T::ONE,
+            );
+            let mut got = values::<T>(m * np, 9, 5.0);
+            super::gemm_checked_from(
+                isa,
+                (m, n, k),
+                &a,
+                (rsa, csa),
+                &b,
+                ldb,
+                (&start, lds),
+                &bias,
+                &mut got,
+                np,
+            );
+            for i in 0..m {
+                let (g, w) = (&got[i * np..i * np + n], &want[i * np..i * np + n]);
+                assert_eq!(bits(g), bits(w), "from {what} row {i}");
+            }
+            // From the bias row alone, into unwritten rows.
+            let mut want = vec![T::ZERO; m * np];
+            for i in 0..m {
+                want[i * np..(i + 1) * np].copy_from_slice(&bias);
+            }
+            gemm_reference(
+                (m, n, k),
+                &a,
+                (rsa, csa),
+                &b,
+                ldb,
+                &mut want,
+                np,
+                true,
+                T::ONE,
+            );
+            let mut got = vec![std::mem::MaybeUninit::<T>::uninit(); m * np];
+            super::gemm_checked_bias_into(
+                isa,
+                (m, n, k),
+                &a,
+                (rsa, csa),
+                &b,
+                ldb,
+                &bias,
+                &mut got,
+                np,
+            );
+            for i in 0..m {
+                // SAFETY: the product wrote columns [0, n) of every row.
+                let g: Vec<T> = got[i * np..i * np + n]
+                    .iter()
+                    .map(|v| unsafe { v.assume_init() })
+                    .collect();
+                assert_eq!(
+                    bits(&g),
+                    bits(&want[i * np..i * np + n]),
+                    "bias {what} row {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn products_from_start_rows_give_the_bits_of_the_definition() {
+    gemm_from_matches::<f32>();
+    gemm_from_matches::<f64>();
+}

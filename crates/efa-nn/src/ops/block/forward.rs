@@ -5,6 +5,7 @@ use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
 use super::norm::ln_rows_into;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
+use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use efa_tape::TapeError;
@@ -33,8 +34,10 @@ struct Ctx<'a, T> {
     wo: Packed<T>,
     w1: Packed<T>,
     w2: Packed<T>,
-    /// `b₁` with zero padding.
+    /// `b₁`, `b_o`, `b₂` with zero padding.
     b1: Vec<T>,
+    bo: Vec<T>,
+    b2: Vec<T>,
     /// `bo, ln1 gain, ln1 bias, b2, ln2 gain, ln2 bias`.
     vecs: [&'a [T]; 6],
     eps: T,
@@ -110,6 +113,8 @@ pub(super) fn run<T: Real>(
         w1: Packed::new(v(t + 4), d, f),
         w2: Packed::new(v(t + 6), f, d),
         b1: padded_bias(v(t + 5)),
+        bo: padded_bias(v(t + 1)),
+        b2: padded_bias(v(t + 7)),
         vecs: [v(t + 1), v(t + 2), v(t + 3), v(t + 7), v(t + 8), v(t + 9)],
         eps: T::from_f64(cfg.eps),
     };
@@ -260,17 +265,14 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     }
     // z = LN₁(x_q + o·W_o + b_o).
     let pre = grow(pre, rq * ldd);
-    init_rows(pre, ldd, rq, bo, Some((xq, d)));
-    mm(
+    residual_mm(
         isa,
         (rq, d, hk),
-        o,
-        (ldhk, 1),
-        &cx.wo.data,
-        cx.wo.ld,
-        pre,
-        ldd,
-        true,
+        (o, ldhk),
+        &cx.wo,
+        (xq, d),
+        (&cx.bo, bo),
+        (pre, ldd),
     );
     let y1 = grow(y1, rq * ldd);
     // SAFETY: `MaybeUninit<T>` has the layout of `T`; `ln_rows_into` only writes initialised
@@ -297,17 +299,14 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             }
         }
     }
-    init_rows(pre, ldd, rq, b2, Some((y1, ldd)));
-    mm(
+    residual_mm(
         isa,
         (rq, d, f),
-        hid,
-        (ldf, 1),
-        &cx.w2.data,
-        cx.w2.ld,
-        pre,
-        ldd,
-        true,
+        (hid, ldf),
+        &cx.w2,
+        (y1, ldd),
+        (&cx.b2, b2),
+        (pre, ldd),
     );
     ln_rows_into(
         isa,
@@ -359,5 +358,38 @@ pub(super) fn sample_qkv<'a, T: Real>(
                 },
             )
         }
+    }
+}
+
+/// `C ← (S + b) + A·W` (`S` the residual rows, `b` the bias): in one product starting from
+/// `S + b` when `S` has padded rows ([`gemm_checked_from`]), else by writing `S + b` into `C`
+/// and accumulating; the same bits either way. `b` comes padded and as given.
+#[allow(clippy::too_many_arguments)]
+fn residual_mm<T: Real>(
+    isa: Isa,
+    (m, n, k): (usize, usize, usize),
+    (a, lda): (&[T], usize),
+    w: &Packed<T>,
+    (s, lds): (&[T], usize),
+    (b_pad, b): (&[T], &[T]),
+    (c, ldc): (&mut [T], usize),
+) {
+    if lds == ld(n) {
+        gemm_checked_from(
+            isa,
+            (m, n, k),
+            a,
+            (lda, 1),
+            &w.data,
+            w.ld,
+            (s, lds),
+            b_pad,
+            c,
+            ldc,
+        );
+        // The padding columns of C hold (0 + 0) + A·0 = 0, as `init_rows` then `mm` leaves them.
+    } else {
+        init_rows(c, ldc, m, b, Some((s, lds)));
+        mm(isa, (m, n, k), a, (lda, 1), &w.data, w.ld, c, ldc, true);
     }
 }
