@@ -17,6 +17,9 @@ use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
 use rayon::prelude::*;
 
+/// Picked rows from which a table gradient is summed on the pool.
+const PARALLEL_PICKS: usize = 4096;
+
 /// An index that contributes nothing at its position (e.g. padding).
 pub const NONE: usize = usize::MAX;
 
@@ -186,19 +189,23 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             // Table row `id` sums the positions that picked it in increasing order: the order
             // of a scatter-add over the positions, kept in registers per column block. Rows
             // are independent, so they run on the pool (each row's sums unchanged).
-            g.par_chunks_mut(f.max(1))
-                .enumerate()
-                .for_each(|(id, dst)| {
-                    let picked = &order[start[id]..start[id + 1]];
-                    if picked.is_empty() {
-                        return;
+            let sum_row = |(id, dst): (usize, &mut [T])| {
+                let picked = &order[start[id]..start[id + 1]];
+                if picked.is_empty() {
+                    return;
+                }
+                for &(c, lo, hi, off) in &segs {
+                    if let Some(dc) = d[c] {
+                        sum_rows(isa, &mut dst[off..off + (hi - lo)], &dc[lo..], picked, cw);
                     }
-                    for &(c, lo, hi, off) in &segs {
-                        if let Some(dc) = d[c] {
-                            sum_rows(isa, &mut dst[off..off + (hi - lo)], &dc[lo..], picked, cw);
-                        }
-                    }
-                });
+                }
+            };
+            // Small gathers stay on the calling thread (the pool's hand-off would cost more).
+            if order.len() >= PARALLEL_PICKS {
+                g.par_chunks_mut(f.max(1)).enumerate().for_each(sum_row);
+            } else {
+                g.chunks_mut(f.max(1)).enumerate().for_each(sum_row);
+            }
             grads.push(Some(
                 ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
             ));

@@ -222,21 +222,25 @@ pub(crate) fn gather_rows<T: Real>(
     // pointers cross to the pool's threads as addresses.
     let (outs_at, raw_at, bias_at) = (ptrs.as_ptr() as usize, raw.as_ptr() as usize, bias as usize);
     let (pcs, terms) = (&pcs, &terms);
-    (0..rows.div_ceil(GATHER_ROWS))
-        .into_par_iter()
-        .for_each(|t| {
-            let r0 = t * GATHER_ROWS;
-            let r1 = (r0 + GATHER_ROWS).min(rows);
-            // SAFETY: the asserts keep every table row, segment and bias read inside its
-            // slice; the pieces of each chunk tile `0..cw`, so every row writes all `cw`
-            // columns of every chunk inside its capacity; the chunks are distinct allocations
-            // and the tasks write disjoint row ranges; `ptrs`, `raw` and the bias outlive the
-            // loop.
-            let () = simd_by_kind!(T, E => unsafe {
-                gather_d::<E>(isa, (r0, r1), cw, outs_at as *const *mut E, pcs.as_ptr(), pcs.len(),
-                    terms.as_ptr(), raw_at as *const RawSource<E>, bias_at as *const E)
-            });
+    let run = |t: usize| {
+        let r0 = t * GATHER_ROWS;
+        let r1 = (r0 + GATHER_ROWS).min(rows);
+        // SAFETY: the asserts keep every table row, segment and bias read inside its
+        // slice; the pieces of each chunk tile `0..cw`, so every row writes all `cw`
+        // columns of every chunk inside its capacity; the chunks are distinct allocations
+        // and the tasks write disjoint row ranges; `ptrs`, `raw` and the bias outlive the
+        // loop.
+        let () = simd_by_kind!(T, E => unsafe {
+            gather_d::<E>(isa, (r0, r1), cw, outs_at as *const *mut E, pcs.as_ptr(), pcs.len(),
+                terms.as_ptr(), raw_at as *const RawSource<E>, bias_at as *const E)
         });
+    };
+    let tasks = rows.div_ceil(GATHER_ROWS);
+    if tasks > 1 {
+        (0..tasks).into_par_iter().for_each(run);
+    } else {
+        (0..tasks).for_each(run);
+    }
     for o in &mut outs {
         // SAFETY: every element was written above.
         unsafe { o.set_len(rows * cw) };
