@@ -363,18 +363,8 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         be2p,
     );
     // u = z + h·W₂ + b₂: db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
-    col_sums(isa, &mut pg[B2], dz, ldd, rq);
-    mm(
-        isa,
-        (f, d, rq),
-        c.hid,
-        (1, ldf),
-        dz,
-        ldd,
-        &mut pg[W2],
-        ldd,
-        true,
-    );
+    col_sums(isa, pg[B2], dz, ldd, rq);
+    mm(isa, (f, d, rq), c.hid, (1, ldf), dz, ldd, pg[W2], ldd, true);
     let dh = grow(dh, rq * ldf);
     mm(
         isa,
@@ -399,7 +389,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         }
     }
     // h = relu(z·W₁ + b₁): db₁ = Σ dh, dW₁ = zᵀ·dh, dz = du + dh·W₁ᵀ (z recomputed from x̂₁).
-    col_sums(isa, &mut pg[B1], dh, ldf, rq);
+    col_sums(isa, pg[B1], dh, ldf, rq);
     let y1 = grow(y1, rq * ldd);
     for (row, xh) in y1.chunks_exact_mut(ldd).zip(c.xhat1.chunks_exact(ldd)) {
         let (out, pad) = row.split_at_mut(d);
@@ -408,17 +398,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         }
         pad.fill(T::ZERO);
     }
-    mm(
-        isa,
-        (d, f, rq),
-        y1,
-        (1, ldd),
-        dh,
-        ldf,
-        &mut pg[W1],
-        ldf,
-        true,
-    );
+    mm(isa, (d, f, rq), y1, (1, ldd), dh, ldf, pg[W1], ldf, true);
     mm(
         isa,
         (rq, d, f),
@@ -440,22 +420,12 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         (c.xhat1, ldd),
         c.rstd1,
         g1,
-        &mut head[G1],
-        &mut tail[0],
+        head[G1],
+        tail[0],
     );
     // a = o·W_o + b_o: db_o = Σ dr, dW_o = oᵀ·dr, do = dr·W_oᵀ.
-    col_sums(isa, &mut pg[BO], dz, ldd, rq);
-    mm(
-        isa,
-        (hk, d, rq),
-        c.o,
-        (1, ldhk),
-        dz,
-        ldd,
-        &mut pg[WO],
-        ldd,
-        true,
-    );
+    col_sums(isa, pg[BO], dz, ldd, rq);
+    mm(isa, (hk, d, rq), c.o, (1, ldhk), dz, ldd, pg[WO], ldd, true);
     let dob = grow(dob, rq * ldhk);
     mm(
         isa,
@@ -527,42 +497,12 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     };
     // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
-    col_sums(isa, &mut pg[BQ], dqb, ldhk, rq);
-    mm(
-        isa,
-        (d, hk, rq),
-        xq,
-        (1, d),
-        dqb,
-        ldhk,
-        &mut pg[WQ],
-        ldhk,
-        true,
-    );
-    col_sums(isa, &mut pg[BK], dkb, ldhk, rk);
-    mm(
-        isa,
-        (d, hk, rk),
-        xc,
-        (1, d),
-        dkb,
-        ldhk,
-        &mut pg[WK],
-        ldhk,
-        true,
-    );
-    col_sums(isa, &mut pg[BV], dvb, ldhk, rk);
-    mm(
-        isa,
-        (d, hk, rk),
-        xc,
-        (1, d),
-        dvb,
-        ldhk,
-        &mut pg[WV],
-        ldhk,
-        true,
-    );
+    col_sums(isa, pg[BQ], dqb, ldhk, rq);
+    mm(isa, (d, hk, rq), xq, (1, d), dqb, ldhk, pg[WQ], ldhk, true);
+    col_sums(isa, pg[BK], dkb, ldhk, rk);
+    mm(isa, (d, hk, rk), xc, (1, d), dkb, ldhk, pg[WK], ldhk, true);
+    col_sums(isa, pg[BV], dvb, ldhk, rk);
+    mm(isa, (d, hk, rk), xc, (1, d), dvb, ldhk, pg[WV], ldhk, true);
     let dxs = grow(dxs, rk * ldd);
     mm(
         isa,
