@@ -200,9 +200,13 @@ fn gemm_gives_the_bits_of_the_definition() {
 /// bias) or from a bias row ([`super::gemm_checked_bias_into`]) against the definition started
 /// from those sums, bit for bit, on every instruction set.
 fn gemm_from_matches<T: Real>() {
+    // The block's shapes, the 8 × 3 block (17 × 44), 12-row strips (25 × 12, 26 × 8), tails.
     let shapes = [
         (44, 32, 32),
         (220, 64, 32),
+        (17, 44, 5),
+        (25, 12, 3),
+        (26, 8, 4),
         (13, 40, 7),
         (9, 33, 1),
         (7, 70, 11),

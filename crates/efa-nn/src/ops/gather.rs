@@ -467,7 +467,8 @@ mod tests {
     /// f32, with repeated rows, NONE entries, and widths that end in partial vectors.
     #[test]
     fn gather_sum_is_bitwise_the_part_by_part_sum() {
-        let (b, n, width, chunks) = (7, 5, 90, 3);
+        // More positions than `PARALLEL_PICKS` and than one block of rows (the parallel paths).
+        let (b, n, width, chunks) = (70, 80, 90, 3);
         let cw = width / chunks;
         let val = |k: usize| ((k as f32 * 0.618).sin() * 3.0).exp() - 1.5;
         let tab = |r: usize, f: usize, s: usize| {

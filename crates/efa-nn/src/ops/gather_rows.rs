@@ -34,6 +34,18 @@ struct Piece {
     t1: usize,
 }
 
+/// The output chunk pointers, the sources and the bias of one [`gather_rows`] call, shared by
+/// the pool's tasks (each writes its own rows).
+struct Shared<T> {
+    outs: *const *mut T,
+    srcs: *const RawSource<T>,
+    bias: *const T,
+}
+
+// SAFETY: the tasks only read through `srcs` and `bias` and write disjoint row ranges of the
+// chunks behind `outs`, all of which outlive the parallel loop in `gather_rows`.
+unsafe impl<T: Sync> Sync for Shared<T> {}
+
 #[derive(Clone, Copy)]
 struct RawSource<E> {
     table: *const E,
@@ -218,11 +230,15 @@ pub(crate) fn gather_rows<T: Real>(
         })
         .collect();
     let bias = bias.map_or(std::ptr::null(), |b| b.as_ptr());
-    // Rows are independent: blocks of them run on the pool (each row's sums unchanged). The
-    // pointers cross to the pool's threads as addresses.
-    let (outs_at, raw_at, bias_at) = (ptrs.as_ptr() as usize, raw.as_ptr() as usize, bias as usize);
+    // Rows are independent: blocks of them run on the pool (each row's sums unchanged).
+    let shared = Shared {
+        outs: ptrs.as_ptr(),
+        srcs: raw.as_ptr(),
+        bias,
+    };
     let (pcs, terms) = (&pcs, &terms);
     let run = |t: usize| {
+        let sh = &shared;
         let r0 = t * GATHER_ROWS;
         let r1 = (r0 + GATHER_ROWS).min(rows);
         // SAFETY: the asserts keep every table row, segment and bias read inside its
@@ -231,8 +247,8 @@ pub(crate) fn gather_rows<T: Real>(
         // and the tasks write disjoint row ranges; `ptrs`, `raw` and the bias outlive the
         // loop.
         let () = simd_by_kind!(T, E => unsafe {
-            gather_d::<E>(isa, (r0, r1), cw, outs_at as *const *mut E, pcs.as_ptr(), pcs.len(),
-                terms.as_ptr(), raw_at as *const RawSource<E>, bias_at as *const E)
+            gather_d::<E>(isa, (r0, r1), cw, sh.outs.cast(), pcs.as_ptr(), pcs.len(),
+                terms.as_ptr(), sh.srcs.cast(), sh.bias.cast())
         });
     };
     let tasks = rows.div_ceil(GATHER_ROWS);
@@ -510,13 +526,14 @@ mod tests {
         let stride = 140;
         let src32: Vec<f32> = (0..stride * 9).map(val).collect();
         let src64: Vec<f64> = (0..stride * 9).map(|k| val(k) as f64 * 1.1).collect();
-        let picked = [3, 0, 8, 3, 5, 1, 3, 7];
+        // More picked rows than the prefetch looks ahead.
+        let picked = [3, 0, 8, 3, 5, 1, 3, 7, 2, 6, 0, 4, 8, 8, 1, 5, 3, 2, 7, 6];
         for isa in variants() {
             for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 129] {
                 let mut got = vec![f32::NAN; w];
                 sum_rows(isa, &mut got, &src32, &picked, stride);
                 let mut got64 = vec![f64::NAN; w];
-                sum_rows(isa, &mut got64, &src64, &picked[..5], stride);
+                sum_rows(isa, &mut got64, &src64, &picked[..13], stride);
                 for j in 0..w {
                     let mut s = 0.0f32;
                     for &r in &picked {
@@ -524,7 +541,7 @@ mod tests {
                     }
                     assert_eq!(got[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
                     let mut s = 0.0f64;
-                    for &r in &picked[..5] {
+                    for &r in &picked[..13] {
                         s += src64[r * stride + j];
                     }
                     assert_eq!(got64[j].to_bits(), s.to_bits(), "{isa:?} w {w}");

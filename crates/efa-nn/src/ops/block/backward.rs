@@ -1,6 +1,6 @@
 //! Backward of the block op, one chunk of whole samples at a time, mirroring `forward`:
-//! each chunk writes its rows of the input gradients and returns its partial parameter
-//! gradients, summed afterwards in chunk order.
+//! each chunk writes its rows of the input gradients and its partial parameter gradients (its
+//! piece of one buffer), summed afterwards element by element in chunk order.
 
 use super::dense::{grow, ld, mm, Packed};
 use super::forward::{query_rows, sample_qkv, slices};
@@ -108,8 +108,8 @@ struct Chunk<'a, T> {
     xhat2: &'a [T],
     rstd2: &'a [T],
     dy: &'a [T],
-    /// Input gradients not yet written: zeroed by the chunk that owns them (see
-    /// `super::uninit`).
+    /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
+    /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
     dx: &'a mut [MaybeUninit<T>],
     dq: &'a mut [MaybeUninit<T>],
     dk: &'a mut [MaybeUninit<T>],
@@ -186,7 +186,7 @@ pub(super) fn run<T: Real>(
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
     let plen = cfg.shape(dm, 0).p_len();
-    // Zeroed piece by piece by the chunks that own them (`Chunk::dx`).
+    // Written or zeroed piece by piece by the chunks that own them (`Chunk::dx`).
     let mut dx = uninit::<T>(b * n * d);
     let (mut dq, mut dk, mut dv) = if cfg.given {
         (uninit(b * nq * hk), uninit(b * n * hk), uninit(b * n * hk))

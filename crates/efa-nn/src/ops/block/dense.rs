@@ -72,8 +72,8 @@ pub(super) fn mm<T: Real>(
     gemm_checked(isa, mnk, a, strides, b, ldb, c, ldc, acc, T::ONE);
 }
 
-/// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of [`init_rows_uninit`]
-/// followed by an accumulating [`mm`], without the pass that writes the bias rows first) into
+/// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of writing the bias rows
+/// and then accumulating with [`mm`], without that first pass) into
 /// `c` not yet written, exactly `m × ldc` elements: the columns `[0, n)` from the product, zeros
 /// on the padding; returns them initialised. `bias` holds `padded(n)` elements (see
 /// [`padded_bias`]).

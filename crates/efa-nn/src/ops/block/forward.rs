@@ -362,8 +362,9 @@ pub(super) fn sample_qkv<'a, T: Real>(
 }
 
 /// `C ← (S + b) + A·W` (`S` the residual rows, `b` the bias): in one product starting from
-/// `S + b` when `S` has padded rows ([`gemm_checked_from`]), else by writing `S + b` into `C`
-/// and accumulating; the same bits either way. `b` comes padded and as given.
+/// `S + b` when `S` has padded rows ([`gemm_checked_from`]; their padding columns must be zero,
+/// as the callers' `x_q` without padding and `y₁` with zero padding are), else by writing
+/// `S + b` into `C` and accumulating; the same bits either way. `b` comes padded and as given.
 #[allow(clippy::too_many_arguments)]
 fn residual_mm<T: Real>(
     isa: Isa,
@@ -387,7 +388,7 @@ fn residual_mm<T: Real>(
             c,
             ldc,
         );
-        // The padding columns of C hold (0 + 0) + A·0 = 0, as `init_rows` then `mm` leaves them.
+        // The padding columns of C hold (0 + 0) + A·0, as `init_rows` then `mm` leaves them.
     } else {
         init_rows(c, ldc, m, b, Some((s, lds)));
         mm(isa, (m, n, k), a, (lda, 1), &w.data, w.ld, c, ldc, true);

@@ -352,10 +352,11 @@ fn split<T>(buf: &mut [T], each: usize, per: usize, b: usize) -> Vec<&mut [T]> {
     buf.chunks_mut(per * each).collect()
 }
 
-/// A buffer of `n` elements not yet written, to be cut like [`split`] and zeroed piece by
-/// piece by the parallel chunks that own them ([`zeroed`]): the zero-fill of the large saved
-/// buffers then runs on the pool, each piece in cache just before its chunk writes it, instead
-/// of as one serial pass before the chunks start. The contents are the same zeros.
+/// A buffer of `n` elements not yet written, to be cut like [`split`] and written piece by
+/// piece by the parallel chunks that own them: in full by the products and row kernels that
+/// produce it, or zeroed first ([`zeroed`]) where a chunk accumulates or writes only part of
+/// it. No serial zero-fill runs before the chunks start, and a piece is first touched by the
+/// thread that computes it.
 fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
     let mut v = Vec::with_capacity(n);
     v.resize_with(n, MaybeUninit::uninit);

@@ -1,9 +1,12 @@
 //! The block's layer norms over whole chunks of rows, one dispatched call per chunk: forward
-//! ([`ln_rows`]) and backward ([`ln_back_rows`]). Each row runs exactly the arithmetic of the
-//! per-row formulas (`dense::ln_row`, `dense::ln_back_in_place`, kept as the tests' reference):
-//! the two sums per row on the same `efa_num::simd` bodies as `sum_with` / `dot_with`, the
-//! element-wise steps one element at a time in the same order of operations, so the values are
-//! the same bits; what goes is the per-row dispatch of those calls.
+//! ([`ln_rows_into`], into unwritten buffers) and backward ([`ln_back_rows`]), and the bias
+//! gradients' column sums ([`col_sums`]). Each row runs exactly the arithmetic of the per-row
+//! formulas (`dense::ln_row`, `dense::ln_back_in_place`, kept as the tests' reference, with the
+//! row loop `dense::col_sums`): the two sums per row on the same `efa_num::simd` bodies as
+//! `sum_with` / `dot_with`, every element-wise step and every running sum over rows with the
+//! operations of the reference in its order (vectorised across columns or interleaved across
+//! rows), so the values are the same bits; what goes is the per-row dispatch of those calls
+//! and the chains of stores and reloads through the parameter gradients.
 
 use efa_num::simd::{bodies, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
@@ -131,10 +134,6 @@ pub(super) fn ln_rows<T: Real>(
     })
 }
 
-/// `dg += Σᵢ dyᵢ∘x̂ᵢ`, `db += Σᵢ dyᵢ` and `dyᵢ ← dyᵢ∘g` for the first `d` columns of `rows`
-/// rows, one block of columns at a time with the parameter gradients in registers (rows in
-/// order: each element's sums are those of a row-by-row loop, without a chain of stores and
-/// reloads through `dg`, `db` from one row to the next).
 /// [`ln_rows`] into buffers not yet written, each exactly `rows` rows (`xhat` `rows × ldh`,
 /// `y` `rows × ldy`, `rstd` `rows`): the same values, and zeros on the padding columns
 /// `[d, ld)` of `xhat` and `y`, so every element is written (no zero-fill pass first). Returns
@@ -169,7 +168,7 @@ pub(super) fn ln_rows_into<'h, 'r, T: Real>(
     let isa = isa.or_scalar();
     // SAFETY: the assert keeps every row's first `d` entries of `x`, `xhat`, `y` and the first
     // `rows` of `rstd` inside their slices (distinct borrows: no aliasing); `isa` is supported;
-    // the kernel only writes `xhat`, `y`, `rstd` (never reads them).
+    // the kernel reads of `xhat`, `y`, `rstd` only elements it has written.
     let () = simd_by_kind!(T, E => unsafe {
         ln_d::<E>(isa, rows, d, x.as_ptr().cast(), ldx, g.as_ptr().cast(), b.as_ptr().cast(),
             *(&eps as *const T).cast::<E>(), xhat.as_mut_ptr().cast(), ldh,
@@ -192,6 +191,10 @@ pub(super) fn ln_rows_into<'h, 'r, T: Real>(
     }
 }
 
+/// `dg += Σᵢ dyᵢ∘x̂ᵢ`, `db += Σᵢ dyᵢ` and `dyᵢ ← dyᵢ∘g` (the cotangent read at `src`, the result written at `dx`) for the first `d` columns of `rows`
+/// rows, one block of columns at a time with the parameter gradients in registers (rows in
+/// order: each element's sums are those of a row-by-row loop, without a chain of stores and
+/// reloads through `dg`, `db` from one row to the next).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn ln_back_params<V: SimdVec>(
@@ -412,15 +415,17 @@ pub(super) fn ln_back_rows<T: Real>(
         "ln_back_rows: sizes"
     );
     let isa = isa.or_scalar();
+    // One mutable pointer for `dy`, from which the in-place reads derive too.
+    let out = dy.as_mut_ptr();
     let (src, lds) = match from {
         Some((f, lds)) => (f.as_ptr(), lds),
-        None => (dy.as_ptr(), ldx),
+        None => (out.cast_const(), ldx),
     };
     // SAFETY: the assert keeps every access inside its slice (`from` is a shared borrow, so
-    // it cannot alias `dy`, which is then only written; otherwise `src` is `dy` itself, read
-    // before each element is written); `isa` is supported.
+    // it cannot alias `dy`, which is then only written; otherwise `src` is `dy`'s own pointer,
+    // each element read before it is written); `isa` is supported.
     simd_by_kind!(T, E => unsafe {
-        ln_back_d::<E>(isa, rows, d, src.cast(), lds, dy.as_mut_ptr().cast(), ldx,
+        ln_back_d::<E>(isa, rows, d, src.cast(), lds, out.cast(), ldx,
             xhat.as_ptr().cast(), ldh,
             rstd.as_ptr().cast(), g.as_ptr().cast(), dg.as_mut_ptr().cast(),
             db.as_mut_ptr().cast())
@@ -499,9 +504,10 @@ mod tests {
                     assert_eq!(bits(&h1), bits(&h0), "x̂ {what}");
                     assert_eq!(bits(&y1), bits(&y0), "y {what}");
                     assert_eq!(bits(&r1), bits(&r0), "r {what}");
-                    // Into unwritten buffers: the same values, zeros on x̂'s padding.
+                    // Into unwritten buffers: the same values, zeros on the padding of x̂ and
+                    // of y (here at the padded stride too).
                     let mut h2 = vec![MaybeUninit::<T>::uninit(); rows * ld];
-                    let mut y2 = vec![MaybeUninit::<T>::uninit(); rows * d];
+                    let mut y2 = vec![MaybeUninit::<T>::uninit(); rows * ld];
                     let mut r2 = vec![MaybeUninit::<T>::uninit(); rows];
                     let (h2, r2) = ln_rows_into(
                         isa,
@@ -511,14 +517,18 @@ mod tests {
                         &b,
                         eps,
                         (&mut h2, ld),
-                        (&mut y2, d),
+                        (&mut y2, ld),
                         &mut r2,
                     );
                     assert_eq!(bits(h2), bits(&h0), "x̂ into {what}");
                     assert_eq!(bits(r2), bits(&r0), "r into {what}");
                     // SAFETY: `ln_rows_into` wrote every element of `y2`.
                     let y2: Vec<T> = y2.into_iter().map(|v| unsafe { v.assume_init() }).collect();
-                    assert_eq!(bits(&y2), bits(&y0), "y into {what}");
+                    for i in 0..rows {
+                        let (got, pad) = y2[i * ld..(i + 1) * ld].split_at(d);
+                        assert_eq!(bits(got), bits(&y0[i * d..(i + 1) * d]), "y into {what}");
+                        assert!(pad.iter().all(|v| v.to_f64().to_bits() == 0), "pad {what}");
+                    }
                     // Backward in place, with parameter gradients accumulated over the rows.
                     let dy = values::<T>(rows * ld, seed + 3, 1.5, 0.1);
                     let (mut dx0, mut dg0, mut db0) = (
