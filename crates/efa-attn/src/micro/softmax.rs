@@ -80,6 +80,139 @@ pub fn softmax_rows<T: Real>(isa: Isa, p: &mut [T], ld: usize, rows: usize, n: u
     simd_by_kind!(T, E => unsafe { softmax_rows_d::<E>(isa, p.as_mut_ptr().cast(), ld, rows, n) })
 }
 
+/// Most lanes of any variant's vector (f32 on AVX-512).
+const LANES_MAX: usize = 16;
+
+/// The pairwise halving of [`SimdVec::reduce_sum`] / [`SimdVec::reduce_max`] over `w` lane
+/// positions, each position a vector (one lane per row): `a[i] ← op(a[i], a[i + w/2])`, …
+#[inline(always)]
+unsafe fn halve<V: SimdVec>(mut a: [V; LANES_MAX], w: usize, op: impl Fn(V, V) -> V) -> V {
+    let mut w = w;
+    while w > 1 {
+        w /= 2;
+        for i in 0..w {
+            a[i] = op(a[i], a[i + w]);
+        }
+    }
+    a[0]
+}
+
+/// [`softmax_cols`] on one block of `V::LANES` columns at `x` (rows at stride `ld`, the first
+/// `n` visible). Each column `c` is row `c` of the row-wise kernel, with that kernel's vector
+/// width `w = V::LANES`: the operations of `max_body`, `exp_sub_sum_body` and `scale_body` on a
+/// row of `n` are done here on lane positions `l < w` (each one vector down the columns), so
+/// every lane sees the same operations on the same operands in the same order.
+#[inline(always)]
+unsafe fn softmax_cols_block<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let at = |j: usize| x.add(j * ld);
+        // max_body: m0 takes chunks 0, 2, 4, … (and a last odd one and the tail), m1 chunks 1,
+        // 3, …; then m0.max(m1) and the halving. Tail lanes past `n` load −∞ there, and
+        // `max(−∞, m)` is `m`, so they are skipped.
+        let ninf = V::splat(V::Elem::NEG_INFINITY);
+        let mut t = [ninf; LANES_MAX];
+        let mut tail = 0;
+        for (l, tl) in t.iter_mut().enumerate().take(w) {
+            let (mut m0, mut m1) = (ninf, ninf);
+            let mut i = 0;
+            while i + 2 * w <= n {
+                m0 = V::load(at(i + l)).max(m0);
+                m1 = V::load(at(i + w + l)).max(m1);
+                i += 2 * w;
+            }
+            if i + w <= n {
+                m0 = V::load(at(i + l)).max(m0);
+                i += w;
+            }
+            tail = i;
+            if i + l < n {
+                m0 = V::load(at(i + l)).max(m0);
+            }
+            *tl = m0.max(m1);
+        }
+        let m = halve(t, w, |a, b| a.max(b));
+        // exp_sub_sum_body: the same chunks into s0 and s1, s0 + s1, the halving, then the
+        // tail's exponentials added one by one in index order.
+        let zero = V::splat(V::Elem::ZERO);
+        let mut t = [zero; LANES_MAX];
+        for (l, tl) in t.iter_mut().enumerate().take(w) {
+            let (mut s0, mut s1) = (zero, zero);
+            let mut i = 0;
+            while i + 2 * w <= n {
+                let (p0, p1) = (at(i + l), at(i + w + l));
+                let e0 = V::load(p0).sub(m).exp();
+                let e1 = V::load(p1).sub(m).exp();
+                e0.store(p0);
+                e1.store(p1);
+                s0 = s0.add(e0);
+                s1 = s1.add(e1);
+                i += 2 * w;
+            }
+            if i + w <= n {
+                let p0 = at(i + l);
+                let e0 = V::load(p0).sub(m).exp();
+                e0.store(p0);
+                s0 = s0.add(e0);
+            }
+            *tl = s0.add(s1);
+        }
+        let mut s = halve(t, w, |a, b| a.add(b));
+        for j in tail..n {
+            let e = V::load(at(j)).sub(m).exp();
+            e.store(at(j));
+            s = s.add(e);
+        }
+        // scale_body with 1/z per lane (a scalar division each, as the row kernel's).
+        let mut r = [V::Elem::ZERO; LANES_MAX];
+        s.store(r.as_mut_ptr());
+        for x in &mut r[..w] {
+            *x = V::Elem::ONE / *x;
+        }
+        let r = V::load(r.as_ptr());
+        for j in 0..n {
+            V::load(at(j)).mul(r).store(at(j));
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn softmax_cols_body<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize, cols: usize) {
+    unsafe {
+        let mut c = 0;
+        while c < cols {
+            softmax_cols_block::<V>(x.add(c), ld, n);
+            c += V::LANES;
+        }
+    }
+}
+simd_variants!(softmax_cols_body, softmax_cols_d, (x: *mut E, ld: usize, n: usize, cols: usize) -> ());
+
+/// [`softmax_rows`] on the transpose: in place softmax down each of the first `cols` columns
+/// of `x` over its first `n` rows (row stride `ld`, a multiple of [`PAD`]), bit for bit what
+/// [`softmax_rows`]`(isa, ·, ·, cols, n)` gives on the transposed block (the row kernel's
+/// partial sums, halvings and tail order, per column, with one lane per column instead of
+/// per-row horizontal reductions). Columns up to the next multiple of the vector width (at
+/// most `ld`) are computed as well; rows from `n` on are not touched.
+///
+/// # Panics
+/// If `ld` is not a multiple of [`PAD`], `cols > ld`, or `x` holds fewer than `n·ld` elements.
+#[track_caller]
+pub fn softmax_cols<T: Real>(isa: Isa, x: &mut [T], ld: usize, n: usize, cols: usize) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len(),
+        "softmax_cols: {n} rows of {cols} at stride {ld} in {} elements",
+        x.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
+    // `ld`, and the assert keeps the `n` rows inside `x`; `isa` is supported.
+    simd_by_kind!(T, E => unsafe { softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols) })
+}
+
 #[inline(always)]
 unsafe fn ds_rows_body<V: SimdVec>(
     p: *const V::Elem,

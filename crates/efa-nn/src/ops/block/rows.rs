@@ -21,7 +21,7 @@
 //! so results do not depend on the thread pool.
 
 use super::transpose::transpose_block;
-use efa_attn::micro::{ds_rows, gemm_checked, gemm_checked_into, padded, softmax_rows, PAD};
+use efa_attn::micro::{ds_rows, gemm_checked, padded, softmax_cols, transpose_cols, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
@@ -229,16 +229,6 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
-/// `s` viewed as initialised.
-///
-/// # Safety
-/// Every element of `s` must have been written.
-unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
-    // initialised.
-    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
-}
-
 /// Forward of one sequence (see the [module docs](self)): writes `P` to `p`
 /// ([`RowsShape::p_len`] elements) and `oᵢ` to columns `[0, heads·dv)` of the rows of `o`.
 ///
@@ -295,9 +285,12 @@ pub fn forward_uninit<T: Real>(
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
-    let kt = grow(&mut scratch.a, s.dk * ps);
+    let nqp = padded(s.nq.max(1));
+    let qt = grow(&mut scratch.a, s.dk * nqp);
     let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
     let ob = grow(&mut scratch.c, s.nq * dvp);
+    let st = grow(&mut scratch.d, keys * nqp);
+    let pr = grow(&mut scratch.e, s.nq * ps);
     for h in 0..s.heads {
         let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
         if keys == 0 {
@@ -307,32 +300,30 @@ pub fn forward_uninit<T: Real>(
             put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
             continue;
         }
-        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
-        // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
-        // zero below, before the row is read).
-        transpose_block(isa, k, h * s.dk, s.dk, keys, kt, ps);
-        gemm_checked_into(
+        // Sᵀ = scale·K·Qᵀ (keys × nq, padded): each element the same sum as in S = scale·Q·Kᵀ
+        // (products over the head's columns in index order from zero, then the scale).
+        transpose_block(isa, q, h * s.dk, s.dk, s.nq, qt, nqp);
+        gemm_checked(
             isa,
-            (s.nq, keys, s.dk),
-            &q.data[h * s.dk..],
-            (q.ld, 1),
-            kt,
-            ps,
-            ph,
-            ps,
+            (keys, s.nq, s.dk),
+            &k.data[h * s.dk..],
+            (k.ld, 1),
+            qt,
+            nqp,
+            st,
+            nqp,
+            false,
             scale,
         );
-        for row in ph.chunks_exact_mut(ps) {
-            for x in &mut row[keys..] {
-                x.write(T::ZERO);
-            }
+        // Pᵀ: the softmax of each query's column over the visible keys (the row kernel's
+        // operations and order per column, one query per lane), then P = (Pᵀ)ᵀ with zeros at
+        // columns [keys, ps).
+        softmax_cols(isa, st, nqp, keys, s.nq);
+        transpose_cols(isa, st, nqp, 0, s.nq, keys, pr, ps);
+        for (d, &x) in ph.iter_mut().zip(pr.iter()) {
+            d.write(x);
         }
-        // SAFETY: the product wrote at least columns [0, keys) of every row, the loop above the
-        // rest.
-        let ph = unsafe { written(ph) };
-        // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
-        softmax_rows(isa, ph, ps, s.nq, keys);
-        let ph: &[T] = ph;
+        let ph: &[T] = pr;
         // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
@@ -454,3 +445,8 @@ pub fn backward<T: Real>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;

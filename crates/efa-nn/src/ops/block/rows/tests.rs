@@ -1,0 +1,352 @@
+//! The kernels against their earlier form ([`super::reference`]) bit for bit: `P`, `O`, `dQ`,
+//! `dK`, `dV` (every element of the buffers, untouched ones included) over query and key
+//! counts around the vector widths, key padding, 1–3 heads, head widths that are whole padded
+//! rows (16, 32) and ones that are not (8, 33), f32 and f64, every supported instruction set.
+//! An ignored timing harness compares both on the temperature model's shape.
+
+use super::*;
+use std::time::Instant;
+
+fn data<T: Real>(n: usize, seed: u64, amp: f64) -> Vec<T> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            T::from_f64(((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * amp)
+        })
+        .collect()
+}
+
+/// Inputs of one problem: `q` (`nq` rows), `k`, `v` (`nk` rows) and `dO` at row strides a
+/// little wider than the heads' columns (`k` and `v` interleaved in one buffer, as the block's
+/// projections are).
+struct Problem<T> {
+    s: RowsShape,
+    q: Vec<T>,
+    kv: Vec<T>,
+    d_o: Vec<T>,
+    ldq: usize,
+    ldkv: usize,
+}
+
+impl<T: Real> Problem<T> {
+    fn new(s: RowsShape, seed: u64) -> Self {
+        let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+        let (ldq, ldkv) = (hdk + 3, hdk + hdv + 5);
+        Problem {
+            s,
+            q: data(s.nq * ldq, seed, 2.0),
+            kv: data(s.nk * ldkv, seed + 1, 2.0),
+            d_o: data(s.nq * ldq.max(hdv), seed + 2, 1.0),
+            ldq,
+            ldkv,
+        }
+    }
+    fn q(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.q,
+            ld: self.ldq,
+        }
+    }
+    fn k(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.kv,
+            ld: self.ldkv,
+        }
+    }
+    fn v(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.kv[self.s.heads * self.s.dk..],
+            ld: self.ldkv,
+        }
+    }
+    fn d_o(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.d_o,
+            ld: self.ldq.max(self.s.heads * self.s.dv),
+        }
+    }
+}
+
+/// Outputs of one forward and backward.
+struct Out<T> {
+    p: Vec<T>,
+    o: Vec<T>,
+    dq: Vec<T>,
+    dk: Vec<T>,
+    dv: Vec<T>,
+}
+
+fn run<T: Real>(isa: Isa, pr: &Problem<T>, reference: bool, p_in: Option<&[T]>) -> Out<T> {
+    let s = &pr.s;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    let (ldo, ldg) = (hdv + 2, hdk.max(hdv) + 1);
+    let nan = T::from_f64(f64::NAN);
+    let mut o = vec![nan; s.nq * ldo];
+    let mut pu = vec![MaybeUninit::new(nan); s.p_len() + 5];
+    let mut scratch = RowsScratch::new();
+    let om = RowsMut {
+        data: &mut o,
+        ld: ldo,
+    };
+    if reference {
+        reference::forward_uninit(isa, s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
+    } else {
+        forward_uninit(isa, s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
+    }
+    .unwrap();
+    // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
+    let p: Vec<T> = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
+    let pb = p_in.unwrap_or(&p);
+    let mut dq = vec![nan; s.nq * ldg];
+    let mut dk = vec![nan; s.nk * ldg];
+    let mut dv = vec![nan; s.nk * ldg];
+    let args = (
+        RowsMut {
+            data: &mut dq,
+            ld: ldg,
+        },
+        RowsMut {
+            data: &mut dk,
+            ld: ldg,
+        },
+        RowsMut {
+            data: &mut dv,
+            ld: ldg,
+        },
+    );
+    let (a, b, c) = args;
+    if reference {
+        reference::backward(
+            isa,
+            s,
+            pr.q(),
+            pr.k(),
+            pr.v(),
+            pb,
+            pr.d_o(),
+            a,
+            b,
+            c,
+            &mut scratch,
+        )
+    } else {
+        backward(
+            isa,
+            s,
+            pr.q(),
+            pr.k(),
+            pr.v(),
+            pb,
+            pr.d_o(),
+            a,
+            b,
+            c,
+            &mut scratch,
+        )
+    }
+    .unwrap();
+    Out { p, o, dq, dk, dv }
+}
+
+fn same<T: Real>(what: &str, got: &[T], want: &[T], ctx: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.to_f64().to_bits() == w.to_f64().to_bits(),
+            "{what} differs at {i}: {} vs {} ({ctx})",
+            g.to_f64(),
+            w.to_f64()
+        );
+    }
+}
+
+fn shapes() -> Vec<RowsShape> {
+    let mut v = Vec::new();
+    let sizes = [1, 2, 5, 8, 13, 16, 17, 31, 33, 44, 47, 48, 50, 64, 97, 132];
+    for (i, &nq) in sizes.iter().enumerate() {
+        for (j, &nk) in sizes.iter().enumerate() {
+            // Every pair for the temperature model's head; a spread of pairs for the others.
+            let (heads, dk) = match (i + 2 * j) % 7 {
+                0 => (2, 16),
+                1 => (1, 32),
+                2 => (3, 8),
+                3 => (2, 33),
+                4 => (1, 16),
+                5 => (3, 16),
+                _ => (2, 16),
+            };
+            for keys in [nk, nk - nk / 3, 0] {
+                v.push(RowsShape {
+                    nq,
+                    nk,
+                    keys,
+                    heads,
+                    dk,
+                    dv: dk,
+                    scale: 1.0 / (dk as f64).sqrt(),
+                });
+            }
+        }
+    }
+    v
+}
+
+fn compare<T: Real>() {
+    for isa in Isa::ALL {
+        if !isa.is_supported() {
+            continue;
+        }
+        for (n, s) in shapes().into_iter().enumerate() {
+            let pr = Problem::<T>::new(s, 7 + n as u64);
+            let want = run(isa, &pr, true, None);
+            let got = run(isa, &pr, false, Some(&want.p));
+            let ctx = format!("{isa:?} {} {s:?}", T::NAME);
+            same("P", &got.p, &want.p, &ctx);
+            same("O", &got.o, &want.o, &ctx);
+            same("dQ", &got.dq, &want.dq, &ctx);
+            same("dK", &got.dk, &want.dk, &ctx);
+            same("dV", &got.dv, &want.dv, &ctx);
+        }
+    }
+}
+
+#[test]
+fn the_same_bits_as_the_reference_f32() {
+    compare::<f32>();
+}
+
+#[test]
+fn the_same_bits_as_the_reference_f64() {
+    compare::<f64>();
+}
+
+/// Timings of the reference and the current kernels on the temperature model's shape (44
+/// queries and keys, 2 heads of 16, f32), interleaved: `cargo test --release -p efa-nn
+/// rows_timing -- --ignored --nocapture` (`EFA_SIMD` picks the instruction set).
+#[test]
+#[ignore]
+fn rows_timing() {
+    let isa = efa_num::simd::active();
+    for keys in [44, 40] {
+        let s = RowsShape {
+            nq: 44,
+            nk: 44,
+            keys,
+            heads: 2,
+            dk: 16,
+            dv: 16,
+            scale: 0.25,
+        };
+        let pr = Problem::<f32>::new(s, 3);
+        let mut o = vec![0f32; 44 * 32];
+        let mut pu = vec![MaybeUninit::new(0f32); s.p_len()];
+        let mut p = vec![0f32; s.p_len()];
+        let (mut dq, mut dk, mut dv) = (
+            vec![0f32; 44 * 32],
+            vec![0f32; 44 * 32],
+            vec![0f32; 44 * 32],
+        );
+        let mut scratch = RowsScratch::new();
+        let reps = 2000;
+        let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        for round in 0..30 {
+            for (r, reference) in [
+                (round % 2, round % 2 == 1),
+                ((round + 1) % 2, round % 2 == 0),
+            ] {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    let om = RowsMut {
+                        data: &mut o,
+                        ld: 32,
+                    };
+                    if reference {
+                        reference::forward_uninit(
+                            isa,
+                            &s,
+                            pr.q(),
+                            pr.k(),
+                            pr.v(),
+                            &mut pu,
+                            om,
+                            &mut scratch,
+                        )
+                    } else {
+                        forward_uninit(isa, &s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
+                    }
+                    .unwrap();
+                }
+                times[usize::from(reference)][0].push(t.elapsed().as_secs_f64() / reps as f64);
+                let _ = r;
+                for (x, y) in p.iter_mut().zip(&pu) {
+                    // SAFETY: the forward wrote every element.
+                    *x = unsafe { y.assume_init() };
+                }
+                let t = Instant::now();
+                for _ in 0..reps {
+                    let (a, b, c) = (
+                        RowsMut {
+                            data: &mut dq,
+                            ld: 32,
+                        },
+                        RowsMut {
+                            data: &mut dk,
+                            ld: 32,
+                        },
+                        RowsMut {
+                            data: &mut dv,
+                            ld: 32,
+                        },
+                    );
+                    if reference {
+                        reference::backward(
+                            isa,
+                            &s,
+                            pr.q(),
+                            pr.k(),
+                            pr.v(),
+                            &p,
+                            pr.d_o(),
+                            a,
+                            b,
+                            c,
+                            &mut scratch,
+                        )
+                    } else {
+                        backward(
+                            isa,
+                            &s,
+                            pr.q(),
+                            pr.k(),
+                            pr.v(),
+                            &p,
+                            pr.d_o(),
+                            a,
+                            b,
+                            c,
+                            &mut scratch,
+                        )
+                    }
+                    .unwrap();
+                }
+                times[usize::from(reference)][1].push(t.elapsed().as_secs_f64() / reps as f64);
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2] * 1e6
+        };
+        let fl = s.forward_flops() as f64;
+        for (i, name) in ["new", "reference"].iter().enumerate() {
+            let (f, b) = (med(&mut times[i][0]), med(&mut times[i][1]));
+            println!(
+                "{isa:?} keys {keys} {name:9}: forward {f:.3} µs ({:.1} GFLOP/s), backward {b:.3} µs ({:.1} GFLOP/s)",
+                fl / f / 1e3,
+                2.0 * fl / b / 1e3
+            );
+        }
+    }
+}
