@@ -88,14 +88,15 @@ fn check<T: Real>(s: &RowsShape, isa: Isa, seed: u64) {
         &mut scratch,
     )
     .unwrap();
-    // P was prefilled with NaN: the forward writes every element (no zero-fill is relied on),
-    // zeros past the visible keys.
+    // P (kept transposed: per head `nk` key rows of `p_stride` query columns) was prefilled
+    // with NaN: the forward writes every element (no zero-fill is relied on), zeros at hidden
+    // keys and past the queries.
     let ps = s.p_stride();
     for (at, x) in p.iter().enumerate() {
-        let j = at % ps;
+        let (j, i) = ((at / ps) % s.nk, at % ps);
         assert!(
-            x.is_finite() && (j < s.keys || *x == T::ZERO),
-            "{s:?}: P[{at}] (column {j}) = {x:?}"
+            x.is_finite() && ((j < s.keys && i < s.nq) || *x == T::ZERO),
+            "{s:?}: P[{at}] (key {j}, query {i}) = {x:?}"
         );
     }
     let mut dq = vec![T::NAN; s.nq * ldq];
@@ -146,13 +147,13 @@ fn check<T: Real>(s: &RowsShape, isa: Isa, seed: u64) {
     let what = format!("{} {isa:?} {s:?}", T::NAME);
     let ps = s.p_stride();
     let p4 = Array4::from_shape_fn((1, s.heads, s.nq, s.nk), |(_, h, i, j)| {
-        p[(h * s.nq + i) * ps + j].to_f64()
+        p[(h * s.nk + j) * ps + i].to_f64()
     });
     assert_close(&p4, &want_p, atol, rtol, &format!("P {what}"));
-    for i in 0..s.nq {
-        for c in s.nk..ps {
+    for j in 0..s.nk {
+        for c in s.nq..ps {
             for h in 0..s.heads {
-                assert_eq!(p[(h * s.nq + i) * ps + c].to_f64(), 0.0, "P padding {what}");
+                assert_eq!(p[(h * s.nk + j) * ps + c].to_f64(), 0.0, "P padding {what}");
             }
         }
     }

@@ -103,7 +103,7 @@ unsafe fn halve<V: SimdVec>(mut a: [V; LANES_MAX], w: usize, op: impl Fn(V, V) -
 /// row of `n` are done here on lane positions `l < w` (each one vector down the columns), so
 /// every lane sees the same operations on the same operands in the same order.
 #[inline(always)]
-unsafe fn softmax_cols_block<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize) {
+unsafe fn softmax_cols_block<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize, valid: usize) {
     unsafe {
         let w = V::LANES;
         let at = |j: usize| x.add(j * ld);
@@ -163,11 +163,16 @@ unsafe fn softmax_cols_block<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize) {
             e.store(at(j));
             s = s.add(e);
         }
-        // scale_body with 1/z per lane (a scalar division each, as the row kernel's).
+        // scale_body with 1/z per lane (a scalar division each, as the row kernel's); columns
+        // past the last valid one are scaled by 0 instead.
         let mut r = [V::Elem::ZERO; LANES_MAX];
         s.store(r.as_mut_ptr());
-        for x in &mut r[..w] {
-            *x = V::Elem::ONE / *x;
+        for (l, x) in r.iter_mut().enumerate().take(w) {
+            *x = if l < valid {
+                V::Elem::ONE / *x
+            } else {
+                V::Elem::ZERO
+            };
         }
         let r = V::load(r.as_ptr());
         for j in 0..n {
@@ -181,7 +186,7 @@ unsafe fn softmax_cols_body<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize, co
     unsafe {
         let mut c = 0;
         while c < cols {
-            softmax_cols_block::<V>(x.add(c), ld, n);
+            softmax_cols_block::<V>(x.add(c), ld, n, cols - c);
             c += V::LANES;
         }
     }
@@ -193,7 +198,8 @@ simd_variants!(softmax_cols_body, softmax_cols_d, (x: *mut E, ld: usize, n: usiz
 /// [`softmax_rows`]`(isa, ·, ·, cols, n)` gives on the transposed block (the row kernel's
 /// partial sums, halvings and tail order, per column, with one lane per column instead of
 /// per-row horizontal reductions). Columns up to the next multiple of the vector width (at
-/// most `ld`) are computed as well; rows from `n` on are not touched.
+/// most `ld`) are read as well and set to 0 in the first `n` rows (they must be finite);
+/// rows from `n` on are not touched.
 ///
 /// # Panics
 /// If `ld` is not a multiple of [`PAD`], `cols > ld`, or `x` holds fewer than `n·ld` elements.
@@ -211,6 +217,90 @@ pub fn softmax_cols<T: Real>(isa: Isa, x: &mut [T], ld: usize, n: usize, cols: u
     // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
     // `ld`, and the assert keeps the `n` rows inside `x`; `isa` is supported.
     simd_by_kind!(T, E => unsafe { softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols) })
+}
+
+/// [`ds_cols`] on one block of `V::LANES` columns: per column the operations of `dot_body`
+/// (four chunk accumulators, their sums `(s0 + s1) + (s2 + s3)`, the halving, the tail's fused
+/// multiply-adds in index order) and of `ds_body`, as in [`softmax_cols_block`].
+#[inline(always)]
+unsafe fn ds_cols_block<V: SimdVec>(p: *const V::Elem, dp: *mut V::Elem, ld: usize, n: usize) {
+    unsafe {
+        let w = V::LANES;
+        let (pa, da) = (|j: usize| p.add(j * ld), |j: usize| dp.add(j * ld));
+        let zero = V::splat(V::Elem::ZERO);
+        let mut t = [zero; LANES_MAX];
+        let mut tail = 0;
+        for (l, tl) in t.iter_mut().enumerate().take(w) {
+            let (mut s0, mut s1, mut s2, mut s3) = (zero, zero, zero, zero);
+            let mut i = 0;
+            while i + 4 * w <= n {
+                s0 = V::load(pa(i + l)).fma(V::load(da(i + l)), s0);
+                s1 = V::load(pa(i + w + l)).fma(V::load(da(i + w + l)), s1);
+                s2 = V::load(pa(i + 2 * w + l)).fma(V::load(da(i + 2 * w + l)), s2);
+                s3 = V::load(pa(i + 3 * w + l)).fma(V::load(da(i + 3 * w + l)), s3);
+                i += 4 * w;
+            }
+            while i + w <= n {
+                s0 = V::load(pa(i + l)).fma(V::load(da(i + l)), s0);
+                i += w;
+            }
+            tail = i;
+            *tl = s0.add(s1).add(s2.add(s3));
+        }
+        let mut d = halve(t, w, |a, b| a.add(b));
+        for j in tail..n {
+            d = V::load(pa(j)).fma(V::load(da(j)), d);
+        }
+        for j in 0..n {
+            let x = da(j);
+            V::load(pa(j)).mul(V::load(x).sub(d)).store(x);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn ds_cols_body<V: SimdVec>(
+    p: *const V::Elem,
+    dp: *mut V::Elem,
+    ld: usize,
+    n: usize,
+    cols: usize,
+) {
+    unsafe {
+        let mut c = 0;
+        while c < cols {
+            ds_cols_block::<V>(p.add(c), dp.add(c), ld, n);
+            c += V::LANES;
+        }
+    }
+}
+simd_variants!(ds_cols_body, ds_cols_d, (p: *const E, dp: *mut E, ld: usize, n: usize, cols: usize) -> ());
+
+/// [`ds_rows`] on the transpose: in place `dS = P ∘ (dP − D)` down each of the first `cols`
+/// columns over their first `n` rows (row stride `ld`, a multiple of [`PAD`]), with
+/// `D = Σ P·dP` per column: bit for bit what [`ds_rows`]`(isa, ·, ·, ·, cols, n)` gives on the
+/// transposed blocks. Columns up to the next multiple of the vector width (at most `ld`) are
+/// computed as well; rows from `n` on are not touched.
+///
+/// # Panics
+/// If `ld` is not a multiple of [`PAD`], `cols > ld`, or a slice holds fewer than `n·ld`
+/// elements.
+#[track_caller]
+pub fn ds_cols<T: Real>(isa: Isa, p: &[T], dp: &mut [T], ld: usize, n: usize, cols: usize) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= p.len() && n * ld <= dp.len(),
+        "ds_cols: {n} rows of {cols} at stride {ld} in {} and {} elements",
+        p.len(),
+        dp.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: as in `softmax_cols`; the slices are distinct borrows.
+    simd_by_kind!(T, E => unsafe {
+        ds_cols_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), ld, n, cols)
+    })
 }
 
 #[inline(always)]

@@ -9,19 +9,26 @@
 //!
 //! - forward: `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, `Pᵢⱼ = exp(sᵢⱼ − mᵢ) / Σ_{j'<keys} exp(sᵢⱼ' − mᵢ)` with
 //!   `mᵢ = max_{j<keys} sᵢⱼ` (0 for `j ≥ keys`), `oᵢ = Σⱼ Pᵢⱼ vⱼ`. The whole score row is
-//!   formed at once (no online softmax) and `P` is written to the caller's buffer
-//!   (`heads × nq` rows of [`RowsShape::p_stride`]) so the backward does not recompute it;
+//!   formed at once (no online softmax) and `P` is written, transposed, to the caller's buffer
+//!   (per head `nk` key rows of [`RowsShape::p_stride`] query columns: `Pᵢⱼ` at
+//!   `(h·nk + j)·p_stride + i`, zeros at hidden keys and padding columns) so the backward does
+//!   not recompute it;
 //! - backward from `P` and `dO`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`, `Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ` (which equals
 //!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 //!
 //! With `keys = 0` every `oᵢ` is 0 and every gradient is 0. Each product is one
-//! [`efa_attn::micro::gemm`] call; the operands it needs with contiguous padded rows (`Kᵀ`, `V`,
-//! `dO`, `Vᵀ`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
+//! [`efa_attn::micro::gemm`] call. The score-shaped blocks are kept transposed (one row per
+//! key, one column per query: `Sᵀ = scale·K·Qᵀ`, `dPᵀ = V·dOᵀ`), so the softmax and its
+//! backward run down the columns, one query per vector lane ([`efa_attn::micro::softmax_cols`],
+//! [`efa_attn::micro::ds_cols`]: the row kernels' operations in their order, so the same bits
+//! as the row-major form, without horizontal reductions). The operands the products need with
+//! contiguous padded rows (`Qᵀ`, `dOᵀ`, and for head widths that are not whole padded rows
+//! `V`, `dO`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
 //! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
 //! so results do not depend on the thread pool.
 
 use super::transpose::transpose_block;
-use efa_attn::micro::{ds_rows, gemm_checked, padded, softmax_cols, transpose_cols, PAD};
+use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_cols, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
@@ -47,14 +54,15 @@ pub struct RowsShape {
 }
 
 impl RowsShape {
-    /// Row stride of the kept probabilities: `nk` rounded up to the kernels' padding.
+    /// Row stride of the kept probabilities (kept transposed, one row per key): `nq` rounded
+    /// up to the kernels' padding.
     pub fn p_stride(&self) -> usize {
-        padded(self.nk.max(1))
+        padded(self.nq.max(1))
     }
 
-    /// Length of the probability buffer: `heads · nq · p_stride`.
+    /// Length of the probability buffer: `heads · nk · p_stride`.
     pub fn p_len(&self) -> usize {
-        self.heads * self.nq * self.p_stride()
+        self.heads * self.nk * self.p_stride()
     }
 
     /// Floating-point operations of [`forward`]: `2·heads·nq·keys·(dk + dv)` (`QKᵀ` and `PV`;
@@ -229,6 +237,16 @@ fn product<T: Real>(
     gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
 }
 
+/// `s` viewed as initialised.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
+    // initialised.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
 /// Forward of one sequence (see the [module docs](self)): writes `P` to `p`
 /// ([`RowsShape::p_len`] elements) and `oᵢ` to columns `[0, heads·dv)` of the rows of `o`.
 ///
@@ -281,68 +299,59 @@ pub fn forward_uninit<T: Real>(
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys) = (s.p_stride(), s.keys);
+    let (ps, keys, nq, nk) = (s.p_stride(), s.keys, s.nq, s.nk);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
-    let nqp = padded(s.nq.max(1));
-    let qt = grow(&mut scratch.a, s.dk * nqp);
+    let qt = grow(&mut scratch.a, s.dk * ps);
     let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
-    let ob = grow(&mut scratch.c, s.nq * dvp);
-    let st = grow(&mut scratch.d, keys * nqp);
-    let pr = grow(&mut scratch.e, s.nq * ps);
+    let ob = grow(&mut scratch.c, nq * dvp);
     for h in 0..s.heads {
-        let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
+        let ph = &mut p[h * nk * ps..(h + 1) * nk * ps];
+        // Rows [keys, nk) of Pᵀ: zeros (no probability on hidden keys).
+        for x in &mut ph[keys * ps..] {
+            x.write(T::ZERO);
+        }
         if keys == 0 {
-            for x in ph.iter_mut() {
-                x.write(T::ZERO);
-            }
-            put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
+            put_block(ob, dvp, 0, nq, &mut o, h * s.dv, s.dv);
             continue;
         }
-        // Sᵀ = scale·K·Qᵀ (keys × nq, padded): each element the same sum as in S = scale·Q·Kᵀ
-        // (products over the head's columns in index order from zero, then the scale).
-        transpose_block(isa, q, h * s.dk, s.dk, s.nq, qt, nqp);
-        gemm_checked(
+        // Sᵀ = scale·K·Qᵀ (keys × nq) straight into Pᵀ's rows: each element the sum of
+        // S = scale·Q·Kᵀ (the products over the head's columns in index order from zero, then
+        // the scale). Each row's last PAD columns (which hold [nq, ps)) are zeroed first; the
+        // product then writes columns [0, nq), perhaps a few more (finite: Qᵀ's padding is 0).
+        transpose_block(isa, q, h * s.dk, s.dk, nq, qt, ps);
+        let pk = &mut ph[..keys * ps];
+        for row in pk.chunks_exact_mut(ps) {
+            row[ps - PAD..].copy_from_slice(&[MaybeUninit::new(T::ZERO); PAD]);
+        }
+        gemm_checked_into(
             isa,
-            (keys, s.nq, s.dk),
+            (keys, nq, s.dk),
             &k.data[h * s.dk..],
             (k.ld, 1),
             qt,
-            nqp,
-            st,
-            nqp,
-            false,
+            ps,
+            pk,
+            ps,
             scale,
         );
-        // Pᵀ: the softmax of each query's column over the visible keys (the row kernel's
-        // operations and order per column, one query per lane), then P = (Pᵀ)ᵀ with zeros at
-        // columns [keys, ps).
-        softmax_cols(isa, st, nqp, keys, s.nq);
-        transpose_cols(isa, st, nqp, 0, s.nq, keys, pr, ps);
-        for (d, &x) in ph.iter_mut().zip(pr.iter()) {
-            d.write(x);
-        }
-        let ph: &[T] = pr;
-        // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
+        // SAFETY: the product wrote columns [0, nq) of every row, the loop above the rest.
+        let pk = unsafe { written(pk) };
+        // Pᵀ: per query column, the softmax over its visible keys with the row kernel's
+        // operations in its order (one query per lane; the padding columns end as zeros).
+        softmax_cols(isa, pk, ps, keys, nq);
+        let pk: &[T] = pk;
+        // O = P·V, P read through Pᵀ's strides: with whole padded head widths, straight from
+        // V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
-            product(
-                isa,
-                (s.nq, s.dv, keys),
-                ph,
-                ps,
-                1,
-                &v.data[c0..],
-                v.ld,
-                &mut o.data[c0..],
-                o.ld,
-                T::ONE,
-            );
+            let (b, c) = (&v.data[c0..], &mut o.data[c0..]);
+            product(isa, (nq, s.dv, keys), pk, 1, ps, b, v.ld, c, o.ld, T::ONE);
         } else {
             copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
-            product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
-            put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+            product(isa, (nq, s.dv, keys), pk, 1, ps, vb, dvp, ob, dvp, T::ONE);
+            put_block(ob, dvp, nq, nq, &mut o, h * s.dv, s.dv);
         }
     }
     Ok(())
@@ -385,28 +394,29 @@ pub fn backward<T: Real>(
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq) = (s.p_stride(), s.keys, s.nq);
+    let (ps, keys, nq, nk) = (s.p_stride(), s.keys, s.nq, s.nk);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
     let scale = T::from_f64(s.scale);
-    // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
-    // (nq × ps) and one output block at a time.
+    // Operands: dO (nq × dvp), dOᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dPᵀ
+    // then dSᵀ (keys × ps) and one output block at a time.
     let whole = whole_heads(s);
     let part = |n: usize| if whole { 0 } else { n };
     let dob = grow(&mut scratch.a, part(nq * dvp));
-    let vt = grow(&mut scratch.b, s.dv * ps);
+    let dot = grow(&mut scratch.b, s.dv * ps);
     let kq = grow(&mut scratch.c, part(keys.max(nq) * dkp));
-    let ds = grow(&mut scratch.d, nq * ps);
+    let ds = grow(&mut scratch.d, keys * ps);
     let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
     for h in 0..s.heads {
         if keys == 0 {
-            put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
-            put_block(out, dkp, 0, s.nk, &mut dk, h * s.dk, s.dk);
+            put_block(out, dvp, 0, nk, &mut dv, h * s.dv, s.dv);
+            put_block(out, dkp, 0, nk, &mut dk, h * s.dk, s.dk);
             put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
             continue;
         }
-        let ph = &p[h * nq * ps..(h + 1) * nq * ps];
+        // Pᵀ's visible rows (keys × nq at stride ps).
+        let pt = &p[h * nk * ps..h * nk * ps + keys * ps];
         let (cv, ck) = (h * s.dv, h * s.dk);
-        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
+        // forward computed O = P·V, so dV = Pᵀ·dO and dPᵀ = V·dOᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
         let (dob, ldo): (&[T], usize) = if whole {
             (&d_o.data[cv..], d_o.ld)
@@ -416,31 +426,44 @@ pub fn backward<T: Real>(
         };
         if whole {
             let c = &mut dv.data[cv..];
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, c, dv.ld, T::ONE);
-            zero_rows(&mut dv, keys, s.nk, cv, s.dv);
+            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, c, dv.ld, T::ONE);
+            zero_rows(&mut dv, keys, nk, cv, s.dv);
         } else {
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
-            put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
+            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, out, dvp, T::ONE);
+            put_block(out, dvp, keys, nk, &mut dv, cv, s.dv);
         }
-        transpose_block(isa, v, cv, s.dv, keys, vt, ps);
-        product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
-        // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
-        ds_rows(isa, ph, ds, ps, nq, keys);
+        // dPᵀ = V·dOᵀ: each element the sum of dP = dO·Vᵀ (V's head read in place as A).
+        transpose_block(isa, d_o, cv, s.dv, nq, dot, ps);
+        product(
+            isa,
+            (keys, nq, s.dv),
+            &v.data[cv..],
+            v.ld,
+            1,
+            dot,
+            ps,
+            ds,
+            ps,
+            T::ONE,
+        );
+        // forward computed P = softmax(S) per query, so dS = P ∘ (dP − Σⱼ P dP), here down
+        // the columns of the transposes with the row kernel's operations and order.
+        ds_cols(isa, pt, ds, ps, keys, nq);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
         if whole {
             let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
             let c = &mut dq.data[ck..];
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kb, k.ld, c, dq.ld, scale);
+            product(isa, (nq, s.dk, keys), ds, 1, ps, kb, k.ld, c, dq.ld, scale);
             let c = &mut dk.data[ck..];
-            product(isa, (keys, s.dk, nq), ds, 1, ps, qb, q.ld, c, dk.ld, scale);
-            zero_rows(&mut dk, keys, s.nk, ck, s.dk);
+            product(isa, (keys, s.dk, nq), ds, ps, 1, qb, q.ld, c, dk.ld, scale);
+            zero_rows(&mut dk, keys, nk, ck, s.dk);
         } else {
             copy_block(k, ck, s.dk, keys, kq, dkp);
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
+            product(isa, (nq, s.dk, keys), ds, 1, ps, kq, dkp, out, dkp, scale);
             put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
             copy_block(q, ck, s.dk, nq, kq, dkp);
-            product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, keys, s.nk, &mut dk, ck, s.dk);
+            product(isa, (keys, s.dk, nq), ds, ps, 1, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, keys, nk, &mut dk, ck, s.dk);
         }
     }
     Ok(())

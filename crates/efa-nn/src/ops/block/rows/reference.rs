@@ -5,18 +5,18 @@
 use super::*;
 use efa_attn::micro::{ds_rows, gemm_checked_into, softmax_rows};
 
-/// `s` viewed as initialised.
-///
-/// # Safety
-/// Every element of `s` must have been written.
-unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
-    // initialised.
-    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+/// The row stride of the row-major `P` (`nq` rows of `padded(nk)` per head) these kernels keep.
+pub(super) fn ref_p_stride(s: &RowsShape) -> usize {
+    padded(s.nk.max(1))
+}
+
+/// The length of that `P`: `heads · nq · ref_p_stride`.
+pub(super) fn ref_p_len(s: &RowsShape) -> usize {
+    s.heads * s.nq * ref_p_stride(s)
 }
 
 /// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
-/// first [`RowsShape::p_len`] elements are all written, each exactly as [`forward`] writes it.
+/// first [`ref_p_len`] elements are all written, each exactly as [`forward`] writes it.
 ///
 /// # Errors
 /// As [`forward`] (then `p` may be partly written).
@@ -37,15 +37,15 @@ pub fn forward_uninit<T: Real>(
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < ref_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", ref_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys) = (s.p_stride(), s.keys);
+    let (ps, keys) = (ref_p_stride(s), s.keys);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
@@ -140,15 +140,15 @@ pub fn backward<T: Real>(
     fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
     fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < ref_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", ref_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq) = (s.p_stride(), s.keys, s.nq);
+    let (ps, keys, nq) = (ref_p_stride(s), s.keys, s.nq);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
     let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS

@@ -85,7 +85,12 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, reference: bool, p_in: Option<&[T]>) 
     let (ldo, ldg) = (hdv + 2, hdk.max(hdv) + 1);
     let nan = T::from_f64(f64::NAN);
     let mut o = vec![nan; s.nq * ldo];
-    let mut pu = vec![MaybeUninit::new(nan); s.p_len() + 5];
+    let plen = if reference {
+        reference::ref_p_len(s)
+    } else {
+        s.p_len()
+    };
+    let mut pu = vec![MaybeUninit::new(nan); plen + 5];
     let mut scratch = RowsScratch::new();
     let om = RowsMut {
         data: &mut o,
@@ -202,9 +207,31 @@ fn compare<T: Real>() {
         for (n, s) in shapes().into_iter().enumerate() {
             let pr = Problem::<T>::new(s, 7 + n as u64);
             let want = run(isa, &pr, true, None);
-            let got = run(isa, &pr, false, Some(&want.p));
+            let got = run(isa, &pr, false, None);
             let ctx = format!("{isa:?} {} {s:?}", T::NAME);
-            same("P", &got.p, &want.p, &ctx);
+            // P is kept transposed: Pᵀ (nk rows of p_stride per head) against the row-major
+            // P of the reference (nq rows of padded(nk)), every key and query.
+            let (ps, rs) = (s.p_stride(), reference::ref_p_stride(&s));
+            for h in 0..s.heads {
+                for i in 0..s.nq {
+                    for j in 0..s.nk {
+                        let g = got.p[(h * s.nk + j) * ps + i];
+                        let w = want.p[(h * s.nq + i) * rs + j];
+                        assert!(
+                            g.to_f64().to_bits() == w.to_f64().to_bits(),
+                            "P differs at head {h} query {i} key {j}: {} vs {} ({ctx})",
+                            g.to_f64(),
+                            w.to_f64()
+                        );
+                    }
+                }
+            }
+            for x in &got.p[s.p_len()..] {
+                assert!(x.is_nan(), "wrote past p_len ({ctx})");
+            }
+            for x in &want.p[reference::ref_p_len(&s)..] {
+                assert!(x.is_nan());
+            }
             same("O", &got.o, &want.o, &ctx);
             same("dQ", &got.dq, &want.dq, &ctx);
             same("dK", &got.dk, &want.dk, &ctx);
@@ -242,8 +269,8 @@ fn rows_timing() {
         };
         let pr = Problem::<f32>::new(s, 3);
         let mut o = vec![0f32; 44 * 32];
-        let mut pu = vec![MaybeUninit::new(0f32); s.p_len()];
-        let mut p = vec![0f32; s.p_len()];
+        let mut pu = vec![MaybeUninit::new(0f32); s.p_len().max(reference::ref_p_len(&s))];
+        let mut p = vec![0f32; s.p_len().max(reference::ref_p_len(&s))];
         let (mut dq, mut dk, mut dv) = (
             vec![0f32; 44 * 32],
             vec![0f32; 44 * 32],
