@@ -9,23 +9,25 @@
 //!
 //! - forward: `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, `Pᵢⱼ = exp(sᵢⱼ − mᵢ) / Σ_{j'<keys} exp(sᵢⱼ' − mᵢ)` with
 //!   `mᵢ = max_{j<keys} sᵢⱼ` (0 for `j ≥ keys`), `oᵢ = Σⱼ Pᵢⱼ vⱼ`. The whole score row is
-//!   formed at once (no online softmax) and `P` is written, transposed, to the caller's buffer
-//!   (per head `nk` key rows of [`RowsShape::p_stride`] query columns: `Pᵢⱼ` at
-//!   `(h·nk + j)·p_stride + i`, zeros at hidden keys and padding columns) so the backward does
-//!   not recompute it;
+//!   formed at once (no online softmax) and `P` is written to the caller's buffer (at
+//!   [`RowsShape::p_index`]; zeros at hidden keys and padding) so the backward does not
+//!   recompute it;
 //! - backward from `P` and `dO`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`, `Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ` (which equals
 //!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 //!
 //! With `keys = 0` every `oᵢ` is 0 and every gradient is 0. Each product is one
-//! [`efa_attn::micro::gemm`] call. The score-shaped blocks are kept transposed (one row per
-//! key, one column per query: `Sᵀ = scale·K·Qᵀ`, `dPᵀ = V·dOᵀ`), so the softmax and its
-//! backward run down the columns, one query per vector lane ([`efa_attn::micro::softmax_cols`],
-//! [`efa_attn::micro::ds_cols`]: the row kernels' operations in their order, so the same bits
-//! as the row-major form, without horizontal reductions). The operands the products need with
-//! contiguous padded rows (`Qᵀ`, `dOᵀ`, and for head widths that are not whole padded rows
-//! `V`, `dO`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
-//! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
-//! so results do not depend on the thread pool.
+//! [`efa_attn::micro::gemm`] call. From [`COLS_MIN_NQ`] queries on (the column path), the
+//! score-shaped blocks are kept transposed (one row per key, one column per query:
+//! `Sᵀ = scale·K·Qᵀ`, `P` as `nk` rows of `padded(nq)` per head, `dPᵀ = V·dOᵀ`), so the softmax
+//! and its backward run down the columns, one query per vector lane
+//! ([`efa_attn::micro::softmax_cols`], [`efa_attn::micro::ds_cols`]: the row kernels'
+//! operations in their order, without horizontal reductions). With fewer queries, whose lanes
+//! would be mostly padding, they are kept row-major (`by_rows`: `P` as `nq` rows of
+//! `padded(nk)` per head). Both give the same bits. The operands the products need with
+//! contiguous padded rows (`Qᵀ` or `Kᵀ`, `dOᵀ` or `Vᵀ`, and for head widths that are not whole
+//! padded rows `V`, `dO`, `K`, `Q`) are copied per head into reusable scratch, which costs
+//! `O(n·d)` against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed
+//! order, so results do not depend on the thread pool.
 
 use super::transpose::transpose_block;
 use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_cols, PAD};
@@ -54,15 +56,40 @@ pub struct RowsShape {
 }
 
 impl RowsShape {
-    /// Row stride of the kept probabilities (kept transposed, one row per key): `nq` rounded
-    /// up to the kernels' padding.
-    pub fn p_stride(&self) -> usize {
-        padded(self.nq.max(1))
+    /// Whether the probabilities are kept transposed (one row per key, one column per query;
+    /// the column path): from [`COLS_MIN_NQ`] queries on. With fewer, the column path's
+    /// vectors would be mostly padding, and `P` is kept row-major (one row per query).
+    pub fn p_transposed(&self) -> bool {
+        self.nq >= COLS_MIN_NQ
     }
 
-    /// Length of the probability buffer: `heads · nk · p_stride`.
+    /// Row stride of the kept probabilities: `nq` (transposed) or `nk` (row-major) rounded up
+    /// to the kernels' padding.
+    pub fn p_stride(&self) -> usize {
+        if self.p_transposed() {
+            cols_p_stride(self)
+        } else {
+            by_rows::p_stride(self)
+        }
+    }
+
+    /// Length of the probability buffer: `heads · nk · p_stride` (transposed) or
+    /// `heads · nq · p_stride` (row-major).
     pub fn p_len(&self) -> usize {
-        self.heads * self.nk * self.p_stride()
+        if self.p_transposed() {
+            cols_p_len(self)
+        } else {
+            by_rows::p_len(self)
+        }
+    }
+
+    /// Where `Pᵢⱼ` of head `h` (query `i`, key `j`) is kept in the probability buffer.
+    pub fn p_index(&self, h: usize, i: usize, j: usize) -> usize {
+        if self.p_transposed() {
+            (h * self.nk + j) * self.p_stride() + i
+        } else {
+            (h * self.nq + i) * self.p_stride() + j
+        }
     }
 
     /// Floating-point operations of [`forward`]: `2·heads·nq·keys·(dk + dv)` (`QKᵀ` and `PV`;
@@ -70,6 +97,19 @@ impl RowsShape {
     pub fn forward_flops(&self) -> u64 {
         2 * (self.heads * self.nq * self.keys * (self.dk + self.dv)) as u64
     }
+}
+
+/// Queries from which the probabilities are kept transposed ([`RowsShape::p_transposed`]).
+pub const COLS_MIN_NQ: usize = 9;
+
+/// The column path's row stride of `Pᵀ`: `nq` padded.
+fn cols_p_stride(s: &RowsShape) -> usize {
+    padded(s.nq.max(1))
+}
+
+/// The column path's probability length: `heads · nk · cols_p_stride`.
+fn cols_p_len(s: &RowsShape) -> usize {
+    s.heads * s.nk * cols_p_stride(s)
 }
 
 /// An [`AttnError`] naming `tensor`, its shape and what is wrong.
@@ -282,6 +322,25 @@ pub fn forward_uninit<T: Real>(
     k: Rows<T>,
     v: Rows<T>,
     p: &mut [MaybeUninit<T>],
+    o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    if s.p_transposed() {
+        forward_cols(isa, s, q, k, v, p, o, scratch)
+    } else {
+        by_rows::forward_uninit(isa, s, q, k, v, p, o, scratch)
+    }
+}
+
+/// The column path's forward: `P` kept transposed ([`cols_p_len`] elements).
+#[allow(clippy::too_many_arguments)]
+fn forward_cols<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
     mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
@@ -291,15 +350,15 @@ pub fn forward_uninit<T: Real>(
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < cols_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", cols_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq, nk) = (s.p_stride(), s.keys, s.nq, s.nk);
+    let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
@@ -372,6 +431,28 @@ pub fn backward<T: Real>(
     v: Rows<T>,
     p: &[T],
     d_o: Rows<T>,
+    dq: RowsMut<T>,
+    dk: RowsMut<T>,
+    dv: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    if s.p_transposed() {
+        backward_cols(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+    } else {
+        by_rows::backward(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+    }
+}
+
+/// The column path's backward from the transposed `P` of [`forward_cols`].
+#[allow(clippy::too_many_arguments)]
+fn backward_cols<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &[T],
+    d_o: Rows<T>,
     mut dq: RowsMut<T>,
     mut dk: RowsMut<T>,
     mut dv: RowsMut<T>,
@@ -386,15 +467,15 @@ pub fn backward<T: Real>(
     fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
     fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < cols_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", cols_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq, nk) = (s.p_stride(), s.keys, s.nq, s.nk);
+    let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
     let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), dOᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dPᵀ
@@ -469,7 +550,6 @@ pub fn backward<T: Real>(
     Ok(())
 }
 
-#[cfg(test)]
-mod reference;
+mod by_rows;
 #[cfg(test)]
 mod tests;

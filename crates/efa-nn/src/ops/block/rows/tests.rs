@@ -1,4 +1,5 @@
-//! The kernels against their earlier form ([`super::reference`]) bit for bit: `P`, `O`, `dQ`,
+//! The column path and the dispatching entry points against the row-major path
+//! ([`super::by_rows`], the code as it was before the column path) bit for bit: `P`, `O`, `dQ`,
 //! `dK`, `dV` (every element of the buffers, untouched ones included) over query and key
 //! counts around the vector widths, key padding, 1–3 heads, head widths that are whole padded
 //! rows (16, 32) and ones that are not (8, 33), f32 and f64, every supported instruction set.
@@ -79,16 +80,27 @@ struct Out<T> {
     dv: Vec<T>,
 }
 
-fn run<T: Real>(isa: Isa, pr: &Problem<T>, reference: bool, p_in: Option<&[T]>) -> Out<T> {
+/// Which kernels [`run`] calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// The row-major path (the reference).
+    Rows,
+    /// The column path, whatever the query count.
+    Cols,
+    /// The public entry points (the path chosen by `RowsShape::p_transposed`).
+    Auto,
+}
+
+fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
     let s = &pr.s;
     let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
     let (ldo, ldg) = (hdv + 2, hdk.max(hdv) + 1);
     let nan = T::from_f64(f64::NAN);
     let mut o = vec![nan; s.nq * ldo];
-    let plen = if reference {
-        reference::ref_p_len(s)
-    } else {
-        s.p_len()
+    let plen = match path {
+        Path::Rows => by_rows::p_len(s),
+        Path::Cols => cols_p_len(s),
+        Path::Auto => s.p_len(),
     };
     let mut pu = vec![MaybeUninit::new(nan); plen + 5];
     let mut scratch = RowsScratch::new();
@@ -96,15 +108,15 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, reference: bool, p_in: Option<&[T]>) 
         data: &mut o,
         ld: ldo,
     };
-    if reference {
-        reference::forward_uninit(isa, s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
-    } else {
-        forward_uninit(isa, s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
+    let (q, k, v) = (pr.q(), pr.k(), pr.v());
+    match path {
+        Path::Rows => by_rows::forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
     }
     .unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
     let p: Vec<T> = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
-    let pb = p_in.unwrap_or(&p);
     let mut dq = vec![nan; s.nq * ldg];
     let mut dk = vec![nan; s.nk * ldg];
     let mut dv = vec![nan; s.nk * ldg];
@@ -123,34 +135,11 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, reference: bool, p_in: Option<&[T]>) 
         },
     );
     let (a, b, c) = args;
-    if reference {
-        reference::backward(
-            isa,
-            s,
-            pr.q(),
-            pr.k(),
-            pr.v(),
-            pb,
-            pr.d_o(),
-            a,
-            b,
-            c,
-            &mut scratch,
-        )
-    } else {
-        backward(
-            isa,
-            s,
-            pr.q(),
-            pr.k(),
-            pr.v(),
-            pb,
-            pr.d_o(),
-            a,
-            b,
-            c,
-            &mut scratch,
-        )
+    let g = pr.d_o();
+    match path {
+        Path::Rows => by_rows::backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+        Path::Cols => backward_cols(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+        Path::Auto => backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
     }
     .unwrap();
     Out { p, o, dq, dk, dv }
@@ -206,36 +195,60 @@ fn compare<T: Real>() {
         }
         for (n, s) in shapes().into_iter().enumerate() {
             let pr = Problem::<T>::new(s, 7 + n as u64);
-            let want = run(isa, &pr, true, None);
-            let got = run(isa, &pr, false, None);
-            let ctx = format!("{isa:?} {} {s:?}", T::NAME);
-            // P is kept transposed: Pᵀ (nk rows of p_stride per head) against the row-major
-            // P of the reference (nq rows of padded(nk)), every key and query.
-            let (ps, rs) = (s.p_stride(), reference::ref_p_stride(&s));
-            for h in 0..s.heads {
-                for i in 0..s.nq {
-                    for j in 0..s.nk {
-                        let g = got.p[(h * s.nk + j) * ps + i];
-                        let w = want.p[(h * s.nq + i) * rs + j];
-                        assert!(
-                            g.to_f64().to_bits() == w.to_f64().to_bits(),
-                            "P differs at head {h} query {i} key {j}: {} vs {} ({ctx})",
-                            g.to_f64(),
-                            w.to_f64()
-                        );
+            let want = run(isa, &pr, Path::Rows);
+            for path in [Path::Cols, Path::Auto] {
+                let got = run(isa, &pr, path);
+                let ctx = format!("{path:?} {isa:?} {} {s:?}", T::NAME);
+                same("O", &got.o, &want.o, &ctx);
+                same("dQ", &got.dq, &want.dq, &ctx);
+                same("dK", &got.dk, &want.dk, &ctx);
+                same("dV", &got.dv, &want.dv, &ctx);
+                // P: the column path keeps it transposed (nk rows of padded(nq) per head), the
+                // row-major path as nq rows of padded(nk); every query and key compared, the
+                // padding must be zero, nothing written past the buffer.
+                let (transposed, len) = match path {
+                    Path::Cols => (true, cols_p_len(&s)),
+                    _ => (s.p_transposed(), s.p_len()),
+                };
+                let (gs, ws) = (
+                    if transposed {
+                        cols_p_stride(&s)
+                    } else {
+                        by_rows::p_stride(&s)
+                    },
+                    by_rows::p_stride(&s),
+                );
+                let mut seen = vec![false; len];
+                for h in 0..s.heads {
+                    for i in 0..s.nq {
+                        for j in 0..s.nk {
+                            let at = if transposed {
+                                (h * s.nk + j) * gs + i
+                            } else {
+                                (h * s.nq + i) * gs + j
+                            };
+                            if path == Path::Auto {
+                                assert_eq!(at, s.p_index(h, i, j));
+                            }
+                            seen[at] = true;
+                            let (g, w) = (got.p[at], want.p[(h * s.nq + i) * ws + j]);
+                            assert!(
+                                g.to_f64().to_bits() == w.to_f64().to_bits(),
+                                "P differs at head {h} query {i} key {j}: {} vs {} ({ctx})",
+                                g.to_f64(),
+                                w.to_f64()
+                            );
+                        }
+                    }
+                }
+                for (at, x) in got.p.iter().enumerate() {
+                    if at >= len {
+                        assert!(x.is_nan(), "wrote past p_len ({ctx})");
+                    } else if !seen[at] {
+                        assert!(*x == T::ZERO, "P padding at {at} is {} ({ctx})", x.to_f64());
                     }
                 }
             }
-            for x in &got.p[s.p_len()..] {
-                assert!(x.is_nan(), "wrote past p_len ({ctx})");
-            }
-            for x in &want.p[reference::ref_p_len(&s)..] {
-                assert!(x.is_nan());
-            }
-            same("O", &got.o, &want.o, &ctx);
-            same("dQ", &got.dq, &want.dq, &ctx);
-            same("dK", &got.dk, &want.dk, &ctx);
-            same("dV", &got.dv, &want.dv, &ctx);
         }
     }
 }
@@ -250,16 +263,25 @@ fn the_same_bits_as_the_reference_f64() {
     compare::<f64>();
 }
 
-/// Timings of the reference and the current kernels on the temperature model's shape (44
-/// queries and keys, 2 heads of 16, f32), interleaved: `cargo test --release -p efa-nn
+/// Timings of the row-major and the column path on the temperature model's shapes (44 keys,
+/// 2 heads of 16, f32; 44 queries and fewer), interleaved: `cargo test --release -p efa-nn
 /// rows_timing -- --ignored --nocapture` (`EFA_SIMD` picks the instruction set).
 #[test]
 #[ignore]
 fn rows_timing() {
     let isa = efa_num::simd::active();
-    for keys in [44, 40] {
+    for (nq, keys) in [
+        (44, 44),
+        (44, 40),
+        (1, 44),
+        (2, 44),
+        (4, 44),
+        (8, 44),
+        (12, 44),
+        (16, 44),
+    ] {
         let s = RowsShape {
-            nq: 44,
+            nq,
             nk: 44,
             keys,
             heads: 2,
@@ -268,98 +290,55 @@ fn rows_timing() {
             scale: 0.25,
         };
         let pr = Problem::<f32>::new(s, 3);
-        let mut o = vec![0f32; 44 * 32];
-        let mut pu = vec![MaybeUninit::new(0f32); s.p_len().max(reference::ref_p_len(&s))];
-        let mut p = vec![0f32; s.p_len().max(reference::ref_p_len(&s))];
-        let (mut dq, mut dk, mut dv) = (
+        let len = cols_p_len(&s).max(by_rows::p_len(&s));
+        let mut o = vec![0f32; nq * 32];
+        let mut pu = vec![MaybeUninit::new(0f32); len];
+        let mut p = vec![0f32; len];
+        let mut g = [
+            vec![0f32; nq * 32],
             vec![0f32; 44 * 32],
             vec![0f32; 44 * 32],
-            vec![0f32; 44 * 32],
-        );
+        ];
         let mut scratch = RowsScratch::new();
         let reps = 2000;
         let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        let (q, k, v, d_o) = (pr.q(), pr.k(), pr.v(), pr.d_o());
         for round in 0..30 {
-            for (r, reference) in [
-                (round % 2, round % 2 == 1),
-                ((round + 1) % 2, round % 2 == 0),
-            ] {
+            for cols in [round % 2 == 0, round % 2 == 1] {
                 let t = Instant::now();
                 for _ in 0..reps {
                     let om = RowsMut {
                         data: &mut o,
                         ld: 32,
                     };
-                    if reference {
-                        reference::forward_uninit(
-                            isa,
-                            &s,
-                            pr.q(),
-                            pr.k(),
-                            pr.v(),
-                            &mut pu,
-                            om,
-                            &mut scratch,
-                        )
+                    if cols {
+                        forward_cols(isa, &s, q, k, v, &mut pu, om, &mut scratch)
                     } else {
-                        forward_uninit(isa, &s, pr.q(), pr.k(), pr.v(), &mut pu, om, &mut scratch)
+                        by_rows::forward_uninit(isa, &s, q, k, v, &mut pu, om, &mut scratch)
                     }
                     .unwrap();
                 }
-                times[usize::from(reference)][0].push(t.elapsed().as_secs_f64() / reps as f64);
-                let _ = r;
+                times[usize::from(cols)][0].push(t.elapsed().as_secs_f64() / reps as f64);
                 for (x, y) in p.iter_mut().zip(&pu) {
-                    // SAFETY: the forward wrote every element.
+                    // SAFETY: the forward wrote every element it will read.
                     *x = unsafe { y.assume_init() };
                 }
                 let t = Instant::now();
                 for _ in 0..reps {
+                    let [a, b, c] = &mut g;
                     let (a, b, c) = (
-                        RowsMut {
-                            data: &mut dq,
-                            ld: 32,
-                        },
-                        RowsMut {
-                            data: &mut dk,
-                            ld: 32,
-                        },
-                        RowsMut {
-                            data: &mut dv,
-                            ld: 32,
-                        },
+                        RowsMut { data: a, ld: 32 },
+                        RowsMut { data: b, ld: 32 },
+                        RowsMut { data: c, ld: 32 },
                     );
-                    if reference {
-                        reference::backward(
-                            isa,
-                            &s,
-                            pr.q(),
-                            pr.k(),
-                            pr.v(),
-                            &p,
-                            pr.d_o(),
-                            a,
-                            b,
-                            c,
-                            &mut scratch,
-                        )
+                    if cols {
+                        backward_cols(isa, &s, q, k, v, &p, d_o, a, b, c, &mut scratch)
                     } else {
-                        backward(
-                            isa,
-                            &s,
-                            pr.q(),
-                            pr.k(),
-                            pr.v(),
-                            &p,
-                            pr.d_o(),
-                            a,
-                            b,
-                            c,
-                            &mut scratch,
-                        )
+                        by_rows::backward(isa, &s, q, k, v, &p, d_o, a, b, c, &mut scratch)
                     }
                     .unwrap();
                 }
-                times[usize::from(reference)][1].push(t.elapsed().as_secs_f64() / reps as f64);
+                times[usize::from(cols)][1].push(t.elapsed().as_secs_f64() / reps as f64);
             }
         }
         let med = |v: &mut Vec<f64>| {
@@ -367,10 +346,10 @@ fn rows_timing() {
             v[v.len() / 2] * 1e6
         };
         let fl = s.forward_flops() as f64;
-        for (i, name) in ["new", "reference"].iter().enumerate() {
+        for (i, name) in ["rows", "cols"].iter().enumerate() {
             let (f, b) = (med(&mut times[i][0]), med(&mut times[i][1]));
             println!(
-                "{isa:?} keys {keys} {name:9}: forward {f:.3} µs ({:.1} GFLOP/s), backward {b:.3} µs ({:.1} GFLOP/s)",
+                "{isa:?} nq {nq} keys {keys} {name}: forward {f:.3} µs ({:.1} GFLOP/s), backward {b:.3} µs ({:.1} GFLOP/s)",
                 fl / f / 1e3,
                 2.0 * fl / b / 1e3
             );

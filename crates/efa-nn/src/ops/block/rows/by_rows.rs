@@ -1,27 +1,30 @@
-//! The kernels as they were before the fused attention paths (kept verbatim as the bitwise
-//! reference of the tests): one [`efa_attn::micro::gemm`] call per product, transposed
-//! operands through scratch, [`softmax_rows`] and [`ds_rows`] between products.
+//! The row-major path: `S`, `P` and `dP` as one row per query (`P` kept as `nq` rows of
+//! `padded(nk)` per head), one [`efa_attn::micro::gemm`] call per product, `Kᵀ` and `Vᵀ`
+//! through scratch, [`softmax_rows`] and [`ds_rows`] between products. Used when there are
+//! too few queries to fill the column path's vector lanes (see [`RowsShape::p_transposed`]);
+//! it is also the bitwise reference of the column path's tests (the code as it was before
+//! that path, unchanged but for the names of the layout functions).
 
 use super::*;
 use efa_attn::micro::{ds_rows, gemm_checked_into, softmax_rows};
 
 /// The row stride of the row-major `P` (`nq` rows of `padded(nk)` per head) these kernels keep.
-pub(super) fn ref_p_stride(s: &RowsShape) -> usize {
+pub(super) fn p_stride(s: &RowsShape) -> usize {
     padded(s.nk.max(1))
 }
 
-/// The length of that `P`: `heads · nq · ref_p_stride`.
-pub(super) fn ref_p_len(s: &RowsShape) -> usize {
-    s.heads * s.nq * ref_p_stride(s)
+/// The length of that `P`: `heads · nq · p_stride`.
+pub(super) fn p_len(s: &RowsShape) -> usize {
+    s.heads * s.nq * p_stride(s)
 }
 
 /// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
-/// first [`ref_p_len`] elements are all written, each exactly as [`forward`] writes it.
+/// first [`p_len`] elements are all written, each exactly as [`forward`] writes it.
 ///
 /// # Errors
 /// As [`forward`] (then `p` may be partly written).
 #[allow(clippy::too_many_arguments)]
-pub fn forward_uninit<T: Real>(
+pub(super) fn forward_uninit<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
@@ -37,15 +40,15 @@ pub fn forward_uninit<T: Real>(
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    if p.len() < ref_p_len(s) {
+    if p.len() < p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", ref_p_len(s)),
+            format!("needs {} elements", p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys) = (ref_p_stride(s), s.keys);
+    let (ps, keys) = (p_stride(s), s.keys);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
@@ -118,7 +121,7 @@ pub fn forward_uninit<T: Real>(
 /// # Errors
 /// As [`forward`].
 #[allow(clippy::too_many_arguments)]
-pub fn backward<T: Real>(
+pub(super) fn backward<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
@@ -140,15 +143,15 @@ pub fn backward<T: Real>(
     fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
     fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
-    if p.len() < ref_p_len(s) {
+    if p.len() < p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", ref_p_len(s)),
+            format!("needs {} elements", p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq) = (ref_p_stride(s), s.keys, s.nq);
+    let (ps, keys, nq) = (p_stride(s), s.keys, s.nq);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
     let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
