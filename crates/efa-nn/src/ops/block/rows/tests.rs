@@ -270,7 +270,11 @@ fn the_same_bits_as_the_reference_f64() {
 #[ignore]
 fn rows_timing() {
     let isa = efa_num::simd::active();
-    for (nq, keys) in [
+    // ROWS_NQ=44 (say) times that query count alone.
+    let only = std::env::var("ROWS_NQ")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let cases = [
         (44, 44),
         (44, 40),
         (1, 44),
@@ -279,7 +283,8 @@ fn rows_timing() {
         (8, 44),
         (12, 44),
         (16, 44),
-    ] {
+    ];
+    for (nq, keys) in cases.into_iter().filter(|c| only.is_none_or(|n| n == c.0)) {
         let s = RowsShape {
             nq,
             nk: 44,
