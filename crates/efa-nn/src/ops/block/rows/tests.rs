@@ -361,3 +361,86 @@ fn rows_timing() {
         }
     }
 }
+
+/// Timings of the column path's products alone on the temperature model's shape (one head):
+/// `cargo test --release -p efa-nn products_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn products_timing() {
+    use efa_attn::micro::gemm_checked;
+    let isa = efa_num::simd::active();
+    let a = data::<f32>(64 * 64, 1, 1.0);
+    let b = data::<f32>(64 * 64, 2, 1.0);
+    let mut c = vec![0f32; 64 * 64];
+    // (name, m, n, k, rsa, csa, ldb)
+    let cases = [
+        ("S^T = K Q^T", 44, 44, 16, 64, 1, 48),
+        ("O = P V", 44, 16, 44, 1, 48, 64),
+        ("dV = P^T dO", 44, 16, 44, 48, 1, 32),
+        ("dP^T = V dO^T", 44, 44, 16, 64, 1, 48),
+        ("dQ = dS K", 44, 16, 44, 1, 48, 64),
+        ("dK = dS^T Q", 44, 16, 44, 48, 1, 32),
+    ];
+    for (name, m, n, k, rsa, csa, ldb) in cases {
+        let reps = 20000;
+        let mut ts = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                gemm_checked(
+                    isa,
+                    (m, n, k),
+                    &a,
+                    (rsa, csa),
+                    &b,
+                    ldb,
+                    &mut c,
+                    64,
+                    false,
+                    0.25,
+                );
+            }
+            ts.push(t.elapsed().as_secs_f64() / reps as f64);
+        }
+        ts.sort_by(f64::total_cmp);
+        let t = ts[ts.len() / 2];
+        let fl = 2.0 * (m * n * k) as f64;
+        println!("{name:16} {:.1} ns, {:.1} GFLOP/s", t * 1e9, fl / t / 1e9);
+    }
+}
+
+/// Timings of the column softmax and its backward on one head of the temperature model's
+/// shape: `cargo test --release -p efa-nn cols_kernels_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn cols_kernels_timing() {
+    use efa_attn::micro::{ds_cols, softmax_cols};
+    let isa = efa_num::simd::active();
+    let x = data::<f32>(44 * 48, 1, 3.0);
+    let mut y = x.clone();
+    let dp = data::<f32>(44 * 48, 2, 1.0);
+    let mut dq = dp.clone();
+    let reps = 20000;
+    let (mut ts, mut td) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            y.copy_from_slice(&x);
+            softmax_cols(isa, &mut y, 48, 44, 44);
+        }
+        ts.push(t.elapsed().as_secs_f64() / reps as f64);
+        let t = Instant::now();
+        for _ in 0..reps {
+            dq.copy_from_slice(&dp);
+            ds_cols(isa, &y, &mut dq, 48, 44, 44);
+        }
+        td.push(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    ts.sort_by(f64::total_cmp);
+    td.sort_by(f64::total_cmp);
+    println!(
+        "softmax_cols 44x44 (with a 44x48 copy): {:.1} ns; ds_cols (with a copy): {:.1} ns",
+        ts[7] * 1e9,
+        td[7] * 1e9
+    );
+}
