@@ -677,7 +677,9 @@ pub fn transpose_cols<T: Real>(
 mod rows;
 mod softmax;
 pub use rows::{dot_rows, scale_rows};
-pub use softmax::{ds_row, ds_rows, online_softmax_t, probabilities, softmax_rows};
+pub use softmax::{
+    ds_cols, ds_row, ds_rows, online_softmax_t, probabilities, softmax_cols, softmax_rows,
+};
 
 #[cfg(test)]
 mod tests;

@@ -307,3 +307,74 @@ fn products_from_start_rows_give_the_bits_of_the_definition() {
     gemm_from_matches::<f32>();
     gemm_from_matches::<f64>();
 }
+
+/// The column kernels on a transposed block against the row kernels on the block itself: the
+/// same bits per element, for every instruction set, both element types, row (key) counts
+/// around the vector widths and column (query) counts that leave partial vector blocks, with
+/// −∞ scores (masked keys), large magnitudes and ties among the inputs; the padding columns end
+/// as zeros.
+fn cols_match<T: Real>() {
+    use super::{ds_cols, padded, softmax_cols};
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        for cols in [1, 3, 8, 13, 16, 17, 44, 50] {
+            for n in [
+                1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 44, 48, 63, 64, 65, 97, 132,
+            ] {
+                let ld = padded(cols);
+                let seed = (cols * 1000 + n) as u64;
+                // Row-major scores (cols rows of n) and their transpose (n rows of ld).
+                let mut s = values::<T>(cols * n, seed, 30.0);
+                for (i, x) in s.iter_mut().enumerate() {
+                    if i % 13 == 5 {
+                        *x = T::NEG_INFINITY;
+                    }
+                }
+                let mut t = vec![T::ZERO; n * ld];
+                for i in 0..cols {
+                    for j in 0..n {
+                        t[j * ld + i] = s[i * n + j];
+                    }
+                }
+                softmax_rows(isa, &mut s, n, cols, n);
+                softmax_cols(isa, &mut t, ld, n, cols);
+                let dp = values::<T>(cols * n, seed + 7, 3.0);
+                let mut dpt = vec![T::ZERO; n * ld];
+                for i in 0..cols {
+                    for j in 0..n {
+                        assert_eq!(
+                            t[j * ld + i].to_f64().to_bits(),
+                            s[i * n + j].to_f64().to_bits(),
+                            "softmax {isa:?} {} cols {cols} n {n} at {i},{j}",
+                            T::NAME
+                        );
+                        dpt[j * ld + i] = dp[i * n + j];
+                    }
+                    for j in 0..n {
+                        for c in cols..ld {
+                            assert_eq!(t[j * ld + c], T::ZERO, "padding {isa:?} {cols} {n}");
+                        }
+                    }
+                }
+                let mut ds = dp.clone();
+                ds_rows(isa, &s, &mut ds, n, cols, n);
+                ds_cols(isa, &t, &mut dpt, ld, n, cols);
+                for i in 0..cols {
+                    for j in 0..n {
+                        assert_eq!(
+                            dpt[j * ld + i].to_f64().to_bits(),
+                            ds[i * n + j].to_f64().to_bits(),
+                            "ds {isa:?} {} cols {cols} n {n} at {i},{j}",
+                            T::NAME
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn column_kernels_have_the_bits_of_the_row_kernels() {
+    cols_match::<f32>();
+    cols_match::<f64>();
+}

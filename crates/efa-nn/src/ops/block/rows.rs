@@ -9,19 +9,28 @@
 //!
 //! - forward: `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, `Pᵢⱼ = exp(sᵢⱼ − mᵢ) / Σ_{j'<keys} exp(sᵢⱼ' − mᵢ)` with
 //!   `mᵢ = max_{j<keys} sᵢⱼ` (0 for `j ≥ keys`), `oᵢ = Σⱼ Pᵢⱼ vⱼ`. The whole score row is
-//!   formed at once (no online softmax) and `P` is written to the caller's buffer
-//!   (`heads × nq` rows of [`RowsShape::p_stride`]) so the backward does not recompute it;
+//!   formed at once (no online softmax) and `P` is written to the caller's buffer (at
+//!   [`RowsShape::p_index`]; zeros at hidden keys and padding) so the backward does not
+//!   recompute it;
 //! - backward from `P` and `dO`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`, `Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ` (which equals
 //!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 //!
 //! With `keys = 0` every `oᵢ` is 0 and every gradient is 0. Each product is one
-//! [`efa_attn::micro::gemm`] call; the operands it needs with contiguous padded rows (`Kᵀ`, `V`,
-//! `dO`, `Vᵀ`, `K`, `Q`) are copied per head into reusable scratch, which costs `O(n·d)`
-//! against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed order,
-//! so results do not depend on the thread pool.
+//! [`efa_attn::micro::gemm`] call. From [`COLS_MIN_NQ`] queries on (the column path), the
+//! score-shaped blocks are kept transposed (one row per key, one column per query:
+//! `Sᵀ = scale·K·Qᵀ`, `P` as `nk` rows of `padded(nq)` per head, `dPᵀ = V·dOᵀ`), so the softmax
+//! and its backward run down the columns, one query per vector lane
+//! ([`efa_attn::micro::softmax_cols`], [`efa_attn::micro::ds_cols`]: the row kernels'
+//! operations in their order, without horizontal reductions). With fewer queries, whose lanes
+//! would be mostly padding, they are kept row-major (`by_rows`: `P` as `nq` rows of
+//! `padded(nk)` per head). Both give the same bits. The operands the products need with
+//! contiguous padded rows (`Qᵀ` or `Kᵀ`, `dOᵀ` or `Vᵀ`, and for head widths that are not whole
+//! padded rows `V`, `dO`, `K`, `Q`) are copied per head into reusable scratch, which costs
+//! `O(n·d)` against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed
+//! order, so results do not depend on the thread pool.
 
 use super::transpose::transpose_block;
-use efa_attn::micro::{ds_rows, gemm_checked, gemm_checked_into, padded, softmax_rows, PAD};
+use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_cols, PAD};
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
@@ -47,14 +56,40 @@ pub struct RowsShape {
 }
 
 impl RowsShape {
-    /// Row stride of the kept probabilities: `nk` rounded up to the kernels' padding.
-    pub fn p_stride(&self) -> usize {
-        padded(self.nk.max(1))
+    /// Whether the probabilities are kept transposed (one row per key, one column per query;
+    /// the column path): from [`COLS_MIN_NQ`] queries on. With fewer, the column path's
+    /// vectors would be mostly padding, and `P` is kept row-major (one row per query).
+    pub fn p_transposed(&self) -> bool {
+        self.nq >= COLS_MIN_NQ
     }
 
-    /// Length of the probability buffer: `heads · nq · p_stride`.
+    /// Row stride of the kept probabilities: `nq` (transposed) or `nk` (row-major) rounded up
+    /// to the kernels' padding.
+    pub fn p_stride(&self) -> usize {
+        if self.p_transposed() {
+            cols_p_stride(self)
+        } else {
+            by_rows::p_stride(self)
+        }
+    }
+
+    /// Length of the probability buffer: `heads · nk · p_stride` (transposed) or
+    /// `heads · nq · p_stride` (row-major).
     pub fn p_len(&self) -> usize {
-        self.heads * self.nq * self.p_stride()
+        if self.p_transposed() {
+            cols_p_len(self)
+        } else {
+            by_rows::p_len(self)
+        }
+    }
+
+    /// Where `Pᵢⱼ` of head `h` (query `i`, key `j`) is kept in the probability buffer.
+    pub fn p_index(&self, h: usize, i: usize, j: usize) -> usize {
+        if self.p_transposed() {
+            (h * self.nk + j) * self.p_stride() + i
+        } else {
+            (h * self.nq + i) * self.p_stride() + j
+        }
     }
 
     /// Floating-point operations of [`forward`]: `2·heads·nq·keys·(dk + dv)` (`QKᵀ` and `PV`;
@@ -62,6 +97,19 @@ impl RowsShape {
     pub fn forward_flops(&self) -> u64 {
         2 * (self.heads * self.nq * self.keys * (self.dk + self.dv)) as u64
     }
+}
+
+/// Queries from which the probabilities are kept transposed ([`RowsShape::p_transposed`]).
+pub const COLS_MIN_NQ: usize = 9;
+
+/// The column path's row stride of `Pᵀ`: `nq` padded.
+fn cols_p_stride(s: &RowsShape) -> usize {
+    padded(s.nq.max(1))
+}
+
+/// The column path's probability length: `heads · nk · cols_p_stride`.
+fn cols_p_len(s: &RowsShape) -> usize {
+    s.heads * s.nk * cols_p_stride(s)
 }
 
 /// An [`AttnError`] naming `tensor`, its shape and what is wrong.
@@ -274,6 +322,25 @@ pub fn forward_uninit<T: Real>(
     k: Rows<T>,
     v: Rows<T>,
     p: &mut [MaybeUninit<T>],
+    o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    if s.p_transposed() {
+        forward_cols(isa, s, q, k, v, p, o, scratch)
+    } else {
+        by_rows::forward_uninit(isa, s, q, k, v, p, o, scratch)
+    }
+}
+
+/// The column path's forward: `P` kept transposed ([`cols_p_len`] elements).
+#[allow(clippy::too_many_arguments)]
+fn forward_cols<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
     mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
@@ -283,75 +350,67 @@ pub fn forward_uninit<T: Real>(
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < cols_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", cols_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys) = (s.p_stride(), s.keys);
+    let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let dvp = padded(s.dv.max(1));
     let scale = T::from_f64(s.scale);
     let whole = whole_heads(s);
-    let kt = grow(&mut scratch.a, s.dk * ps);
+    let qt = grow(&mut scratch.a, s.dk * ps);
     let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
-    let ob = grow(&mut scratch.c, s.nq * dvp);
+    let ob = grow(&mut scratch.c, nq * dvp);
     for h in 0..s.heads {
-        let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
+        let ph = &mut p[h * nk * ps..(h + 1) * nk * ps];
+        // Rows [keys, nk) of Pᵀ: zeros (no probability on hidden keys).
+        for x in &mut ph[keys * ps..] {
+            x.write(T::ZERO);
+        }
         if keys == 0 {
-            for x in ph.iter_mut() {
-                x.write(T::ZERO);
-            }
-            put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
+            put_block(ob, dvp, 0, nq, &mut o, h * s.dv, s.dv);
             continue;
         }
-        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
-        // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
-        // zero below, before the row is read).
-        transpose_block(isa, k, h * s.dk, s.dk, keys, kt, ps);
+        // Sᵀ = scale·K·Qᵀ (keys × nq) straight into Pᵀ's rows: each element the sum of
+        // S = scale·Q·Kᵀ (the products over the head's columns in index order from zero, then
+        // the scale). Each row's last PAD columns (which hold [nq, ps)) are zeroed first; the
+        // product then writes columns [0, nq), perhaps a few more (finite: Qᵀ's padding is 0).
+        transpose_block(isa, q, h * s.dk, s.dk, nq, qt, ps);
+        let pk = &mut ph[..keys * ps];
+        for row in pk.chunks_exact_mut(ps) {
+            row[ps - PAD..].copy_from_slice(&[MaybeUninit::new(T::ZERO); PAD]);
+        }
         gemm_checked_into(
             isa,
-            (s.nq, keys, s.dk),
-            &q.data[h * s.dk..],
-            (q.ld, 1),
-            kt,
+            (keys, nq, s.dk),
+            &k.data[h * s.dk..],
+            (k.ld, 1),
+            qt,
             ps,
-            ph,
+            pk,
             ps,
             scale,
         );
-        for row in ph.chunks_exact_mut(ps) {
-            for x in &mut row[keys..] {
-                x.write(T::ZERO);
-            }
-        }
-        // SAFETY: the product wrote at least columns [0, keys) of every row, the loop above the
-        // rest.
-        let ph = unsafe { written(ph) };
-        // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
-        softmax_rows(isa, ph, ps, s.nq, keys);
-        let ph: &[T] = ph;
-        // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
+        // SAFETY: the product wrote columns [0, nq) of every row, the loop above the rest.
+        let pk = unsafe { written(pk) };
+        // Pᵀ: per query column, the softmax over its visible keys with the row kernel's
+        // operations in its order (one query per lane; the padding columns end as zeros).
+        softmax_cols(isa, pk, ps, keys, nq);
+        let pk: &[T] = pk;
+        // O = P·V, P read through Pᵀ's strides: with whole padded head widths, straight from
+        // V's rows into O's rows.
         if whole {
             let c0 = h * s.dv;
-            product(
-                isa,
-                (s.nq, s.dv, keys),
-                ph,
-                ps,
-                1,
-                &v.data[c0..],
-                v.ld,
-                &mut o.data[c0..],
-                o.ld,
-                T::ONE,
-            );
+            let (b, c) = (&v.data[c0..], &mut o.data[c0..]);
+            product(isa, (nq, s.dv, keys), pk, 1, ps, b, v.ld, c, o.ld, T::ONE);
         } else {
             copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
-            product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
-            put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+            product(isa, (nq, s.dv, keys), pk, 1, ps, vb, dvp, ob, dvp, T::ONE);
+            put_block(ob, dvp, nq, nq, &mut o, h * s.dv, s.dv);
         }
     }
     Ok(())
@@ -365,6 +424,28 @@ pub fn forward_uninit<T: Real>(
 /// As [`forward`].
 #[allow(clippy::too_many_arguments)]
 pub fn backward<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &[T],
+    d_o: Rows<T>,
+    dq: RowsMut<T>,
+    dk: RowsMut<T>,
+    dv: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    if s.p_transposed() {
+        backward_cols(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+    } else {
+        by_rows::backward(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+    }
+}
+
+/// The column path's backward from the transposed `P` of [`forward_cols`].
+#[allow(clippy::too_many_arguments)]
+fn backward_cols<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
@@ -386,36 +467,37 @@ pub fn backward<T: Real>(
     fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
     fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
-    if p.len() < s.p_len() {
+    if p.len() < cols_p_len(s) {
         return Err(attn_err(
             "p",
             vec![p.len()],
-            format!("needs {} elements", s.p_len()),
+            format!("needs {} elements", cols_p_len(s)),
         ));
     }
     let isa = isa.or_scalar();
-    let (ps, keys, nq) = (s.p_stride(), s.keys, s.nq);
+    let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
     let scale = T::from_f64(s.scale);
-    // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
-    // (nq × ps) and one output block at a time.
+    // Operands: dO (nq × dvp), dOᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dPᵀ
+    // then dSᵀ (keys × ps) and one output block at a time.
     let whole = whole_heads(s);
     let part = |n: usize| if whole { 0 } else { n };
     let dob = grow(&mut scratch.a, part(nq * dvp));
-    let vt = grow(&mut scratch.b, s.dv * ps);
+    let dot = grow(&mut scratch.b, s.dv * ps);
     let kq = grow(&mut scratch.c, part(keys.max(nq) * dkp));
-    let ds = grow(&mut scratch.d, nq * ps);
+    let ds = grow(&mut scratch.d, keys * ps);
     let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
     for h in 0..s.heads {
         if keys == 0 {
-            put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
-            put_block(out, dkp, 0, s.nk, &mut dk, h * s.dk, s.dk);
+            put_block(out, dvp, 0, nk, &mut dv, h * s.dv, s.dv);
+            put_block(out, dkp, 0, nk, &mut dk, h * s.dk, s.dk);
             put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
             continue;
         }
-        let ph = &p[h * nq * ps..(h + 1) * nq * ps];
+        // Pᵀ's visible rows (keys × nq at stride ps).
+        let pt = &p[h * nk * ps..h * nk * ps + keys * ps];
         let (cv, ck) = (h * s.dv, h * s.dk);
-        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
+        // forward computed O = P·V, so dV = Pᵀ·dO and dPᵀ = V·dOᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
         let (dob, ldo): (&[T], usize) = if whole {
             (&d_o.data[cv..], d_o.ld)
@@ -425,32 +507,49 @@ pub fn backward<T: Real>(
         };
         if whole {
             let c = &mut dv.data[cv..];
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, c, dv.ld, T::ONE);
-            zero_rows(&mut dv, keys, s.nk, cv, s.dv);
+            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, c, dv.ld, T::ONE);
+            zero_rows(&mut dv, keys, nk, cv, s.dv);
         } else {
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
-            put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
+            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, out, dvp, T::ONE);
+            put_block(out, dvp, keys, nk, &mut dv, cv, s.dv);
         }
-        transpose_block(isa, v, cv, s.dv, keys, vt, ps);
-        product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
-        // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
-        ds_rows(isa, ph, ds, ps, nq, keys);
+        // dPᵀ = V·dOᵀ: each element the sum of dP = dO·Vᵀ (V's head read in place as A).
+        transpose_block(isa, d_o, cv, s.dv, nq, dot, ps);
+        product(
+            isa,
+            (keys, nq, s.dv),
+            &v.data[cv..],
+            v.ld,
+            1,
+            dot,
+            ps,
+            ds,
+            ps,
+            T::ONE,
+        );
+        // forward computed P = softmax(S) per query, so dS = P ∘ (dP − Σⱼ P dP), here down
+        // the columns of the transposes with the row kernel's operations and order.
+        ds_cols(isa, pt, ds, ps, keys, nq);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
         if whole {
             let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
             let c = &mut dq.data[ck..];
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kb, k.ld, c, dq.ld, scale);
+            product(isa, (nq, s.dk, keys), ds, 1, ps, kb, k.ld, c, dq.ld, scale);
             let c = &mut dk.data[ck..];
-            product(isa, (keys, s.dk, nq), ds, 1, ps, qb, q.ld, c, dk.ld, scale);
-            zero_rows(&mut dk, keys, s.nk, ck, s.dk);
+            product(isa, (keys, s.dk, nq), ds, ps, 1, qb, q.ld, c, dk.ld, scale);
+            zero_rows(&mut dk, keys, nk, ck, s.dk);
         } else {
             copy_block(k, ck, s.dk, keys, kq, dkp);
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
+            product(isa, (nq, s.dk, keys), ds, 1, ps, kq, dkp, out, dkp, scale);
             put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
             copy_block(q, ck, s.dk, nq, kq, dkp);
-            product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, keys, s.nk, &mut dk, ck, s.dk);
+            product(isa, (keys, s.dk, nq), ds, ps, 1, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, keys, nk, &mut dk, ck, s.dk);
         }
     }
     Ok(())
 }
+
+mod by_rows;
+#[cfg(test)]
+mod tests;

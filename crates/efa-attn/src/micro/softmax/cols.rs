@@ -1,0 +1,291 @@
+//! The softmax and its backward down the columns of transposed score blocks (one query per
+//! vector lane): the row kernels' operations in their order, per column, without horizontal
+//! reductions.
+
+use crate::micro::PAD;
+use efa_num::simd::{Isa, SimdVec};
+use efa_num::{simd_by_kind, simd_variants, Real};
+
+/// Most lanes of any variant's vector (f32 on AVX-512).
+const LANES_MAX: usize = 16;
+
+/// The pairwise halving of [`SimdVec::reduce_sum`] / [`SimdVec::reduce_max`] over `w` lane
+/// positions, each position a vector (one lane per row): `a[i] ← op(a[i], a[i + w/2])`, …
+#[inline(always)]
+unsafe fn halve<V: SimdVec>(mut a: [V; LANES_MAX], w: usize, op: impl Fn(V, V) -> V) -> V {
+    let mut w = w;
+    while w > 1 {
+        w /= 2;
+        for i in 0..w {
+            a[i] = op(a[i], a[i + w]);
+        }
+    }
+    a[0]
+}
+
+/// [`softmax_cols`] on `G` adjacent blocks of `V::LANES` columns at `x` (rows at stride `ld`,
+/// the first `n` visible; block `b` has `valid[b]` real columns). Each column `c` is row `c` of
+/// the row-wise kernel, with that kernel's vector width `w = V::LANES`: the operations of
+/// `max_body`, `exp_sub_sum_body` and `scale_body` on a row of `n` are done here on lane
+/// positions `l < w` (each one vector down the columns), so every lane sees the same
+/// operations on the same operands in the same order. The `G` blocks are independent; their
+/// steps are interleaved so that one block's dependency chains (the halvings, the tail's
+/// sequential sum, the divisions) overlap the others' work.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
+    x: *mut V::Elem,
+    ld: usize,
+    n: usize,
+    valid: [usize; G],
+) {
+    unsafe {
+        let w = V::LANES;
+        let at = |b: usize, j: usize| x.add(b * w + j * ld);
+        // max_body: m0 takes chunks 0, 2, 4, … (and a last odd one and the tail), m1 chunks 1,
+        // 3, …; then m0.max(m1) and the halving. Tail lanes past `n` load −∞ there, and
+        // `max(−∞, m)` is `m`, so they are skipped.
+        let ninf = V::splat(V::Elem::NEG_INFINITY);
+        let mut t = [[ninf; LANES_MAX]; G];
+        let mut tail = 0;
+        for l in 0..w {
+            let (mut m0, mut m1) = ([ninf; G], [ninf; G]);
+            let mut i = 0;
+            while i + 2 * w <= n {
+                for b in 0..G {
+                    m0[b] = V::load(at(b, i + l)).max(m0[b]);
+                    m1[b] = V::load(at(b, i + w + l)).max(m1[b]);
+                }
+                i += 2 * w;
+            }
+            if i + w <= n {
+                for b in 0..G {
+                    m0[b] = V::load(at(b, i + l)).max(m0[b]);
+                }
+                i += w;
+            }
+            tail = i;
+            for b in 0..G {
+                if i + l < n {
+                    m0[b] = V::load(at(b, i + l)).max(m0[b]);
+                }
+                t[b][l] = m0[b].max(m1[b]);
+            }
+        }
+        let m: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.max(c)));
+        // exp_sub_sum_body: the same chunks into s0 and s1, s0 + s1, the halving, then the
+        // tail's exponentials added one by one in index order.
+        let zero = V::splat(V::Elem::ZERO);
+        let mut t = [[zero; LANES_MAX]; G];
+        for l in 0..w {
+            let (mut s0, mut s1) = ([zero; G], [zero; G]);
+            let mut i = 0;
+            while i + 2 * w <= n {
+                for b in 0..G {
+                    let (p0, p1) = (at(b, i + l), at(b, i + w + l));
+                    let e0 = V::load(p0).sub(m[b]).exp();
+                    let e1 = V::load(p1).sub(m[b]).exp();
+                    e0.store(p0);
+                    e1.store(p1);
+                    s0[b] = s0[b].add(e0);
+                    s1[b] = s1[b].add(e1);
+                }
+                i += 2 * w;
+            }
+            if i + w <= n {
+                for b in 0..G {
+                    let p0 = at(b, i + l);
+                    let e0 = V::load(p0).sub(m[b]).exp();
+                    e0.store(p0);
+                    s0[b] = s0[b].add(e0);
+                }
+            }
+            for b in 0..G {
+                t[b][l] = s0[b].add(s1[b]);
+            }
+        }
+        let mut s: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.add(c)));
+        for j in tail..n {
+            for b in 0..G {
+                let e = V::load(at(b, j)).sub(m[b]).exp();
+                e.store(at(b, j));
+                s[b] = s[b].add(e);
+            }
+        }
+        // scale_body with 1/z per lane (a scalar division each, as the row kernel's); columns
+        // past a block's last valid one are scaled by 0 instead.
+        let r: [V; G] = std::array::from_fn(|b| {
+            let mut r = [V::Elem::ZERO; LANES_MAX];
+            s[b].store(r.as_mut_ptr());
+            for (l, x) in r.iter_mut().enumerate().take(w) {
+                *x = if l < valid[b] {
+                    V::Elem::ONE / *x
+                } else {
+                    V::Elem::ZERO
+                };
+            }
+            V::load(r.as_ptr())
+        });
+        for j in 0..n {
+            for b in 0..G {
+                V::load(at(b, j)).mul(r[b]).store(at(b, j));
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn softmax_cols_body<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize, cols: usize) {
+    unsafe {
+        let w = V::LANES;
+        let left = |c: usize| cols.saturating_sub(c);
+        let mut c = 0;
+        // Three blocks at a time (44 queries of f32 on AVX-512), then two, then one.
+        while c + 2 * w < cols {
+            let v = [left(c), left(c + w), left(c + 2 * w)];
+            softmax_cols_block::<V, 3>(x.add(c), ld, n, v);
+            c += 3 * w;
+        }
+        if c + w < cols {
+            softmax_cols_block::<V, 2>(x.add(c), ld, n, [left(c), left(c + w)]);
+        } else if c < cols {
+            softmax_cols_block::<V, 1>(x.add(c), ld, n, [left(c)]);
+        }
+    }
+}
+simd_variants!(softmax_cols_body, softmax_cols_d, (x: *mut E, ld: usize, n: usize, cols: usize) -> ());
+
+/// [`softmax_rows`](super::softmax_rows) on the transpose: in place softmax down each of the first
+/// `cols` columns of `x` over its first `n` rows (row stride `ld`, a multiple of [`PAD`]), bit for
+/// bit what [`softmax_rows`](super::softmax_rows)`(isa, ·, ·, cols, n)` gives on the transposed
+/// block (the row kernel's partial sums, halvings and tail order, per column, with one lane per
+/// column instead of per-row horizontal reductions). Columns up to the next multiple of the vector
+/// width (at most `ld`) are read as well and set to 0 in the first `n` rows (they must be finite);
+/// rows from `n` on are not touched.
+///
+/// # Panics
+/// If `ld` is not a multiple of [`PAD`], `cols > ld`, or `x` holds fewer than `n·ld` elements.
+#[track_caller]
+pub fn softmax_cols<T: Real>(isa: Isa, x: &mut [T], ld: usize, n: usize, cols: usize) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len(),
+        "softmax_cols: {n} rows of {cols} at stride {ld} in {} elements",
+        x.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
+    // `ld`, and the assert keeps the `n` rows inside `x`; `isa` is supported.
+    simd_by_kind!(T, E => unsafe { softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols) })
+}
+
+/// [`ds_cols`] on `G` adjacent blocks of `V::LANES` columns: per column the operations of
+/// `dot_body` (four chunk accumulators, their sums `(s0 + s1) + (s2 + s3)`, the halving, the
+/// tail's fused multiply-adds in index order) and of `ds_body`, as in [`softmax_cols_block`]
+/// (blocks interleaved the same way).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn ds_cols_block<V: SimdVec, const G: usize>(
+    p: *const V::Elem,
+    dp: *mut V::Elem,
+    ld: usize,
+    n: usize,
+) {
+    unsafe {
+        let w = V::LANES;
+        let pa = |b: usize, j: usize| p.add(b * w + j * ld);
+        let da = |b: usize, j: usize| dp.add(b * w + j * ld);
+        let zero = V::splat(V::Elem::ZERO);
+        let mut t = [[zero; LANES_MAX]; G];
+        let mut tail = 0;
+        for l in 0..w {
+            let (mut s0, mut s1, mut s2, mut s3) = ([zero; G], [zero; G], [zero; G], [zero; G]);
+            let mut i = 0;
+            while i + 4 * w <= n {
+                for b in 0..G {
+                    s0[b] = V::load(pa(b, i + l)).fma(V::load(da(b, i + l)), s0[b]);
+                    s1[b] = V::load(pa(b, i + w + l)).fma(V::load(da(b, i + w + l)), s1[b]);
+                    let (j2, j3) = (i + 2 * w + l, i + 3 * w + l);
+                    s2[b] = V::load(pa(b, j2)).fma(V::load(da(b, j2)), s2[b]);
+                    s3[b] = V::load(pa(b, j3)).fma(V::load(da(b, j3)), s3[b]);
+                }
+                i += 4 * w;
+            }
+            while i + w <= n {
+                for b in 0..G {
+                    s0[b] = V::load(pa(b, i + l)).fma(V::load(da(b, i + l)), s0[b]);
+                }
+                i += w;
+            }
+            tail = i;
+            for b in 0..G {
+                t[b][l] = s0[b].add(s1[b]).add(s2[b].add(s3[b]));
+            }
+        }
+        let mut d: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.add(c)));
+        for j in tail..n {
+            for b in 0..G {
+                d[b] = V::load(pa(b, j)).fma(V::load(da(b, j)), d[b]);
+            }
+        }
+        for j in 0..n {
+            for b in 0..G {
+                let x = da(b, j);
+                V::load(pa(b, j)).mul(V::load(x).sub(d[b])).store(x);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn ds_cols_body<V: SimdVec>(
+    p: *const V::Elem,
+    dp: *mut V::Elem,
+    ld: usize,
+    n: usize,
+    cols: usize,
+) {
+    unsafe {
+        let w = V::LANES;
+        let mut c = 0;
+        while c + 2 * w < cols {
+            ds_cols_block::<V, 3>(p.add(c), dp.add(c), ld, n);
+            c += 3 * w;
+        }
+        if c + w < cols {
+            ds_cols_block::<V, 2>(p.add(c), dp.add(c), ld, n);
+        } else if c < cols {
+            ds_cols_block::<V, 1>(p.add(c), dp.add(c), ld, n);
+        }
+    }
+}
+simd_variants!(ds_cols_body, ds_cols_d, (p: *const E, dp: *mut E, ld: usize, n: usize, cols: usize) -> ());
+
+/// [`ds_rows`](super::ds_rows) on the transpose: in place `dS = P ∘ (dP − D)` down each of the
+/// first `cols` columns over their first `n` rows (row stride `ld`, a multiple of [`PAD`]), with `D
+/// = Σ P·dP` per column: bit for bit what [`ds_rows`](super::ds_rows)`(isa, ·, ·, ·, cols, n)`
+/// gives on the transposed blocks. Columns up to the next multiple of the vector width (at most
+/// `ld`) are computed as well; rows from `n` on are not touched.
+///
+/// # Panics
+/// If `ld` is not a multiple of [`PAD`], `cols > ld`, or a slice holds fewer than `n·ld`
+/// elements.
+#[track_caller]
+pub fn ds_cols<T: Real>(isa: Isa, p: &[T], dp: &mut [T], ld: usize, n: usize, cols: usize) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= p.len() && n * ld <= dp.len(),
+        "ds_cols: {n} rows of {cols} at stride {ld} in {} and {} elements",
+        p.len(),
+        dp.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: as in `softmax_cols`; the slices are distinct borrows.
+    simd_by_kind!(T, E => unsafe {
+        ds_cols_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), ld, n, cols)
+    })
+}

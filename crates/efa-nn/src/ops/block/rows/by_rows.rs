@@ -1,0 +1,213 @@
+//! The row-major path: `S`, `P` and `dP` as one row per query (`P` kept as `nq` rows of
+//! `padded(nk)` per head), one [`efa_attn::micro::gemm`] call per product, `Kᵀ` and `Vᵀ`
+//! through scratch, [`softmax_rows`] and [`ds_rows`] between products. Used when there are
+//! too few queries to fill the column path's vector lanes (see [`RowsShape::p_transposed`]);
+//! it is also the bitwise reference of the column path's tests (the code as it was before
+//! that path, unchanged but for the names of the layout functions).
+
+use super::*;
+use efa_attn::micro::{ds_rows, gemm_checked_into, softmax_rows};
+
+/// The row stride of the row-major `P` (`nq` rows of `padded(nk)` per head) these kernels keep.
+pub(super) fn p_stride(s: &RowsShape) -> usize {
+    padded(s.nk.max(1))
+}
+
+/// The length of that `P`: `heads · nq · p_stride`.
+pub(super) fn p_len(s: &RowsShape) -> usize {
+    s.heads * s.nq * p_stride(s)
+}
+
+/// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
+/// first [`p_len`] elements are all written, each exactly as [`forward`] writes it.
+///
+/// # Errors
+/// As [`forward`] (then `p` may be partly written).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn forward_uninit<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
+    mut o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
+    if p.len() < p_len(s) {
+        return Err(attn_err(
+            "p",
+            vec![p.len()],
+            format!("needs {} elements", p_len(s)),
+        ));
+    }
+    let isa = isa.or_scalar();
+    let (ps, keys) = (p_stride(s), s.keys);
+    let dvp = padded(s.dv.max(1));
+    let scale = T::from_f64(s.scale);
+    let whole = whole_heads(s);
+    let kt = grow(&mut scratch.a, s.dk * ps);
+    let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
+    let ob = grow(&mut scratch.c, s.nq * dvp);
+    for h in 0..s.heads {
+        let ph = &mut p[h * s.nq * ps..(h + 1) * s.nq * ps];
+        if keys == 0 {
+            for x in ph.iter_mut() {
+                x.write(T::ZERO);
+            }
+            put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
+            continue;
+        }
+        // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
+        // [0, keys) of each, perhaps a few more; every column from `keys` on is written as a
+        // zero below, before the row is read).
+        transpose_block(isa, k, h * s.dk, s.dk, keys, kt, ps);
+        gemm_checked_into(
+            isa,
+            (s.nq, keys, s.dk),
+            &q.data[h * s.dk..],
+            (q.ld, 1),
+            kt,
+            ps,
+            ph,
+            ps,
+            scale,
+        );
+        for row in ph.chunks_exact_mut(ps) {
+            for x in &mut row[keys..] {
+                x.write(T::ZERO);
+            }
+        }
+        // SAFETY: the product wrote at least columns [0, keys) of every row, the loop above the
+        // rest.
+        let ph = unsafe { written(ph) };
+        // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
+        softmax_rows(isa, ph, ps, s.nq, keys);
+        let ph: &[T] = ph;
+        // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
+        if whole {
+            let c0 = h * s.dv;
+            product(
+                isa,
+                (s.nq, s.dv, keys),
+                ph,
+                ps,
+                1,
+                &v.data[c0..],
+                v.ld,
+                &mut o.data[c0..],
+                o.ld,
+                T::ONE,
+            );
+        } else {
+            copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
+            product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
+            put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
+        }
+    }
+    Ok(())
+}
+
+/// Backward of one sequence (see the [module docs](self)) from the forward's `P` and the
+/// cotangent `d_o` (columns `[0, heads·dv)`): writes `dq` (columns `[0, heads·dk)` of `nq`
+/// rows), `dk` and `dv` (of `nk` rows; 0 at rows `j ≥ keys`).
+///
+/// # Errors
+/// As [`forward`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn backward<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &[T],
+    d_o: Rows<T>,
+    mut dq: RowsMut<T>,
+    mut dk: RowsMut<T>,
+    mut dv: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("d_o", d_o.data.len(), d_o.ld, s.nq, hdv)?;
+    fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
+    fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
+    fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
+    if p.len() < p_len(s) {
+        return Err(attn_err(
+            "p",
+            vec![p.len()],
+            format!("needs {} elements", p_len(s)),
+        ));
+    }
+    let isa = isa.or_scalar();
+    let (ps, keys, nq) = (p_stride(s), s.keys, s.nq);
+    let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
+    let scale = T::from_f64(s.scale);
+    // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
+    // (nq × ps) and one output block at a time.
+    let whole = whole_heads(s);
+    let part = |n: usize| if whole { 0 } else { n };
+    let dob = grow(&mut scratch.a, part(nq * dvp));
+    let vt = grow(&mut scratch.b, s.dv * ps);
+    let kq = grow(&mut scratch.c, part(keys.max(nq) * dkp));
+    let ds = grow(&mut scratch.d, nq * ps);
+    let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
+    for h in 0..s.heads {
+        if keys == 0 {
+            put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
+            put_block(out, dkp, 0, s.nk, &mut dk, h * s.dk, s.dk);
+            put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
+            continue;
+        }
+        let ph = &p[h * nq * ps..(h + 1) * nq * ps];
+        let (cv, ck) = (h * s.dv, h * s.dk);
+        // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
+        // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
+        let (dob, ldo): (&[T], usize) = if whole {
+            (&d_o.data[cv..], d_o.ld)
+        } else {
+            copy_block(d_o, cv, s.dv, nq, dob, dvp);
+            (dob, dvp)
+        };
+        if whole {
+            let c = &mut dv.data[cv..];
+            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, c, dv.ld, T::ONE);
+            zero_rows(&mut dv, keys, s.nk, cv, s.dv);
+        } else {
+            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
+            put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
+        }
+        transpose_block(isa, v, cv, s.dv, keys, vt, ps);
+        product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
+        // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
+        ds_rows(isa, ph, ds, ps, nq, keys);
+        // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
+        if whole {
+            let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
+            let c = &mut dq.data[ck..];
+            product(isa, (nq, s.dk, keys), ds, ps, 1, kb, k.ld, c, dq.ld, scale);
+            let c = &mut dk.data[ck..];
+            product(isa, (keys, s.dk, nq), ds, 1, ps, qb, q.ld, c, dk.ld, scale);
+            zero_rows(&mut dk, keys, s.nk, ck, s.dk);
+        } else {
+            copy_block(k, ck, s.dk, keys, kq, dkp);
+            product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
+            copy_block(q, ck, s.dk, nq, kq, dkp);
+            product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
+            put_block(out, dkp, keys, s.nk, &mut dk, ck, s.dk);
+        }
+    }
+    Ok(())
+}

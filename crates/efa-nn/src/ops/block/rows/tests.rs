@@ -1,0 +1,446 @@
+//! The column path and the dispatching entry points against the row-major path
+//! ([`super::by_rows`], the code as it was before the column path) bit for bit: `P`, `O`, `dQ`,
+//! `dK`, `dV` (every element of the buffers, untouched ones included) over query and key
+//! counts around the vector widths, key padding, 1–3 heads, head widths that are whole padded
+//! rows (16, 32) and ones that are not (8, 33), f32 and f64, every supported instruction set.
+//! An ignored timing harness compares both on the temperature model's shape.
+
+use super::*;
+use std::time::Instant;
+
+fn data<T: Real>(n: usize, seed: u64, amp: f64) -> Vec<T> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            T::from_f64(((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * amp)
+        })
+        .collect()
+}
+
+/// Inputs of one problem: `q` (`nq` rows), `k`, `v` (`nk` rows) and `dO` at row strides a
+/// little wider than the heads' columns (`k` and `v` interleaved in one buffer, as the block's
+/// projections are).
+struct Problem<T> {
+    s: RowsShape,
+    q: Vec<T>,
+    kv: Vec<T>,
+    d_o: Vec<T>,
+    ldq: usize,
+    ldkv: usize,
+}
+
+impl<T: Real> Problem<T> {
+    fn new(s: RowsShape, seed: u64) -> Self {
+        let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+        let (ldq, ldkv) = (hdk + 3, hdk + hdv + 5);
+        Problem {
+            s,
+            q: data(s.nq * ldq, seed, 2.0),
+            kv: data(s.nk * ldkv, seed + 1, 2.0),
+            d_o: data(s.nq * ldq.max(hdv), seed + 2, 1.0),
+            ldq,
+            ldkv,
+        }
+    }
+    fn q(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.q,
+            ld: self.ldq,
+        }
+    }
+    fn k(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.kv,
+            ld: self.ldkv,
+        }
+    }
+    fn v(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.kv[self.s.heads * self.s.dk..],
+            ld: self.ldkv,
+        }
+    }
+    fn d_o(&self) -> Rows<'_, T> {
+        Rows {
+            data: &self.d_o,
+            ld: self.ldq.max(self.s.heads * self.s.dv),
+        }
+    }
+}
+
+/// Outputs of one forward and backward.
+struct Out<T> {
+    p: Vec<T>,
+    o: Vec<T>,
+    dq: Vec<T>,
+    dk: Vec<T>,
+    dv: Vec<T>,
+}
+
+/// Which kernels [`run`] calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// The row-major path (the reference).
+    Rows,
+    /// The column path, whatever the query count.
+    Cols,
+    /// The public entry points (the path chosen by `RowsShape::p_transposed`).
+    Auto,
+}
+
+fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
+    let s = &pr.s;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    let (ldo, ldg) = (hdv + 2, hdk.max(hdv) + 1);
+    let nan = T::from_f64(f64::NAN);
+    let mut o = vec![nan; s.nq * ldo];
+    let plen = match path {
+        Path::Rows => by_rows::p_len(s),
+        Path::Cols => cols_p_len(s),
+        Path::Auto => s.p_len(),
+    };
+    let mut pu = vec![MaybeUninit::new(nan); plen + 5];
+    let mut scratch = RowsScratch::new();
+    let om = RowsMut {
+        data: &mut o,
+        ld: ldo,
+    };
+    let (q, k, v) = (pr.q(), pr.k(), pr.v());
+    match path {
+        Path::Rows => by_rows::forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
+    }
+    .unwrap();
+    // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
+    let p: Vec<T> = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
+    let mut dq = vec![nan; s.nq * ldg];
+    let mut dk = vec![nan; s.nk * ldg];
+    let mut dv = vec![nan; s.nk * ldg];
+    let args = (
+        RowsMut {
+            data: &mut dq,
+            ld: ldg,
+        },
+        RowsMut {
+            data: &mut dk,
+            ld: ldg,
+        },
+        RowsMut {
+            data: &mut dv,
+            ld: ldg,
+        },
+    );
+    let (a, b, c) = args;
+    let g = pr.d_o();
+    match path {
+        Path::Rows => by_rows::backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+        Path::Cols => backward_cols(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+        Path::Auto => backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+    }
+    .unwrap();
+    Out { p, o, dq, dk, dv }
+}
+
+fn same<T: Real>(what: &str, got: &[T], want: &[T], ctx: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.to_f64().to_bits() == w.to_f64().to_bits(),
+            "{what} differs at {i}: {} vs {} ({ctx})",
+            g.to_f64(),
+            w.to_f64()
+        );
+    }
+}
+
+fn shapes() -> Vec<RowsShape> {
+    let mut v = Vec::new();
+    let sizes = [1, 2, 5, 8, 13, 16, 17, 31, 33, 44, 47, 48, 50, 64, 97, 132];
+    for (i, &nq) in sizes.iter().enumerate() {
+        for (j, &nk) in sizes.iter().enumerate() {
+            // Every pair for the temperature model's head; a spread of pairs for the others.
+            let (heads, dk) = match (i + 2 * j) % 7 {
+                0 => (2, 16),
+                1 => (1, 32),
+                2 => (3, 8),
+                3 => (2, 33),
+                4 => (1, 16),
+                5 => (3, 16),
+                _ => (2, 16),
+            };
+            for keys in [nk, nk - nk / 3, 0] {
+                v.push(RowsShape {
+                    nq,
+                    nk,
+                    keys,
+                    heads,
+                    dk,
+                    dv: dk,
+                    scale: 1.0 / (dk as f64).sqrt(),
+                });
+            }
+        }
+    }
+    v
+}
+
+fn compare<T: Real>() {
+    for isa in Isa::ALL {
+        if !isa.is_supported() {
+            continue;
+        }
+        for (n, s) in shapes().into_iter().enumerate() {
+            let pr = Problem::<T>::new(s, 7 + n as u64);
+            let want = run(isa, &pr, Path::Rows);
+            for path in [Path::Cols, Path::Auto] {
+                let got = run(isa, &pr, path);
+                let ctx = format!("{path:?} {isa:?} {} {s:?}", T::NAME);
+                same("O", &got.o, &want.o, &ctx);
+                same("dQ", &got.dq, &want.dq, &ctx);
+                same("dK", &got.dk, &want.dk, &ctx);
+                same("dV", &got.dv, &want.dv, &ctx);
+                // P: the column path keeps it transposed (nk rows of padded(nq) per head), the
+                // row-major path as nq rows of padded(nk); every query and key compared, the
+                // padding must be zero, nothing written past the buffer.
+                let (transposed, len) = match path {
+                    Path::Cols => (true, cols_p_len(&s)),
+                    _ => (s.p_transposed(), s.p_len()),
+                };
+                let (gs, ws) = (
+                    if transposed {
+                        cols_p_stride(&s)
+                    } else {
+                        by_rows::p_stride(&s)
+                    },
+                    by_rows::p_stride(&s),
+                );
+                let mut seen = vec![false; len];
+                for h in 0..s.heads {
+                    for i in 0..s.nq {
+                        for j in 0..s.nk {
+                            let at = if transposed {
+                                (h * s.nk + j) * gs + i
+                            } else {
+                                (h * s.nq + i) * gs + j
+                            };
+                            if path == Path::Auto {
+                                assert_eq!(at, s.p_index(h, i, j));
+                            }
+                            seen[at] = true;
+                            let (g, w) = (got.p[at], want.p[(h * s.nq + i) * ws + j]);
+                            assert!(
+                                g.to_f64().to_bits() == w.to_f64().to_bits(),
+                                "P differs at head {h} query {i} key {j}: {} vs {} ({ctx})",
+                                g.to_f64(),
+                                w.to_f64()
+                            );
+                        }
+                    }
+                }
+                for (at, x) in got.p.iter().enumerate() {
+                    if at >= len {
+                        assert!(x.is_nan(), "wrote past p_len ({ctx})");
+                    } else if !seen[at] {
+                        assert!(*x == T::ZERO, "P padding at {at} is {} ({ctx})", x.to_f64());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_same_bits_as_the_reference_f32() {
+    compare::<f32>();
+}
+
+#[test]
+fn the_same_bits_as_the_reference_f64() {
+    compare::<f64>();
+}
+
+/// Timings of the row-major and the column path on the temperature model's shapes (44 keys,
+/// 2 heads of 16, f32; 44 queries and fewer), interleaved: `cargo test --release -p efa-nn
+/// rows_timing -- --ignored --nocapture` (`EFA_SIMD` picks the instruction set).
+#[test]
+#[ignore]
+fn rows_timing() {
+    let isa = efa_num::simd::active();
+    // ROWS_NQ=44 (say) times that query count alone.
+    let only = std::env::var("ROWS_NQ")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let cases = [
+        (44, 44),
+        (44, 40),
+        (1, 44),
+        (2, 44),
+        (4, 44),
+        (8, 44),
+        (12, 44),
+        (16, 44),
+    ];
+    for (nq, keys) in cases.into_iter().filter(|c| only.is_none_or(|n| n == c.0)) {
+        let s = RowsShape {
+            nq,
+            nk: 44,
+            keys,
+            heads: 2,
+            dk: 16,
+            dv: 16,
+            scale: 0.25,
+        };
+        let pr = Problem::<f32>::new(s, 3);
+        let len = cols_p_len(&s).max(by_rows::p_len(&s));
+        let mut o = vec![0f32; nq * 32];
+        let mut pu = vec![MaybeUninit::new(0f32); len];
+        let mut p = vec![0f32; len];
+        let mut g = [
+            vec![0f32; nq * 32],
+            vec![0f32; 44 * 32],
+            vec![0f32; 44 * 32],
+        ];
+        let mut scratch = RowsScratch::new();
+        let reps = 2000;
+        let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        let (q, k, v, d_o) = (pr.q(), pr.k(), pr.v(), pr.d_o());
+        for round in 0..30 {
+            for cols in [round % 2 == 0, round % 2 == 1] {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    let om = RowsMut {
+                        data: &mut o,
+                        ld: 32,
+                    };
+                    if cols {
+                        forward_cols(isa, &s, q, k, v, &mut pu, om, &mut scratch)
+                    } else {
+                        by_rows::forward_uninit(isa, &s, q, k, v, &mut pu, om, &mut scratch)
+                    }
+                    .unwrap();
+                }
+                times[usize::from(cols)][0].push(t.elapsed().as_secs_f64() / reps as f64);
+                for (x, y) in p.iter_mut().zip(&pu) {
+                    // SAFETY: the forward wrote every element it will read.
+                    *x = unsafe { y.assume_init() };
+                }
+                let t = Instant::now();
+                for _ in 0..reps {
+                    let [a, b, c] = &mut g;
+                    let (a, b, c) = (
+                        RowsMut { data: a, ld: 32 },
+                        RowsMut { data: b, ld: 32 },
+                        RowsMut { data: c, ld: 32 },
+                    );
+                    if cols {
+                        backward_cols(isa, &s, q, k, v, &p, d_o, a, b, c, &mut scratch)
+                    } else {
+                        by_rows::backward(isa, &s, q, k, v, &p, d_o, a, b, c, &mut scratch)
+                    }
+                    .unwrap();
+                }
+                times[usize::from(cols)][1].push(t.elapsed().as_secs_f64() / reps as f64);
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2] * 1e6
+        };
+        let fl = s.forward_flops() as f64;
+        for (i, name) in ["rows", "cols"].iter().enumerate() {
+            let (f, b) = (med(&mut times[i][0]), med(&mut times[i][1]));
+            println!(
+                "{isa:?} nq {nq} keys {keys} {name}: forward {f:.3} µs ({:.1} GFLOP/s), backward {b:.3} µs ({:.1} GFLOP/s)",
+                fl / f / 1e3,
+                2.0 * fl / b / 1e3
+            );
+        }
+    }
+}
+
+/// Timings of the column path's products alone on the temperature model's shape (one head):
+/// `cargo test --release -p efa-nn products_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn products_timing() {
+    use efa_attn::micro::gemm_checked;
+    let isa = efa_num::simd::active();
+    let a = data::<f32>(64 * 64, 1, 1.0);
+    let b = data::<f32>(64 * 64, 2, 1.0);
+    let mut c = vec![0f32; 64 * 64];
+    // (name, m, n, k, rsa, csa, ldb)
+    let cases = [
+        ("S^T = K Q^T", 44, 44, 16, 64, 1, 48),
+        ("O = P V", 44, 16, 44, 1, 48, 64),
+        ("dV = P^T dO", 44, 16, 44, 48, 1, 32),
+        ("dP^T = V dO^T", 44, 44, 16, 64, 1, 48),
+        ("dQ = dS K", 44, 16, 44, 1, 48, 64),
+        ("dK = dS^T Q", 44, 16, 44, 48, 1, 32),
+    ];
+    for (name, m, n, k, rsa, csa, ldb) in cases {
+        let reps = 20000;
+        let mut ts = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                gemm_checked(
+                    isa,
+                    (m, n, k),
+                    &a,
+                    (rsa, csa),
+                    &b,
+                    ldb,
+                    &mut c,
+                    64,
+                    false,
+                    0.25,
+                );
+            }
+            ts.push(t.elapsed().as_secs_f64() / reps as f64);
+        }
+        ts.sort_by(f64::total_cmp);
+        let t = ts[ts.len() / 2];
+        let fl = 2.0 * (m * n * k) as f64;
+        println!("{name:16} {:.1} ns, {:.1} GFLOP/s", t * 1e9, fl / t / 1e9);
+    }
+}
+
+/// Timings of the column softmax and its backward on one head of the temperature model's
+/// shape: `cargo test --release -p efa-nn cols_kernels_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn cols_kernels_timing() {
+    use efa_attn::micro::{ds_cols, softmax_cols};
+    let isa = efa_num::simd::active();
+    let x = data::<f32>(44 * 48, 1, 3.0);
+    let mut y = x.clone();
+    let dp = data::<f32>(44 * 48, 2, 1.0);
+    let mut dq = dp.clone();
+    let reps = 20000;
+    let (mut ts, mut td) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            y.copy_from_slice(&x);
+            softmax_cols(isa, &mut y, 48, 44, 44);
+        }
+        ts.push(t.elapsed().as_secs_f64() / reps as f64);
+        let t = Instant::now();
+        for _ in 0..reps {
+            dq.copy_from_slice(&dp);
+            ds_cols(isa, &y, &mut dq, 48, 44, 44);
+        }
+        td.push(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    ts.sort_by(f64::total_cmp);
+    td.sort_by(f64::total_cmp);
+    println!(
+        "softmax_cols 44x44 (with a 44x48 copy): {:.1} ns; ds_cols (with a copy): {:.1} ns",
+        ts[7] * 1e9,
+        td[7] * 1e9
+    );
+}
