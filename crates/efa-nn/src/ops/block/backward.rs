@@ -114,8 +114,6 @@ struct Chunk<'a, T> {
     dq: &'a mut [MaybeUninit<T>],
     dk: &'a mut [MaybeUninit<T>],
     dv: &'a mut [MaybeUninit<T>],
-    /// This chunk's partial parameter gradients (`sizes`), not yet written.
-    pg: &'a mut [MaybeUninit<T>],
 }
 
 struct Scratch<T> {
@@ -194,10 +192,9 @@ pub(super) fn run<T: Real>(
         (Vec::new(), Vec::new(), Vec::new())
     };
     let per = Config::per_chunk(dm);
-    // One piece of partial parameter gradients per chunk (`sizes`), zeroed by its chunk.
+    // The lengths of the parameter gradients: each chunk returns its partial ones as one
+    // vector of these pieces in order.
     let sizes = sizes(dm, project);
-    let total: usize = sizes.iter().sum();
-    let mut parts = uninit::<T>(b.div_ceil(per) * total);
     let chunks: Vec<Chunk<T>> = {
         let r = |buf, each| split_ref(buf, each, per, b).into_iter();
         let (mut q, mut kv, mut p, mut o) = (
@@ -218,7 +215,6 @@ pub(super) fn run<T: Real>(
         let mut dqs = split(&mut dq, nq * hk, per, b).into_iter();
         let mut dks = split(&mut dk, n * hk, per, b).into_iter();
         let mut dvs = split(&mut dv, n * hk, per, b).into_iter();
-        let mut pgs = parts.chunks_mut(total.max(1));
         (0..b)
             .step_by(per)
             .map(|s0| Chunk {
@@ -238,18 +234,13 @@ pub(super) fn run<T: Real>(
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
                 dv: dvs.next().expect("chunk"),
-                pg: if total == 0 {
-                    Default::default()
-                } else {
-                    pgs.next().expect("chunk")
-                },
             })
             .collect()
     };
-    chunks
+    let parts: Vec<Vec<T>> = chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
-        .collect::<Result<Vec<()>, TapeError>>()?;
+        .collect::<Result<_, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
     // every chunk that returned Ok zeroed or wrote each of its pieces in full (`chunk_body`);
     // on an error we returned above.
@@ -261,8 +252,6 @@ pub(super) fn run<T: Real>(
             assume_init(dv),
         )
     };
-    // SAFETY: as above (every chunk zeroed its piece of the partial gradients first).
-    let parts = unsafe { assume_init(parts) };
     // Partial parameter gradients summed in chunk order (independent of the thread count):
     // every element adds its chunks' values in chunk order, the elements split over the pool.
     let mut pg = sizes.map(|n| vec![T::ZERO; n]);
@@ -273,7 +262,7 @@ pub(super) fn run<T: Real>(
             .enumerate()
             .for_each(|(i, piece)| {
                 let at = off + i * SUM_PIECE;
-                for part in parts.chunks_exact(total) {
+                for part in &parts {
                     for (a, &v) in piece.iter_mut().zip(&part[at..]) {
                         *a += v;
                     }
@@ -315,10 +304,10 @@ pub(super) fn run<T: Real>(
 }
 
 // One chunk, compiled for the active instruction set.
-isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
+isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, TapeError>);
 
 #[inline(always)]
-fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, TapeError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
@@ -328,7 +317,11 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     // dq, dk, dv (given q, k, v only; empty otherwise) are written in full by the attention
     // backward, which takes them initialised.
     let (dq_in, dk_in, dv_in) = (zeroed(c.dq), zeroed(c.dk), zeroed(c.dv));
-    let mut pg = cut(zeroed(c.pg), &sizes(dm, cx.proj_t.is_some()));
+    // This chunk's partial parameter gradients: one allocation of the 16 pieces (a small one,
+    // reused from the heap; one buffer for every chunk would be a fresh mapping per call).
+    let sz = sizes(dm, cx.proj_t.is_some());
+    let mut part = vec![T::ZERO; sz.iter().sum()];
+    let mut pg = cut(&mut part, &sz);
     let Scratch {
         xq,
         dz,
@@ -493,7 +486,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
                 *g += v;
             }
         }
-        return Ok(());
+        return Ok(part);
     };
     // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
@@ -576,7 +569,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             }
         }
     }
-    Ok(())
+    Ok(part)
 }
 
 /// The chunk-local row of `x` that query row `r` of the chunk starting at sample `s0` reads.
