@@ -193,6 +193,18 @@ fn fits(
     Ok(())
 }
 
+/// `P` of at least [`RowsShape::p_len`] elements (its layout's length).
+fn check_p(len: usize, s: &RowsShape) -> Result<(), AttnError> {
+    if len < s.p_len() {
+        return Err(attn_err(
+            "p",
+            vec![len],
+            format!("needs {} elements", s.p_len()),
+        ));
+    }
+    Ok(())
+}
+
 fn check_shape(s: &RowsShape) -> Result<(), AttnError> {
     if s.keys > s.nk {
         return Err(attn_err(
@@ -325,6 +337,13 @@ pub fn forward_uninit<T: Real>(
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
+    check_p(p.len(), s)?;
     if s.p_transposed() {
         forward_cols(isa, s, q, k, v, p, o, scratch)
     } else {
@@ -344,19 +363,6 @@ fn forward_cols<T: Real>(
     mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    check_shape(s)?;
-    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
-    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
-    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
-    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
-    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    if p.len() < cols_p_len(s) {
-        return Err(attn_err(
-            "p",
-            vec![p.len()],
-            format!("needs {} elements", cols_p_len(s)),
-        ));
-    }
     let isa = isa.or_scalar();
     let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let dvp = padded(s.dv.max(1));
@@ -436,6 +442,16 @@ pub fn backward<T: Real>(
     dv: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("d_o", d_o.data.len(), d_o.ld, s.nq, hdv)?;
+    fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
+    fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
+    fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
+    check_p(p.len(), s)?;
     if s.p_transposed() {
         backward_cols(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
     } else {
@@ -458,22 +474,6 @@ fn backward_cols<T: Real>(
     mut dv: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    check_shape(s)?;
-    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
-    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
-    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
-    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
-    fits("d_o", d_o.data.len(), d_o.ld, s.nq, hdv)?;
-    fits("dq", dq.data.len(), dq.ld, s.nq, hdk)?;
-    fits("dk", dk.data.len(), dk.ld, s.nk, hdk)?;
-    fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
-    if p.len() < cols_p_len(s) {
-        return Err(attn_err(
-            "p",
-            vec![p.len()],
-            format!("needs {} elements", cols_p_len(s)),
-        ));
-    }
     let isa = isa.or_scalar();
     let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
