@@ -38,8 +38,8 @@ struct Ctx<'a, T> {
     b1: Vec<T>,
     bo: Vec<T>,
     b2: Vec<T>,
-    /// `bo, ln1 gain, ln1 bias, b2, ln2 gain, ln2 bias`.
-    vecs: [&'a [T]; 6],
+    /// `ln1 gain, ln1 bias, ln2 gain, ln2 bias`.
+    vecs: [&'a [T]; 4],
     eps: T,
 }
 
@@ -115,7 +115,7 @@ pub(super) fn run<T: Real>(
         b1: padded_bias(v(t + 5)),
         bo: padded_bias(v(t + 1)),
         b2: padded_bias(v(t + 7)),
-        vecs: [v(t + 1), v(t + 2), v(t + 3), v(t + 7), v(t + 8), v(t + 9)],
+        vecs: [v(t + 2), v(t + 3), v(t + 8), v(t + 9)],
         eps: T::from_f64(cfg.eps),
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
@@ -227,7 +227,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
-    let [bo, g1, be1, b2, g2, be2] = cx.vecs;
+    let [g1, be1, g2, be2] = cx.vecs;
     let Scratch { xq, pre, y1, attn } = sc;
     let o = zeroed(c.o);
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
@@ -271,7 +271,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         (o, ldhk),
         &cx.wo,
         (xq, d),
-        (&cx.bo, bo),
+        &cx.bo,
         (pre, ldd),
     );
     let y1 = grow(y1, rq * ldd);
@@ -305,7 +305,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         (hid, ldf),
         &cx.w2,
         (y1, ldd),
-        (&cx.b2, b2),
+        &cx.b2,
         (pre, ldd),
     );
     ln_rows_into(
@@ -364,7 +364,7 @@ pub(super) fn sample_qkv<'a, T: Real>(
 /// `C ← (S + b) + A·W` (`S` the residual rows, `b` the bias): in one product starting from
 /// `S + b` when `S` has padded rows ([`gemm_checked_from`]; their padding columns must be zero,
 /// as the callers' `x_q` without padding and `y₁` with zero padding are), else by writing
-/// `S + b` into `C` and accumulating; the same bits either way. `b` comes padded and as given.
+/// `S + b` into `C` and accumulating; the same bits either way. `b` comes padded ([`padded_bias`]).
 #[allow(clippy::too_many_arguments)]
 fn residual_mm<T: Real>(
     isa: Isa,
@@ -372,7 +372,7 @@ fn residual_mm<T: Real>(
     (a, lda): (&[T], usize),
     w: &Packed<T>,
     (s, lds): (&[T], usize),
-    (b_pad, b): (&[T], &[T]),
+    b_pad: &[T],
     (c, ldc): (&mut [T], usize),
 ) {
     if lds == ld(n) {
@@ -390,7 +390,7 @@ fn residual_mm<T: Real>(
         );
         // The padding columns of C hold (0 + 0) + A·0, as `init_rows` then `mm` leaves them.
     } else {
-        init_rows(c, ldc, m, b, Some((s, lds)));
+        init_rows(c, ldc, m, &b_pad[..n], Some((s, lds)));
         mm(isa, (m, n, k), a, (lda, 1), &w.data, w.ld, c, ldc, true);
     }
 }
