@@ -12,8 +12,9 @@
 //! A row with no visible key gives `oᵢ = 0`, `lseᵢ = −∞` and zero gradients.
 //!
 //! Two schedules compute the same bits: query × key tiles per head (any length and mask),
-//! and, for at most 16 keys under key-length masks (the synthetic model's 5 positions), 16
-//! heads side by side in the vector lanes (`short.rs`), where a tile would be mostly padding.
+//! and, for at most 64 queries and 16 keys under key-length masks (the synthetic model's 5
+//! positions) or 64 keys under causal ones, 16 heads side by side in the vector lanes
+//! (`short.rs`), where a tile would be mostly padding or masked triangle.
 //!
 //! One call is an [`Attention`] value (inputs, mask, scale, scheduling, SIMD variant) run by
 //! [`Attention::forward`] → [`AttnOut`] `{ o, lse }` and [`Attention::backward`] →

@@ -1,9 +1,11 @@
-//! Short sequences: at most [`MAX_KEYS`] keys, every query row of a batch row seeing the same
-//! keys (no mask, or key lengths only). The tile kernel spends most of its time there on
-//! per-head setup and on vectors that are mostly padding (5 keys in a 16-wide score row).
-//! This path instead puts [`GROUP`] heads with the same visible key count side by side in
-//! the lanes of its vectors (`body`), so every multiply-add, max and exponential works on
-//! whole vectors, and the heads' inputs are packed once per group.
+//! Short sequences: at most [`BLOCK_Q`] queries and [`MAX_KEYS`] keys with every query row of
+//! a batch row seeing the same keys (no mask, or key lengths), or [`MAX_CAUSAL_KEYS`] keys
+//! under a causal mask (with or without key lengths). The tile kernel spends most of its time
+//! there on per-head setup and on vectors that are mostly padding (5 keys in a 16-wide score
+//! row) or, causal, on the triangle its 16-query blocks cover only coarsely. This path
+//! instead puts [`GROUP`] heads that see the same keys row by row side by side in the lanes of
+//! its vectors (`body`), so every multiply-add, max and exponential works on whole vectors of
+//! visible pairs, and the heads' inputs are packed once per group.
 //!
 //! **Same bits as the tile kernel.** For each head, every output element is computed by the
 //! operations the tile kernel applies to it, in the same order: scores as one fused
@@ -11,7 +13,9 @@
 //! shift clamped at `−MAX`, `exp(s − shift)` and the sum over keys in key order from the empty
 //! online-softmax state; `P·V`, `dV`, `dK`, `dQ`, `dP` as chains in the tile kernel's index
 //! order; `D` by the same dot product; the same division, logarithm and scaling on output.
-//! The tests compare the two paths bit for bit on every SIMD variant, f32 and f64.
+//! Under a causal mask the chains run over the visible pairs only, where the tile kernel
+//! also adds the exact zeros of hidden ones (`0·x`, which leaves a sum unchanged). The tests
+//! compare the two paths bit for bit on every SIMD variant, f32 and f64.
 
 mod body;
 #[cfg(test)]
@@ -35,8 +39,13 @@ const _: () = assert!(GROUP == 16);
 // replaces always runs its one-pass backward (hidden keys' gradients written as +0).
 const _: () = assert!(GROUP >= FUSED_MIN_HEADS && BLOCK_Q <= FUSED_MAX_LEN);
 
-/// Most keys a problem may have to take this path.
+/// Most keys a problem with the same keys for every query row may have to take this path.
 pub(crate) const MAX_KEYS: usize = 16;
+
+/// Most keys a causal problem may have to take this path: one key tile of the tile kernel
+/// (whose online softmax then runs from the empty state, as the bodies do).
+pub(crate) const MAX_CAUSAL_KEYS: usize = 64;
+const _: () = assert!(MAX_CAUSAL_KEYS <= crate::BLOCK_K);
 
 #[cfg(test)]
 thread_local! {
@@ -44,23 +53,30 @@ thread_local! {
     pub(crate) static DISABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether `p` takes this path: at most [`MAX_KEYS`] keys, 1 to [`BLOCK_Q`] queries (one
-/// query tile: the scratch stays small), at least [`GROUP`] heads in all (full groups), and
-/// visibility given by key lengths alone (no causal offset, no element-wise rule). Which path
-/// runs never changes a result.
+/// Whether `p` takes this path: 1 to [`BLOCK_Q`] queries (one query tile: the scratch stays
+/// small), at least [`GROUP`] heads in all (full groups), visibility given by key lengths and
+/// a causal offset alone (prefixes of keys, no element-wise rule), and at most [`MAX_KEYS`]
+/// keys, or [`MAX_CAUSAL_KEYS`] with a causal offset (rows see from 0 to all keys: a head's
+/// work is a triangle, which the tile kernel's 16-query blocks cover only coarsely). Which
+/// path runs never changes a result.
 pub(crate) fn applies<T: Real>(p: &Problem<T>) -> bool {
     #[cfg(test)]
     if DISABLED.with(|d| d.get()) {
         return false;
     }
-    p.nk <= MAX_KEYS
+    let max_keys = if p.rules.uniform_rows() {
+        MAX_KEYS
+    } else {
+        MAX_CAUSAL_KEYS
+    };
+    p.nk <= max_keys
         && (1..=BLOCK_Q).contains(&p.nq)
         && p.batch * p.heads >= GROUP
-        && p.rules.uniform_rows()
+        && !p.rules.has_pointwise()
 }
 
 /// A group: up to [`GROUP`] flat head indices `b·H + h` (in `heads[start..start + n]`) whose
-/// batch rows see the same number `c` of keys.
+/// batch rows see the same keys row by row, `c` of them in the last (widest) row.
 #[derive(Clone, Copy)]
 struct Group {
     c: usize,
@@ -68,10 +84,12 @@ struct Group {
     n: usize,
 }
 
-/// The heads ordered by visible key count (then index), cut into groups; depends only on the
-/// shapes and the key lengths.
+/// The heads ordered by the key count of their last row (then index), cut into groups;
+/// depends only on the shapes, the causal offset and the key lengths. Visible counts are
+/// `min(length, causal limit of the row)`, so two batch rows with the same last-row count see
+/// the same keys in every row.
 fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
-    let count = |bh: usize| p.rules.hi(bh / p.heads, 0).min(p.nk);
+    let count = |bh: usize| p.rules.hi(bh / p.heads, p.nq - 1).min(p.nk);
     let mut heads: Vec<usize> = (0..p.batch * p.heads).collect();
     heads.sort_by_key(|&bh| count(bh));
     let mut out = Vec::with_capacity(heads.len().div_ceil(GROUP) + p.nk + 1);
@@ -91,8 +109,11 @@ fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
 /// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
 /// (K), `vt` (V) and `dot` (dO, backward); `s` the scores, then `exp(s − m)` (forward) or `P`
 /// (backward); `acc` the unnormalised output; `m`, `l` the running max and sum per row
-/// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators.
+/// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
+/// `cnt` the keys each row sees and `first` the first row seeing each key.
 struct Scratch<T> {
+    cnt: Vec<usize>,
+    first: Vec<usize>,
     qt: Vec<T>,
     kt: Vec<T>,
     vt: Vec<T>,
@@ -111,6 +132,8 @@ impl<T: Real> Scratch<T> {
         let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
         let b = |n: usize| if backward { z(n) } else { Vec::new() };
         Scratch {
+            cnt: vec![0; nq],
+            first: vec![0; nk],
             qt: z(nq * d),
             kt: z(nk * d),
             vt: z(nk * dv),
@@ -121,6 +144,28 @@ impl<T: Real> Scratch<T> {
             dot: b(nq * dv),
             ds: b(nq * nk),
             g: [b(nq * d), b(nk * d), b(nk * dv)],
+        }
+    }
+
+    /// The group's visible key counts per row and first rows per key (the same for every head
+    /// of the group), as [`Dims`] for the bodies.
+    fn dims(&mut self, p: &Problem<T>, g: Group, bh: usize) -> Dims {
+        p.rules.counts(bh / p.heads, 0, 0, p.nk, &mut self.cnt);
+        debug_assert!(self.cnt.is_sorted() && self.cnt[p.nq - 1] == g.c);
+        let mut i = 0;
+        for (j, f) in self.first[..g.c].iter_mut().enumerate() {
+            while self.cnt[i] <= j {
+                i += 1;
+            }
+            *f = i;
+        }
+        Dims {
+            nq: p.nq,
+            c: g.c,
+            d: p.d,
+            dv: p.dv,
+            cnt: self.cnt.as_ptr(),
+            first: self.first.as_ptr(),
         }
     }
 }
@@ -144,6 +189,13 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
         && (s[3] == 1 || cols <= 1)
     {
         for r in 0..rows {
+            // The 16 heads are 16 streams: fetch their rows a few ahead (a prefetch never
+            // faults, whatever the address).
+            for b in base {
+                let ahead = b.wrapping_offset((r + PREFETCH_ROWS) as isize * s[2]);
+                // SAFETY: prefetching has no effect on memory.
+                unsafe { prefetch(ahead) };
+            }
             for cb in (0..cols).step_by(16) {
                 let src = std::array::from_fn(|g| {
                     base[g]
@@ -175,6 +227,22 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
             }
         }
     }
+}
+
+/// Rows ahead that [`pack`] prefetches in each head.
+const PREFETCH_ROWS: usize = 4;
+
+/// Brings the line holding `p` towards the first-level cache; any address is allowed.
+#[inline(always)]
+unsafe fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// The inverse of [`pack`] for the first `outs.len()` lanes: row `r < rows` of head `g` gets
@@ -263,12 +331,7 @@ fn group_forward<T: Real>(
         pack(p, &p.q, bhs, nq, &mut sc.qt);
         pack(p, &p.k, bhs, g.c, &mut sc.kt);
         pack(p, &p.v, bhs, g.c, &mut sc.vt);
-        let x = Dims {
-            nq,
-            c: g.c,
-            d: p.d,
-            dv,
-        };
+        let x = sc.dims(p, g, bhs[0]);
         let () = simd_by_kind!(T, E => unsafe {
             // SAFETY: buffers hold nq·d, c·d, c·dv, nq·c, nq·dv, nq, nq lanes-wide rows; the
             // variant is supported (Problem::new applies or_scalar).
@@ -278,7 +341,8 @@ fn group_forward<T: Real>(
                 sc.l.as_mut_ptr().cast())
         });
     }
-    // o = acc·(1/l) on every lane, then the lanes of rows without a positive sum replaced.
+    // o = acc·(1/l) on every lane, then the lanes of rows without a positive sum replaced
+    // (rows without keys included: their l is 0).
     if g.c > 0 {
         for i in 0..nq {
             let inv: [T; GROUP] = std::array::from_fn(|k| T::ONE / sc.l[i * GROUP + k]);
@@ -292,7 +356,7 @@ fn group_forward<T: Real>(
     }
     for (lane, &bh) in bhs.iter().enumerate() {
         for i in 0..nq {
-            let l = if g.c > 0 {
+            let l = if g.c > 0 && sc.cnt[i] > 0 {
                 sc.l[i * GROUP + lane]
             } else {
                 T::ZERO
@@ -403,7 +467,7 @@ fn group_backward<T: Real>(
                 sc.l[i * GROUP + g] = x;
             }
         }
-        let x = Dims { nq, c, d, dv };
+        let x = sc.dims(p, g, bhs[0]);
         let scale = p.scale;
         let () = simd_by_kind!(T, E => unsafe {
             // SAFETY: buffers sized by Scratch::new for nq queries and c ≤ nk keys; the
@@ -417,7 +481,7 @@ fn group_backward<T: Real>(
             for g in 0..GROUP {
                 for i in 0..nq {
                     if sc.m[i * GROUP + g] == T::NEG_INFINITY {
-                        for j in 0..c {
+                        for j in 0..sc.cnt[i] {
                             sc.s[(i * c + j) * GROUP + g] = T::ZERO;
                         }
                     }

@@ -8,14 +8,32 @@ use super::GROUP;
 use efa_num::simd::SimdVec;
 use efa_num::{simd_variants, Real};
 
-/// Sizes of one group: `nq` query rows, `c` visible keys (every row sees keys `0..c`), head
-/// widths `d` (queries, keys) and `dv` (values).
+/// Sizes of one group: `nq` query rows, `c` keys packed (the most any row sees), head widths
+/// `d` (queries, keys) and `dv` (values); query row `i` sees keys `0..cnt[i]` and key `j < c`
+/// is seen by rows `first[j]..nq` (`cnt` nondecreasing, `cnt[nq − 1] = c`; `nq` and `c`
+/// entries).
 #[derive(Clone, Copy)]
 pub(super) struct Dims {
     pub nq: usize,
     pub c: usize,
     pub d: usize,
     pub dv: usize,
+    pub cnt: *const usize,
+    pub first: *const usize,
+}
+
+impl Dims {
+    /// Keys row `i` sees.
+    #[inline(always)]
+    unsafe fn cnt(self, i: usize) -> usize {
+        unsafe { *self.cnt.add(i) }
+    }
+
+    /// First query row that sees key `j`.
+    #[inline(always)]
+    unsafe fn first(self, j: usize) -> usize {
+        unsafe { *self.first.add(j) }
+    }
 }
 
 /// A lane-major operand: element `(a, b)` of every head at `ptr + (a·sa + b·sb)·GROUP`.
@@ -39,13 +57,24 @@ impl<T> Op<T> {
     }
 }
 
-/// `N` output columns `b0 .. b0 + N` of row `a`: `out(a, b) = Σ_k x(a, k)·y(k, b)`, one fused
-/// multiply-add chain per element from zero in `k` order, kept in registers.
+/// Whether `V` is a 64-byte vector (AVX-512: 32 registers, room for 4×4 accumulator blocks).
+#[inline(always)]
+fn wide<V: SimdVec>() -> bool {
+    std::mem::size_of::<V>() >= 64
+}
+
+/// Rows `a0 .. a0 + R`, output columns `b0 .. b0 + N`:
+/// `out(a, b) = Σ_{k ∈ [lo[r], hi[r])} x(a, k)·y(k, b)` for row `a = a0 + r`, one fused
+/// multiply-add chain per element from zero in `k` order, in registers. The part of `k` all
+/// rows share runs as one loop over the block (each `x` and `y` load feeding several
+/// chains); the ends only some rows have run row by row, before and after it, so every chain
+/// still goes through its `k` in increasing order.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chain_block<V: SimdVec, const N: usize>(
-    nk: usize,
-    a: usize,
+unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
+    lo: [usize; R],
+    hi: [usize; R],
+    a0: usize,
     b0: usize,
     x: Op<V::Elem>,
     y: Op<V::Elem>,
@@ -53,61 +82,143 @@ unsafe fn chain_block<V: SimdVec, const N: usize>(
     u: usize,
 ) {
     unsafe {
-        let mut acc = [V::splat(V::Elem::ZERO); N];
-        for k in 0..nk {
-            let xv = V::load(x.at(a, k, u));
-            for (t, s) in acc.iter_mut().enumerate() {
-                *s = xv.fma(V::load(y.at(k, b0 + t, u)), *s);
+        let mut acc = [[V::splat(V::Elem::ZERO); N]; R];
+        let jl = lo.iter().copied().max().unwrap_or(0);
+        let jh = hi.iter().copied().min().unwrap_or(0).max(jl);
+        let single = |acc: &mut [V; N], r: usize, k0: usize, k1: usize| {
+            for k in k0..k1 {
+                let xv = V::load(x.at(a0 + r, k, u));
+                for (t, s) in acc.iter_mut().enumerate() {
+                    *s = xv.fma(V::load(y.at(k, b0 + t, u)), *s);
+                }
+            }
+        };
+        for (r, acc) in acc.iter_mut().enumerate() {
+            single(acc, r, lo[r], hi[r].min(jl));
+        }
+        for k in jl..jh {
+            let xv: [V; R] = std::array::from_fn(|r| V::load(x.at(a0 + r, k, u)));
+            for t in 0..N {
+                let yv = V::load(y.at(k, b0 + t, u));
+                for r in 0..R {
+                    acc[r][t] = xv[r].fma(yv, acc[r][t]);
+                }
             }
         }
-        for (t, s) in acc.iter().enumerate() {
-            s.store(out.at(a, b0 + t, u).cast_mut());
+        for (r, acc) in acc.iter_mut().enumerate() {
+            single(acc, r, jh.max(lo[r]), hi[r]);
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (t, s) in acc.iter().enumerate() {
+                s.store(out.at(a0 + r, b0 + t, u).cast_mut());
+            }
         }
     }
 }
 
-/// `out(a, b) = Σ_{k < nk} x(a, k)·y(k, b)` for `a < na`, `b < nb` (chains as in
-/// [`chain_block`]), on the lanes at offset `u`.
+/// Rows `a0 .. a0 + R` of a product (chains as in [`chain_block`], `k ∈ kr(a)`), output
+/// columns `0..nb`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn product<V: SimdVec>(
-    na: usize,
+unsafe fn row_block<V: SimdVec, const R: usize>(
+    a0: usize,
     nb: usize,
-    nk: usize,
+    kr: impl Fn(usize) -> (usize, usize),
     x: Op<V::Elem>,
     y: Op<V::Elem>,
     out: Op<V::Elem>,
     u: usize,
 ) {
     unsafe {
-        for a in 0..na {
-            let mut b = 0;
+        let lo = std::array::from_fn(|r| kr(a0 + r).0);
+        let hi = std::array::from_fn(|r| kr(a0 + r).1);
+        let mut b = 0;
+        if R == 1 {
             while b + 8 <= nb {
-                chain_block::<V, 8>(nk, a, b, x, y, out, u);
+                chain_block::<V, R, 8>(lo, hi, a0, b, x, y, out, u);
                 b += 8;
             }
-            if b + 4 <= nb {
-                chain_block::<V, 4>(nk, a, b, x, y, out, u);
-                b += 4;
-            }
-            if b + 2 <= nb {
-                chain_block::<V, 2>(nk, a, b, x, y, out, u);
-                b += 2;
-            }
-            if b < nb {
-                chain_block::<V, 1>(nk, a, b, x, y, out, u);
-            }
+        }
+        while b + 4 <= nb {
+            chain_block::<V, R, 4>(lo, hi, a0, b, x, y, out, u);
+            b += 4;
+        }
+        if b + 2 <= nb {
+            chain_block::<V, R, 2>(lo, hi, a0, b, x, y, out, u);
+            b += 2;
+        }
+        if b < nb {
+            chain_block::<V, R, 1>(lo, hi, a0, b, x, y, out, u);
         }
     }
 }
 
-/// `s = scale·Q·Kᵀ` (`nq × c`): the tile kernel's chains over the head width, then the scale
-/// when it is not 1.
+/// Rows `a0 .. a0 + rows` (`rows ≤ 4`) of a product: blocks of four rows on 64-byte vectors,
+/// of two on narrower ones (fewer registers), single rows for the rest.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows<V: SimdVec>(
+    a0: usize,
+    rows: usize,
+    nb: usize,
+    kr: impl Fn(usize) -> (usize, usize) + Copy,
+    x: Op<V::Elem>,
+    y: Op<V::Elem>,
+    out: Op<V::Elem>,
+    u: usize,
+) {
+    unsafe {
+        let mut a = a0;
+        let end = a0 + rows;
+        if wide::<V>() && a + 4 <= end {
+            row_block::<V, 4>(a, nb, kr, x, y, out, u);
+            a += 4;
+        }
+        while a + 2 <= end {
+            row_block::<V, 2>(a, nb, kr, x, y, out, u);
+            a += 2;
+        }
+        if a < end {
+            row_block::<V, 1>(a, nb, kr, x, y, out, u);
+        }
+    }
+}
+
+/// Query rows per block of the fused passes.
+const ROWS: usize = 4;
+
+/// `out(a, b) = Σ_{k ∈ kr(a)} x(a, k)·y(k, b)` for `a < na`, `b < nb(a)` (chains as in
+/// [`chain_block`]; a block of rows computes the columns of its last row, `nb` nondecreasing),
+/// on the lanes at offset `u`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn product<V: SimdVec>(
+    na: usize,
+    nb: impl Fn(usize) -> usize,
+    kr: impl Fn(usize) -> (usize, usize) + Copy,
+    x: Op<V::Elem>,
+    y: Op<V::Elem>,
+    out: Op<V::Elem>,
+    u: usize,
+) {
+    unsafe {
+        for a0 in (0..na).step_by(ROWS) {
+            let n = ROWS.min(na - a0);
+            rows::<V>(a0, n, nb(a0 + n - 1), kr, x, y, out, u);
+        }
+    }
+}
+
+/// Rows `i0 .. i0 + n` of the unscaled scores `s = Q·Kᵀ` (row `i` on at least its `cnt[i]`
+/// keys): the tile kernel's chains over the head width. The callers apply the scale when it
+/// is not 1, as the tile kernel does, on their first pass over each row.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn scores<V: SimdVec>(
     x: Dims,
+    i0: usize,
+    n: usize,
     u: usize,
-    scale: V::Elem,
     qt: *const V::Elem,
     kt: *const V::Elem,
     s: *mut V::Elem,
@@ -116,20 +227,26 @@ unsafe fn scores<V: SimdVec>(
         let q = op(qt, x.d, 1);
         let k = op(kt, 1, x.d);
         let so = op(s.cast_const(), x.c, 1);
-        product::<V>(x.nq, x.c, x.d, q, k, so, u);
-        if scale != V::Elem::ONE {
-            let vs = V::splat(scale);
-            for i in 0..x.nq * x.c {
-                let o = s.add(i * GROUP + u);
-                V::load(o).mul(vs).store(o);
-            }
+        rows::<V>(i0, n, x.cnt(i0 + n - 1), |_| (0, x.d), q, k, so, u);
+    }
+}
+
+/// `v·scale`, skipped when the scale is 1 (as the tile kernel skips it).
+#[inline(always)]
+unsafe fn scaled<V: SimdVec>(v: V, scale: V, one: bool) -> V {
+    unsafe {
+        if one {
+            v
+        } else {
+            v.mul(scale)
         }
     }
 }
 
-/// Forward of one group: scores, the online-softmax update from the empty state (running max
-/// −∞, sum 0; `s` becomes `exp(s − m)`), and the unnormalised output `acc = P·V`; `m` and `l`
-/// get the running max and sum per row. The caller divides by `l` and forms `lse`.
+/// Forward of one group, a block of query rows at a time: scores, the online-softmax update
+/// from the empty state (running max −∞, sum 0; `s` becomes `exp(s − m)`), and the
+/// unnormalised output `acc = P·V`; `m` and `l` get the running max and sum per row. The
+/// caller divides by `l` and forms `lse`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn forward_body<V: SimdVec>(
@@ -147,31 +264,39 @@ unsafe fn forward_body<V: SimdVec>(
         let zero = V::splat(V::Elem::ZERO);
         let ninf = V::splat(V::Elem::NEG_INFINITY);
         let lowest = V::splat(-V::Elem::MAX);
+        let (one, vs) = (scale == V::Elem::ONE, V::splat(scale));
         for u in (0..GROUP).step_by(V::LANES) {
-            scores::<V>(x, u, scale, qt, kt, s);
-            for i in 0..x.nq {
-                let row = s.add(i * x.c * GROUP + u);
-                let mut mt = ninf;
-                for j in 0..x.c {
-                    mt = V::load(row.add(j * GROUP)).max(mt);
+            for i0 in (0..x.nq).step_by(ROWS) {
+                let n = ROWS.min(x.nq - i0);
+                scores::<V>(x, i0, n, u, qt, kt, s);
+                for i in i0..i0 + n {
+                    let row = s.add(i * x.c * GROUP + u);
+                    let ci = x.cnt(i);
+                    let mut mt = ninf;
+                    for j in 0..ci {
+                        let o = row.add(j * GROUP);
+                        let v = scaled(V::load(o), vs, one);
+                        v.store(o);
+                        mt = v.max(mt);
+                    }
+                    let m_new = mt.max(ninf);
+                    let shift = m_new.max(lowest);
+                    let alpha = ninf.sub(shift).exp();
+                    let mut sum = zero;
+                    for j in 0..ci {
+                        let o = row.add(j * GROUP);
+                        let e = V::load(o).sub(shift).exp();
+                        e.store(o);
+                        sum = sum.add(e);
+                    }
+                    zero.fma(alpha, sum).store(l.add(i * GROUP + u));
+                    m_new.store(m.add(i * GROUP + u));
                 }
-                let m_new = mt.max(ninf);
-                let shift = m_new.max(lowest);
-                let alpha = ninf.sub(shift).exp();
-                let mut sum = zero;
-                for j in 0..x.c {
-                    let o = row.add(j * GROUP);
-                    let e = V::load(o).sub(shift).exp();
-                    e.store(o);
-                    sum = sum.add(e);
-                }
-                zero.fma(alpha, sum).store(l.add(i * GROUP + u));
-                m_new.store(m.add(i * GROUP + u));
+                let p = op(s.cast_const(), x.c, 1);
+                let v = op(vt, x.dv, 1);
+                let o = op(acc.cast_const(), x.dv, 1);
+                rows::<V>(i0, n, x.dv, |i| (0, x.cnt(i)), p, v, o, u);
             }
-            let p = op(s.cast_const(), x.c, 1);
-            let v = op(vt, x.dv, 1);
-            let o = op(acc.cast_const(), x.dv, 1);
-            product::<V>(x.nq, x.dv, x.c, p, v, o, u);
         }
     }
 }
@@ -190,13 +315,17 @@ unsafe fn probs_body<V: SimdVec>(
     p: *mut V::Elem,
 ) {
     unsafe {
+        let (one, vs) = (scale == V::Elem::ONE, V::splat(scale));
         for u in (0..GROUP).step_by(V::LANES) {
-            scores::<V>(x, u, scale, qt, kt, p);
-            for i in 0..x.nq {
-                let vl = V::load(lse.add(i * GROUP + u));
-                for j in 0..x.c {
-                    let o = p.add((i * x.c + j) * GROUP + u);
-                    V::load(o).sub(vl).exp().store(o);
+            for i0 in (0..x.nq).step_by(ROWS) {
+                let n = ROWS.min(x.nq - i0);
+                scores::<V>(x, i0, n, u, qt, kt, p);
+                for i in i0..i0 + n {
+                    let vl = V::load(lse.add(i * GROUP + u));
+                    for j in 0..x.cnt(i) {
+                        let o = p.add((i * x.c + j) * GROUP + u);
+                        scaled(V::load(o), vs, one).sub(vl).exp().store(o);
+                    }
                 }
             }
         }
@@ -205,9 +334,10 @@ unsafe fn probs_body<V: SimdVec>(
 simd_variants!(pub(super) probs_body, probs_d, (x: Dims, scale: E, qt: *const E, kt: *const E,
     lse: *const E, p: *mut E) -> ());
 
-/// Backward, second half, from the probabilities `p`: `dV = Pᵀ·dO` (chains over query rows in
-/// order), `dP = dO·Vᵀ`, `dS = P ∘ (dP − D)`, `dQ = dS·K` (chains over keys), `dK = dSᵀ·Q`
-/// (chains over query rows), each from zero; the caller applies the scale to `dQ` and `dK`.
+/// Backward, second half, from the probabilities `p`: `dV = Pᵀ·dO` (chains over the query
+/// rows that see the key, in order), `dP = dO·Vᵀ`, `dS = P ∘ (dP − D)`, `dQ = dS·K` (chains
+/// over the row's keys), `dK = dSᵀ·Q` (chains as `dV`), each from zero; the caller applies the
+/// scale to `dQ` and `dK`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn grads_body<V: SimdVec>(
@@ -225,28 +355,34 @@ unsafe fn grads_body<V: SimdVec>(
         let [dq, dk, dvv] = g;
         let (nq, c, d, dv) = (x.nq, x.c, x.d, x.dv);
         for u in (0..GROUP).step_by(V::LANES) {
-            let pt = op(p, 1, c);
             let dor = op(dot, dv, 1);
-            let out = op(dvv.cast_const(), dv, 1);
-            product::<V>(c, dv, nq, pt, dor, out, u);
             let vcol = op(vt, 1, dv);
             let dso = op(ds.cast_const(), c, 1);
-            product::<V>(nq, c, dv, dor, vcol, dso, u);
-            for i in 0..nq {
-                let vd = V::load(dd.add(i * GROUP + u));
-                for j in 0..c {
-                    let o = ds.add((i * c + j) * GROUP + u);
-                    let pv = V::load(p.add((i * c + j) * GROUP + u));
-                    pv.mul(V::load(o).sub(vd)).store(o);
-                }
-            }
             let krow = op(kt, d, 1);
-            let out = op(dq.cast_const(), d, 1);
-            product::<V>(nq, d, c, dso, krow, out, u);
+            let dqo = op(dq.cast_const(), d, 1);
+            // The row-wise products a block of query rows at a time (its dP and dS rows are
+            // still in the first-level cache for dQ).
+            for i0 in (0..nq).step_by(ROWS) {
+                let n = ROWS.min(nq - i0);
+                rows::<V>(i0, n, x.cnt(i0 + n - 1), |_| (0, dv), dor, vcol, dso, u);
+                for i in i0..i0 + n {
+                    let vd = V::load(dd.add(i * GROUP + u));
+                    for j in 0..x.cnt(i) {
+                        let o = ds.add((i * c + j) * GROUP + u);
+                        let pv = V::load(p.add((i * c + j) * GROUP + u));
+                        pv.mul(V::load(o).sub(vd)).store(o);
+                    }
+                }
+                rows::<V>(i0, n, d, |i| (0, x.cnt(i)), dso, krow, dqo, u);
+            }
+            let seen = |j| (x.first(j), nq);
+            let pt = op(p, 1, c);
+            let out = op(dvv.cast_const(), dv, 1);
+            product::<V>(c, |_| dv, seen, pt, dor, out, u);
             let dst = op(ds.cast_const(), 1, c);
             let qrow = op(qt, d, 1);
             let out = op(dk.cast_const(), d, 1);
-            product::<V>(c, d, nq, dst, qrow, out, u);
+            product::<V>(c, |_| d, seen, dst, qrow, out, u);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The lane-batched path against the tile kernel, bit for bit.
 
-use super::{applies, DISABLED, MAX_KEYS};
+use super::{applies, DISABLED, MAX_CAUSAL_KEYS, MAX_KEYS};
 use crate::problem::Problem;
 use crate::{Attention, Isa, Mask, Par};
 use efa_num::Real;
@@ -63,7 +63,9 @@ fn grid<T: Real>(isa: Isa) {
     let mut rng = StdRng::seed_from_u64(7);
     // (B, H, Nq, Nk, D, Dv): the synthetic model's shapes (one query and all five), widths
     // around the vector lengths, one key, a full group of keys, the fewest heads, several
-    // groups with a partial last one, the most queries, and empty head widths and key sets.
+    // groups with a partial last one, the most queries, and empty head widths and key sets;
+    // then causal only: the attention bench's short shape, the most queries and keys, more
+    // keys than queries and fewer.
     let shapes = [
         (64, 2, 5, 5, 16, 16),
         (64, 2, 1, 5, 16, 16),
@@ -75,16 +77,35 @@ fn grid<T: Real>(isa: Isa) {
         (16, 1, 3, 4, 0, 5),
         (16, 1, 3, 4, 5, 0),
         (16, 1, 3, 0, 5, 5),
+        (17, 2, 50, 50, 16, 16),
+        (16, 1, crate::BLOCK_Q, MAX_CAUSAL_KEYS, 8, 9),
+        (20, 1, 33, 40, 5, 7),
+        (8, 2, 20, 17, 16, 16),
     ];
     for (n, &(b, h, nq, nk, d, dv)) in shapes.iter().enumerate() {
         let q = rand4::<T>([b, h, nq, d], 2.0, &mut rng);
         let k = rand4::<T>([b, h, nk, d], 2.0, &mut rng);
         let v = rand4::<T>([b, h, nk, dv], 1.0, &mut rng);
         let lens: Vec<usize> = (0..b).map(|i| (i * 7 + n) % (nk + 1)).collect();
-        for (mname, mask) in [
+        let causal = [
+            ("causal", Mask::causal()),
+            ("causal lengths", Mask::causal().key_lengths(lens.clone())),
+            ("causal -3", Mask::causal().causal_offset(-3)),
+            (
+                "causal +4 lengths",
+                Mask::causal().causal_offset(4).key_lengths(lens.clone()),
+            ),
+        ];
+        let uniform = [
             ("none", Mask::none()),
             ("lengths", Mask::none().key_lengths(lens.clone())),
-        ] {
+        ];
+        let masks = if nk <= MAX_KEYS {
+            uniform.iter().chain(&causal)
+        } else {
+            [].iter().chain(&causal)
+        };
+        for (mname, mask) in masks {
             for (scale, par) in [(None, Par::Rayon), (Some(-0.7), Par::Sequential)] {
                 let mut args = Attention::new(q.view(), k.view(), v.view())
                     .mask(mask.clone())
@@ -201,7 +222,7 @@ fn thread_count_does_not_change_the_bits() {
 }
 
 #[test]
-fn the_path_applies_only_to_short_uniform_masks() {
+fn the_path_applies_only_to_short_prefix_masks() {
     let mut rng = StdRng::seed_from_u64(1);
     let x = rand4::<f64>([8, 2, 4, 3], 1.0, &mut rng);
     let long = rand4::<f64>([8, 2, MAX_KEYS + 1, 3], 1.0, &mut rng);
@@ -213,9 +234,20 @@ fn the_path_applies_only_to_short_uniform_masks() {
         .mask(Mask::none().key_lengths([4, 0, 1, 2, 3, 4, 0, 1]))));
     assert!(!yes(&Attention::new(many.view(), x.view(), x.view())));
     assert!(!yes(&Attention::new(few.view(), few.view(), few.view())));
-    assert!(!yes(
+    assert!(yes(
         &Attention::new(x.view(), x.view(), x.view()).mask(Mask::causal())
     ));
+    let causal_long = rand4::<f64>([8, 2, MAX_CAUSAL_KEYS, 3], 1.0, &mut rng);
+    let causal_longer = rand4::<f64>([8, 2, MAX_CAUSAL_KEYS + 1, 3], 1.0, &mut rng);
+    for (k, fits) in [(&causal_long, true), (&causal_longer, false)] {
+        let args = Attention::new(x.view(), k.view(), k.view()).mask(Mask::causal());
+        assert_eq!(yes(&args), fits);
+    }
+    assert!(!yes(&Attention::new(
+        x.view(),
+        causal_long.view(),
+        causal_long.view()
+    )));
     assert!(!yes(
         &Attention::new(x.view(), x.view(), x.view()).mask(Mask::none().exclude_self())
     ));
