@@ -98,10 +98,10 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
         }
         for k in jl..jh {
             let xv: [V; R] = std::array::from_fn(|r| V::load(x.at(a0 + r, k, u)));
-            for t in 0..N {
-                let yv = V::load(y.at(k, b0 + t, u));
-                for r in 0..R {
-                    acc[r][t] = xv[r].fma(yv, acc[r][t]);
+            let yv: [V; N] = std::array::from_fn(|t| V::load(y.at(k, b0 + t, u)));
+            for (acc, &xv) in acc.iter_mut().zip(&xv) {
+                for (s, &yv) in acc.iter_mut().zip(&yv) {
+                    *s = xv.fma(yv, *s);
                 }
             }
         }
