@@ -341,19 +341,8 @@ fn group_forward<T: Real>(
                 sc.l.as_mut_ptr().cast())
         });
     }
-    // o = acc·(1/l) on every lane, then the lanes of rows without a positive sum replaced
-    // (rows without keys included: their l is 0).
-    if g.c > 0 {
-        for i in 0..nq {
-            let inv: [T; GROUP] = std::array::from_fn(|k| T::ONE / sc.l[i * GROUP + k]);
-            for e in 0..dv {
-                let row = &mut sc.acc[(i * dv + e) * GROUP..(i * dv + e + 1) * GROUP];
-                for (a, &f) in row.iter_mut().zip(&inv) {
-                    *a *= f;
-                }
-            }
-        }
-    }
+    // The body left o = acc·(1/l) on every lane; the lanes of rows without a positive sum
+    // are replaced (rows without keys included: their l is 0).
     for (lane, &bh) in bhs.iter().enumerate() {
         for i in 0..nq {
             let l = if g.c > 0 && sc.cnt[i] > 0 {

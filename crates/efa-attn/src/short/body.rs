@@ -244,9 +244,9 @@ unsafe fn scaled<V: SimdVec>(v: V, scale: V, one: bool) -> V {
 }
 
 /// Forward of one group, a block of query rows at a time: scores, the online-softmax update
-/// from the empty state (running max −∞, sum 0; `s` becomes `exp(s − m)`), and the
-/// unnormalised output `acc = P·V`; `m` and `l` get the running max and sum per row. The
-/// caller divides by `l` and forms `lse`.
+/// from the empty state (running max −∞, sum 0; `s` becomes `exp(s − m)`), the unnormalised
+/// output `P·V` and `acc` = that times `1/l`; `m` and `l` get the running max and sum per
+/// row. The caller forms `lse` and fixes the rows whose sum is not positive.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn forward_body<V: SimdVec>(
@@ -296,6 +296,15 @@ unsafe fn forward_body<V: SimdVec>(
                 let v = op(vt, x.dv, 1);
                 let o = op(acc.cast_const(), x.dv, 1);
                 rows::<V>(i0, n, x.dv, |i| (0, x.cnt(i)), p, v, o, u);
+                // o = acc·(1/l) on every lane (the caller replaces the lanes whose sum is not
+                // positive).
+                for i in i0..i0 + n {
+                    let inv = V::splat(V::Elem::ONE).div(V::load(l.add(i * GROUP + u)));
+                    for e in 0..x.dv {
+                        let at = acc.add((i * x.dv + e) * GROUP + u);
+                        V::load(at).mul(inv).store(at);
+                    }
+                }
             }
         }
     }

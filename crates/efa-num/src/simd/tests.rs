@@ -423,3 +423,71 @@ fn tails_stay_inside_the_slice() {
         }
     }
 }
+
+/// `div` of every vector type gives the bits of the scalar division, lane by lane: random
+/// values, signed zeros, infinities, NaN, subnormals and quotients that overflow or underflow.
+#[test]
+fn vector_division_is_the_scalar_division() {
+    fn check<V: SimdVec>(isa: Isa)
+    where
+        V::Elem: Real,
+    {
+        if !isa.is_supported() {
+            return;
+        }
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e-310,
+            1e-40,
+            3e38,
+            1e300,
+            7.0,
+        ];
+        let mut a: Vec<f64> = values(64, 3, -10.0, 10.0);
+        let mut b: Vec<f64> = values(64, 4, -2.0, 2.0);
+        for (i, &x) in specials.iter().enumerate() {
+            for (j, &y) in specials.iter().enumerate() {
+                a.push(x * if (i + j) % 2 == 0 { 1.0 } else { -1.0 });
+                b.push(y);
+            }
+        }
+        while !a.len().is_multiple_of(V::LANES) {
+            a.push(1.0);
+            b.push(3.0);
+        }
+        let (a, b): (Vec<V::Elem>, Vec<V::Elem>) = (conv(&a), conv(&b));
+        let mut got = vec![V::Elem::ZERO; a.len()];
+        for c in (0..a.len()).step_by(V::LANES) {
+            // SAFETY: the instruction set is supported; each chunk has LANES elements.
+            unsafe {
+                V::load(a[c..].as_ptr())
+                    .div(V::load(b[c..].as_ptr()))
+                    .store(got[c..].as_mut_ptr())
+            };
+        }
+        for ((&x, &y), &g) in a.iter().zip(&b).zip(&got) {
+            let want = x / y;
+            assert!(
+                want.to_f64().to_bits() == g.to_f64().to_bits() || (want.is_nan() && g.is_nan()),
+                "{} {}: {x:e} / {y:e} = {g:e}, scalar {want:e}",
+                isa.name(),
+                V::Elem::NAME
+            );
+        }
+    }
+    check::<Lane<f32>>(Isa::Scalar);
+    check::<Lane<f64>>(Isa::Scalar);
+    #[cfg(target_arch = "x86_64")]
+    {
+        check::<Avx2F32>(Isa::Avx2);
+        check::<Avx2F64>(Isa::Avx2);
+        check::<Avx512F32>(Isa::Avx512);
+        check::<Avx512F64>(Isa::Avx512);
+    }
+}

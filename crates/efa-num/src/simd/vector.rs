@@ -119,6 +119,8 @@ pub unsafe trait SimdVec: Copy {
     unsafe fn sub(self, b: Self) -> Self;
     /// Lane-wise `a · b`.
     unsafe fn mul(self, b: Self) -> Self;
+    /// Lane-wise `a / b` (correctly rounded, as the scalar division).
+    unsafe fn div(self, b: Self) -> Self;
     /// Lane-wise `a · b + c` with one rounding.
     unsafe fn fma(self, b: Self, c: Self) -> Self;
     /// Lane-wise maximum; returns `b` when either is NaN (x86 `max` semantics).
@@ -228,6 +230,10 @@ macro_rules! impl_lane {
                 Lane(self.0 * b.0)
             }
             #[inline(always)]
+            unsafe fn div(self, b: Self) -> Self {
+                Lane(self.0 / b.0)
+            }
+            #[inline(always)]
             unsafe fn fma(self, b: Self, c: Self) -> Self {
                 Lane(self.0.mul_add(b.0, c.0))
             }
@@ -299,7 +305,7 @@ mod x86 {
 
     macro_rules! common {
         ($w:ident, $t:ident, $n:expr, $set1:ident, $loadu:ident, $storeu:ident, $add:ident,
-         $sub:ident, $mul:ident, $fma:ident, $max:ident, $min:ident) => {
+         $sub:ident, $mul:ident, $div:ident, $fma:ident, $max:ident, $min:ident) => {
             type Elem = $t;
             const LANES: usize = $n;
             #[inline(always)]
@@ -325,6 +331,10 @@ mod x86 {
             #[inline(always)]
             unsafe fn mul(self, b: Self) -> Self {
                 unsafe { $w($mul(self.0, b.0)) }
+            }
+            #[inline(always)]
+            unsafe fn div(self, b: Self) -> Self {
+                unsafe { $w($div(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn fma(self, b: Self, c: Self) -> Self {
@@ -382,6 +392,7 @@ mod x86 {
             _mm256_add_ps,
             _mm256_sub_ps,
             _mm256_mul_ps,
+            _mm256_div_ps,
             _mm256_fmadd_ps,
             _mm256_max_ps,
             _mm256_min_ps
@@ -422,6 +433,7 @@ mod x86 {
             _mm256_add_pd,
             _mm256_sub_pd,
             _mm256_mul_pd,
+            _mm256_div_pd,
             _mm256_fmadd_pd,
             _mm256_max_pd,
             _mm256_min_pd
@@ -463,6 +475,7 @@ mod x86 {
             _mm512_add_ps,
             _mm512_sub_ps,
             _mm512_mul_ps,
+            _mm512_div_ps,
             _mm512_fmadd_ps,
             _mm512_max_ps,
             _mm512_min_ps
@@ -518,6 +531,7 @@ mod x86 {
             _mm512_add_pd,
             _mm512_sub_pd,
             _mm512_mul_pd,
+            _mm512_div_pd,
             _mm512_fmadd_pd,
             _mm512_max_pd,
             _mm512_min_pd
