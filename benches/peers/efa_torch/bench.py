@@ -172,9 +172,13 @@ def time_attention(variant, b, h, n, d, causal, reps):
         out = f(qg, kg, vg)
         torch.autograd.grad(out, (qg, kg, vg), g)
 
-    for _ in range(2):
-        fwd()
-        fwdbwd()
+    # As `efa bench attention`: each of the two at least twice and for at least 0.3 s untimed,
+    # so the threads are awake and the cores at their steady clock.
+    for f_warm in (fwd, fwdbwd):
+        t1, calls = time.perf_counter(), 0
+        while calls < 2 or time.perf_counter() - t1 < 0.3:
+            f_warm()
+            calls += 1
     warm_s = time.perf_counter() - t0
     fl = flops.attention(b, h, n, d, causal)
     fwd_ms = median_ms(reps, fwd)

@@ -103,6 +103,22 @@ fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
     t[t.len() / 2]
 }
 
+/// Seconds of untimed calls before a timing: the pool's threads awake and the cores at their
+/// steady clock (two calls of a sub-millisecond kernel left the second thread's first timed
+/// calls slow, and a 20-call median measured that instead of the kernel).
+const WARM_UP_S: f64 = 0.3;
+
+/// Calls `f` at least twice and for at least [`WARM_UP_S`] seconds; the first error stops it.
+fn warm_up<E>(mut f: impl FnMut() -> Result<(), E>) -> Result<(), E> {
+    let start = Instant::now();
+    let mut calls = 0;
+    while calls < 2 || start.elapsed().as_secs_f64() < WARM_UP_S {
+        f()?;
+        calls += 1;
+    }
+    Ok(())
+}
+
 /// Deterministic values in [-1, 1) (a fixed linear congruential sequence).
 fn filled<T: efa_num::Real>(shape: [usize; 4], seed: u64) -> Array4<T> {
     let mut s = seed
@@ -135,9 +151,7 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
     let err = |e: efa_attn::AttnError| CliError::new(e.to_string());
     let flops = args.forward_flops().map_err(err)? as f64;
     let fwd = || args.forward();
-    for _ in 0..2 {
-        fwd().map_err(err)?;
-    }
+    warm_up(|| fwd().map(|_| ())).map_err(err)?;
     let fwd_ms = median_ms(a.reps, || {
         std::hint::black_box(fwd().expect("checked in warm-up"));
     });
@@ -146,9 +160,7 @@ fn time_attention<T: efa_num::Real>(a: &AttentionArgs, mask: &Mask) -> Result<Ti
             let out = fwd()?;
             args.backward(out.view(), g.view(), None)
         };
-        for _ in 0..2 {
-            step().map_err(err)?;
-        }
+        warm_up(|| step().map(|_| ())).map_err(err)?;
         Some(median_ms(a.reps, || {
             std::hint::black_box(step().expect("checked in warm-up"));
         }))
