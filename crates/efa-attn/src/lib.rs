@@ -14,7 +14,9 @@
 //! Two schedules compute the same bits: query × key tiles per head (any length and mask),
 //! and, for at most 64 queries and 16 keys under key-length masks (the synthetic model's 5
 //! positions) or 64 keys under causal ones, 16 heads side by side in the vector lanes
-//! (`short.rs`), where a tile would be mostly padding or masked triangle.
+//! (`short.rs`), where a tile would be mostly padding or masked triangle. (Causal, with an
+//! infinite or NaN input, the tile kernel may also carry NaN to rows of a 16-query group that
+//! do not see the key holding it; the lane schedule reads visible pairs only.)
 //!
 //! One call is an [`Attention`] value (inputs, mask, scale, scheduling, SIMD variant) run by
 //! [`Attention::forward`] → [`AttnOut`] `{ o, lse }` and [`Attention::backward`] →

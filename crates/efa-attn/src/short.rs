@@ -14,8 +14,13 @@
 //! online-softmax state; `P·V`, `dV`, `dK`, `dQ`, `dP` as chains in the tile kernel's index
 //! order; `D` by the same dot product; the same division, logarithm and scaling on output.
 //! Under a causal mask the chains run over the visible pairs only, where the tile kernel
-//! also adds the exact zeros of hidden ones (`0·x`, which leaves a sum unchanged). The tests
-//! compare the two paths bit for bit on every SIMD variant, f32 and f64.
+//! also adds the zero terms `0·x` of hidden pairs inside its 16-query groups. With finite
+//! inputs those leave every sum unchanged (up to the sign of a sum that is exactly −0, which
+//! takes an underflow), so the bits are the same. With an infinite or NaN value, key or query
+//! the tile kernel's `0·x` can carry NaN to rows of the group that do not see that key; this
+//! path never reads a hidden pair, so a non-finite input reaches exactly the outputs whose
+//! visible pairs read it. The tests compare the two paths bit for bit on every SIMD variant,
+//! f32 and f64, and check that NaN pattern.
 
 mod body;
 #[cfg(test)]
@@ -108,7 +113,7 @@ fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
 
 /// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
 /// (K), `vt` (V) and `dot` (dO, backward); `s` the scores, then `exp(s − m)` (forward) or `P`
-/// (backward); `acc` the unnormalised output; `m`, `l` the running max and sum per row
+/// (backward); `acc` the output (`P·V` times `1/l`); `m`, `l` the running max and sum per row
 /// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
 /// `cnt` the keys each row sees and `first` the first row seeing each key.
 struct Scratch<T> {

@@ -257,7 +257,7 @@ fn the_path_applies_only_to_short_prefix_masks() {
 /// Probabilities in the subnormal range, where the vector widths' exponentials round
 /// differently (AVX-512 scales by 2ⁿ in one rounding, narrower vectors in two): the outputs
 /// of heads whose largest-score key has value 0 are sums of subnormal products only. Query
-/// counts put rows in the tile kernel's full and narrow column blocks.
+/// counts put rows in the tile kernel's full and narrow column blocks; unmasked and causal.
 #[test]
 fn subnormal_probabilities_keep_the_bits() {
     fn run<T: Real>(far: f64) {
@@ -284,17 +284,97 @@ fn subnormal_probabilities_keep_the_bits() {
                 })
             });
             for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
-                let args = Attention::new(q.view(), k.view(), v.view())
-                    .scale(scale)
-                    .isa(isa);
-                case(
-                    &args,
-                    5,
-                    &format!("subnormal {} {} nq{nq}", T::NAME, isa.name()),
-                );
+                for (mname, mask) in [("none", Mask::none()), ("causal", Mask::causal())] {
+                    let args = Attention::new(q.view(), k.view(), v.view())
+                        .mask(mask)
+                        .scale(scale)
+                        .isa(isa);
+                    case(
+                        &args,
+                        5,
+                        &format!("subnormal {} {} nq{nq} {mname}", T::NAME, isa.name()),
+                    );
+                }
             }
         }
     }
     run::<f32>(88.0);
     run::<f64>(709.0);
+}
+
+/// Causal masks with non-finite inputs (a NaN value element, an infinite key element, a NaN
+/// query element, each in its own head): the forward rows that cannot see the key holding the
+/// special value keep the bits of the same problem with that value made finite (a hidden key
+/// never reaches them), and the rows that see it keep the tile kernel's bits. In the backward
+/// the lane path carries NaN to no element the tile kernel leaves finite, and every element the
+/// tile kernel has finite carries its bits.
+#[test]
+fn causal_special_values_reach_only_the_rows_that_see_them() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let (b, h, n, d) = (10, 2, 30, 16);
+    let q = rand4::<f32>([b, h, n, d], 2.0, &mut rng);
+    let k = rand4::<f32>([b, h, n, d], 2.0, &mut rng);
+    let v = rand4::<f32>([b, h, n, d], 1.0, &mut rng);
+    let g = rand4::<f32>([b, h, n, d], 1.0, &mut rng);
+    // (tensor, batch row, head, row, column, value): the key row of `k`/`v` or query row of `q`.
+    let specials = [
+        ("v", 3, 1, 7, 2, f32::NAN),
+        ("k", 5, 0, 12, 0, f32::INFINITY),
+        ("q", 8, 1, 20, 3, f32::NAN),
+    ];
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        for &(t, bb, hh, r, c, x) in &specials {
+            let (mut qs, mut ks, mut vs) = (q.clone(), k.clone(), v.clone());
+            match t {
+                "q" => qs[[bb, hh, r, c]] = x,
+                "k" => ks[[bb, hh, r, c]] = x,
+                _ => vs[[bb, hh, r, c]] = x,
+            }
+            let what = format!("{} {t}[{bb},{hh},{r},{c}] = {x}", isa.name());
+            let args = Attention::new(qs.view(), ks.view(), vs.view())
+                .mask(Mask::causal())
+                .isa(isa);
+            let clean = Attention::new(q.view(), k.view(), v.view())
+                .mask(Mask::causal())
+                .isa(isa);
+            assert!(applies(&Problem::new(&args).unwrap()), "{what}");
+            let fast = args.forward().unwrap();
+            let slow = tiles(|| args.forward().unwrap());
+            let base = clean.forward().unwrap();
+            // Query row i sees keys 0..=i: a key row r reaches rows i ≥ r, a query row itself.
+            let sees = |i: usize| if t == "q" { i == r } else { i >= r };
+            let mut reached = 0;
+            for ((bi, hi, i, e), &o) in fast.o.indexed_iter() {
+                let want = if (bi, hi) == (bb, hh) && sees(i) {
+                    slow.o[[bi, hi, i, e]]
+                } else {
+                    base.o[[bi, hi, i, e]]
+                };
+                reached += usize::from(o.is_nan());
+                assert!(
+                    o.to_bits() == want.to_bits() || (o.is_nan() && want.is_nan()),
+                    "{what}: o[{bi},{hi},{i},{e}] = {o:e}, want {want:e}"
+                );
+            }
+            assert!(reached > 0, "{what}: the special value reached no output");
+            let a = args.backward(fast.view(), g.view(), None).unwrap();
+            let s = tiles(|| args.backward(slow.view(), g.view(), None).unwrap());
+            for (name, x, y) in [
+                ("dq", &a.dq, &s.dq),
+                ("dk", &a.dk, &s.dk),
+                ("dv", &a.dv, &s.dv),
+            ] {
+                for (i, (&x, &y)) in x.iter().zip(y.iter()).enumerate() {
+                    assert!(
+                        x.to_bits() == y.to_bits() || y.is_nan(),
+                        "{what}: {name} element {i}: {x:e} (lanes) vs {y:e} (tiles)"
+                    );
+                    assert!(
+                        !x.is_nan() || y.is_nan(),
+                        "{what}: {name} element {i}: NaN only in lanes"
+                    );
+                }
+            }
+        }
+    }
 }
