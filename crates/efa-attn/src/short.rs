@@ -445,8 +445,8 @@ fn group_backward<T: Real>(
         pack(p, &p.k, bhs, c, &mut sc.kt);
         pack(p, &p.v, bhs, c, &mut sc.vt);
         pack(p, &cx.d_o, bhs, nq, &mut sc.dot);
-        let mut minus_inf = false;
         let mut dd = [T::ZERO; crate::BLOCK_Q];
+        let mut dead = [false; crate::BLOCK_Q];
         for g in 0..GROUP {
             let bh = bhs[g.min(bhs.len() - 1)];
             let (oh, gh) = (p.head(&cx.o, bh), p.head(&cx.d_o, bh));
@@ -455,7 +455,7 @@ fn group_backward<T: Real>(
             let m = &mut sc.m;
             head3_each(&cx.lse, p.heads, bh, 0, nq, |i, x| {
                 m[i * GROUP + g] = x;
-                minus_inf |= x == T::NEG_INFINITY;
+                dead[i] |= x == T::NEG_INFINITY;
             });
             for (i, &x) in dd[..nq].iter().enumerate() {
                 sc.l[i * GROUP + g] = x;
@@ -463,31 +463,15 @@ fn group_backward<T: Real>(
         }
         let x = sc.dims(p, g, bhs[0]);
         let scale = p.scale;
-        let () = simd_by_kind!(T, E => unsafe {
-            // SAFETY: buffers sized by Scratch::new for nq queries and c ≤ nk keys; the
-            // variant is supported.
-            body::probs_d::<E>(p.isa, x, *(&scale as *const T).cast::<E>(),
-                sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.m.as_ptr().cast(),
-                sc.s.as_mut_ptr().cast())
-        });
-        if minus_inf {
-            // Rows whose lse is −∞ have P = 0 (the tile kernel's probabilities).
-            for g in 0..GROUP {
-                for i in 0..nq {
-                    if sc.m[i * GROUP + g] == T::NEG_INFINITY {
-                        for j in 0..sc.cnt[i] {
-                            sc.s[(i * c + j) * GROUP + g] = T::ZERO;
-                        }
-                    }
-                }
-            }
-        }
         let [gq, gk, gv] = &mut sc.g;
         let () = simd_by_kind!(T, E => unsafe {
-            // SAFETY: as above; the three outputs are distinct buffers.
-            body::grads_d::<E>(p.isa, x, sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(),
-                sc.vt.as_ptr().cast(), sc.dot.as_ptr().cast(), sc.l.as_ptr().cast(),
-                sc.s.as_ptr().cast(), sc.ds.as_mut_ptr().cast(),
+            // SAFETY: buffers sized by Scratch::new for nq queries and c ≤ nk keys, `dead` for
+            // nq rows; the three outputs are distinct buffers; the variant is supported.
+            body::backward_d::<E>(p.isa, x, *(&scale as *const T).cast::<E>(),
+                (sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),
+                    sc.dot.as_ptr().cast()),
+                (sc.m.as_ptr().cast(), sc.l.as_ptr().cast(), dead.as_ptr()),
+                sc.s.as_mut_ptr().cast(), sc.ds.as_mut_ptr().cast(),
                 [gq.as_mut_ptr().cast(), gk.as_mut_ptr().cast(), gv.as_mut_ptr().cast()])
         });
     }

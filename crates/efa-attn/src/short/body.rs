@@ -312,67 +312,59 @@ unsafe fn forward_body<V: SimdVec>(
 simd_variants!(pub(super) forward_body, forward_d, (x: Dims, scale: E, qt: *const E, kt: *const E,
     vt: *const E, s: *mut E, acc: *mut E, m: *mut E, l: *mut E) -> ());
 
-/// Backward, first half: `P = exp(s − lse)` per row (the caller zeroes the rows whose `lse` is
-/// −∞, as the tile kernel does).
-#[inline(always)]
-unsafe fn probs_body<V: SimdVec>(
-    x: Dims,
-    scale: V::Elem,
-    qt: *const V::Elem,
-    kt: *const V::Elem,
-    lse: *const V::Elem,
-    p: *mut V::Elem,
-) {
-    unsafe {
-        let (one, vs) = (scale == V::Elem::ONE, V::splat(scale));
-        for u in (0..GROUP).step_by(V::LANES) {
-            for i0 in (0..x.nq).step_by(ROWS) {
-                let n = ROWS.min(x.nq - i0);
-                scores::<V>(x, i0, n, u, qt, kt, p);
-                for i in i0..i0 + n {
-                    let vl = V::load(lse.add(i * GROUP + u));
-                    for j in 0..x.cnt(i) {
-                        let o = p.add((i * x.c + j) * GROUP + u);
-                        scaled(V::load(o), vs, one).sub(vl).exp().store(o);
-                    }
-                }
-            }
-        }
-    }
-}
-simd_variants!(pub(super) probs_body, probs_d, (x: Dims, scale: E, qt: *const E, kt: *const E,
-    lse: *const E, p: *mut E) -> ());
-
-/// Backward, second half, from the probabilities `p`: `dV = Pᵀ·dO` (chains over the query
-/// rows that see the key, in order), `dP = dO·Vᵀ`, `dS = P ∘ (dP − D)`, `dQ = dS·K` (chains
-/// over the row's keys), `dK = dSᵀ·Q` (chains as `dV`), each from zero; the caller applies the
-/// scale to `dQ` and `dK`.
+/// The backward of one group, a block of query rows at a time: `P = exp(s − lse)` (rows whose
+/// `lse` is −∞ in some lane, flagged in `dead`, get `P = 0` in those lanes, as the tile kernel's
+/// probabilities), `dP = dO·Vᵀ`, `dS = P ∘ (dP − D)` and `dQ = dS·K` (chains over the row's
+/// keys); then `dV = Pᵀ·dO` and `dK = dSᵀ·Q` (chains over the query rows that see the key, in
+/// order); each product from zero. The caller applies the scale to `dQ` and `dK`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn grads_body<V: SimdVec>(
+unsafe fn backward_body<V: SimdVec>(
     x: Dims,
-    qt: *const V::Elem,
-    kt: *const V::Elem,
-    vt: *const V::Elem,
-    dot: *const V::Elem,
-    dd: *const V::Elem,
-    p: *const V::Elem,
+    scale: V::Elem,
+    (qt, kt, vt, dot): (
+        *const V::Elem,
+        *const V::Elem,
+        *const V::Elem,
+        *const V::Elem,
+    ),
+    (lse, dd, dead): (*const V::Elem, *const V::Elem, *const bool),
+    p: *mut V::Elem,
     ds: *mut V::Elem,
     g: [*mut V::Elem; 3],
 ) {
     unsafe {
         let [dq, dk, dvv] = g;
         let (nq, c, d, dv) = (x.nq, x.c, x.d, x.dv);
+        let (one, vs) = (scale == V::Elem::ONE, V::splat(scale));
         for u in (0..GROUP).step_by(V::LANES) {
             let dor = op(dot, dv, 1);
             let vcol = op(vt, 1, dv);
             let dso = op(ds.cast_const(), c, 1);
             let krow = op(kt, d, 1);
             let dqo = op(dq.cast_const(), d, 1);
-            // The row-wise products a block of query rows at a time (its dP and dS rows are
-            // still in the first-level cache for dQ).
+            // The row-wise work a block of query rows at a time (its P, dP and dS rows are
+            // still in the first-level cache for the next step).
             for i0 in (0..nq).step_by(ROWS) {
                 let n = ROWS.min(nq - i0);
+                scores::<V>(x, i0, n, u, qt, kt, p);
+                for i in i0..i0 + n {
+                    let vl = V::load(lse.add(i * GROUP + u));
+                    let row = p.add(i * c * GROUP + u);
+                    for j in 0..x.cnt(i) {
+                        let o = row.add(j * GROUP);
+                        scaled(V::load(o), vs, one).sub(vl).exp().store(o);
+                    }
+                    if *dead.add(i) {
+                        for lane in 0..V::LANES {
+                            if *lse.add(i * GROUP + u + lane) == V::Elem::NEG_INFINITY {
+                                for j in 0..x.cnt(i) {
+                                    *row.add(j * GROUP + lane) = V::Elem::ZERO;
+                                }
+                            }
+                        }
+                    }
+                }
                 rows::<V>(i0, n, x.cnt(i0 + n - 1), |_| (0, dv), dor, vcol, dso, u);
                 for i in i0..i0 + n {
                     let vd = V::load(dd.add(i * GROUP + u));
@@ -385,7 +377,7 @@ unsafe fn grads_body<V: SimdVec>(
                 rows::<V>(i0, n, d, |i| (0, x.cnt(i)), dso, krow, dqo, u);
             }
             let seen = |j| (x.first(j), nq);
-            let pt = op(p, 1, c);
+            let pt = op(p.cast_const(), 1, c);
             let out = op(dvv.cast_const(), dv, 1);
             product::<V>(c, |_| dv, seen, pt, dor, out, u);
             let dst = op(ds.cast_const(), 1, c);
@@ -395,5 +387,6 @@ unsafe fn grads_body<V: SimdVec>(
         }
     }
 }
-simd_variants!(pub(super) grads_body, grads_d, (x: Dims, qt: *const E, kt: *const E, vt: *const E,
-    dot: *const E, dd: *const E, p: *const E, ds: *mut E, g: [*mut E; 3]) -> ());
+simd_variants!(pub(super) backward_body, backward_d, (x: Dims, scale: E,
+    ins: (*const E, *const E, *const E, *const E), rows: (*const E, *const E, *const bool),
+    p: *mut E, ds: *mut E, g: [*mut E; 3]) -> ());
