@@ -23,6 +23,7 @@
 //! f32 and f64, and check that NaN pattern.
 
 mod body;
+mod scratch;
 #[cfg(test)]
 mod tests;
 
@@ -30,9 +31,9 @@ use crate::backward::d_rows;
 use crate::micro::PAD;
 use crate::problem::{head3_each, run_tasks_min, Problem};
 use crate::{AttnGrads, AttnOut, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
-use body::Dims;
 use efa_num::{simd, simd_by_kind, Real};
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
+use scratch::{Reused, Scratch};
 use std::mem::MaybeUninit;
 
 /// Heads per group: the lanes of the widest vector in f32 (narrower vectors take several
@@ -109,70 +110,6 @@ fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
         start += n;
     }
     (heads, out)
-}
-
-/// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
-/// (K), `vt` (V) and `dot` (dO, backward); `s` the scores, then `exp(s − m)` (forward) or `P`
-/// (backward); `acc` the output (`P·V` times `1/l`); `m`, `l` the running max and sum per row
-/// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
-/// `cnt` the keys each row sees and `first` the first row seeing each key.
-struct Scratch<T> {
-    cnt: Vec<usize>,
-    first: Vec<usize>,
-    qt: Vec<T>,
-    kt: Vec<T>,
-    vt: Vec<T>,
-    s: Vec<T>,
-    acc: Vec<T>,
-    m: Vec<T>,
-    l: Vec<T>,
-    dot: Vec<T>,
-    ds: Vec<T>,
-    g: [Vec<T>; 3],
-}
-
-impl<T: Real> Scratch<T> {
-    fn new(p: &Problem<T>, backward: bool) -> Self {
-        let z = |n: usize| vec![T::ZERO; n * GROUP];
-        let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
-        let b = |n: usize| if backward { z(n) } else { Vec::new() };
-        Scratch {
-            cnt: vec![0; nq],
-            first: vec![0; nk],
-            qt: z(nq * d),
-            kt: z(nk * d),
-            vt: z(nk * dv),
-            s: z(nq * nk),
-            acc: z(if backward { 0 } else { nq * dv }),
-            m: z(nq),
-            l: z(nq),
-            dot: b(nq * dv),
-            ds: b(nq * nk),
-            g: [b(nq * d), b(nk * d), b(nk * dv)],
-        }
-    }
-
-    /// The group's visible key counts per row and first rows per key (the same for every head
-    /// of the group), as [`Dims`] for the bodies.
-    fn dims(&mut self, p: &Problem<T>, g: Group, bh: usize) -> Dims {
-        p.rules.counts(bh / p.heads, 0, 0, p.nk, &mut self.cnt);
-        debug_assert!(self.cnt.is_sorted() && self.cnt[p.nq - 1] == g.c);
-        let mut i = 0;
-        for (j, f) in self.first[..g.c].iter_mut().enumerate() {
-            while self.cnt[i] <= j {
-                i += 1;
-            }
-            *f = i;
-        }
-        Dims {
-            nq: p.nq,
-            c: g.c,
-            d: p.d,
-            dv: p.dv,
-            cnt: self.cnt.as_ptr(),
-            first: self.first.as_ptr(),
-        }
-    }
 }
 
 /// `dst[(r·cols + c)·GROUP + g] = x_g[r, c]` for `r < rows`, `c < cols` and the heads `x_g`
@@ -308,7 +245,7 @@ pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
         p.par,
         groups,
         1,
-        || Scratch::new(p, false),
+        || Reused::get(p, false),
         |sc, g| group_forward(p, sc, g, &heads[g.start..g.start + g.n], op, lp),
     );
     // SAFETY: the groups cover every head once and `group_forward` writes all its elements.
@@ -410,7 +347,7 @@ pub(crate) fn backward<'v, T: Real>(
         p.par,
         groups,
         1,
-        || Scratch::new(p, true),
+        || Reused::get(p, true),
         |sc, g| group_backward(&ctx, sc, g, &heads[g.start..g.start + g.n], ptrs),
     );
     // SAFETY: the groups cover every head once and `group_backward` writes all its elements.

@@ -378,3 +378,70 @@ fn causal_special_values_reach_only_the_rows_that_see_them() {
         }
     }
 }
+
+/// A job reuses the scratch a previous job of the same shape left on its thread: a problem run
+/// after an unmasked one full of non-finite values (whose scratch then holds NaN and ∞ in
+/// every slot) gives the bits it gives on a thread with no spare scratch, forward and
+/// backward, causal and not.
+#[test]
+fn reused_scratch_keeps_the_bits() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let shape = [20, 2, 12, 16];
+    let (q, k, v, g) = (
+        rand4::<f32>(shape, 2.0, &mut rng),
+        rand4::<f32>(shape, 2.0, &mut rng),
+        rand4::<f32>(shape, 1.0, &mut rng),
+        rand4::<f32>(shape, 1.0, &mut rng),
+    );
+    let junk = Array4::from_shape_fn(shape, |(b, h, i, c)| match (b + h + i + c) % 3 {
+        0 => f32::NAN,
+        1 => f32::INFINITY,
+        _ => -3e38,
+    });
+    for mask in [Mask::none(), Mask::causal()] {
+        let run = |before: Option<&Array4<f32>>| {
+            if let Some(x) = before {
+                // Unmasked: every score, probability and gradient slot of the scratch written.
+                let args = Attention::new(x.view(), x.view(), x.view()).par(Par::Sequential);
+                let out = args.forward().unwrap();
+                let _ = args.backward(out.view(), x.view(), None).unwrap();
+            }
+            let args = Attention::new(q.view(), k.view(), v.view())
+                .mask(mask.clone())
+                .par(Par::Sequential);
+            let out = args.forward().unwrap();
+            let gr = args.backward(out.view(), g.view(), None).unwrap();
+            (out, gr)
+        };
+        let (fresh, reused) = std::thread::scope(|s| {
+            let a = s.spawn(|| run(None)).join().unwrap();
+            let b = s.spawn(|| run(Some(&junk))).join().unwrap();
+            (a, b)
+        });
+        same_bits(
+            &reused.0.o,
+            &fresh.0.o,
+            "reused (left) vs fresh (right) scratch: o",
+        );
+        same_bits(
+            &reused.0.lse,
+            &fresh.0.lse,
+            "reused (left) vs fresh (right) scratch: lse",
+        );
+        same_bits(
+            &reused.1.dq,
+            &fresh.1.dq,
+            "reused (left) vs fresh (right) scratch: dq",
+        );
+        same_bits(
+            &reused.1.dk,
+            &fresh.1.dk,
+            "reused (left) vs fresh (right) scratch: dk",
+        );
+        same_bits(
+            &reused.1.dv,
+            &fresh.1.dv,
+            "reused (left) vs fresh (right) scratch: dv",
+        );
+    }
+}
