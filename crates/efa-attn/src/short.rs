@@ -135,8 +135,7 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
             // faults, whatever the address).
             for b in base {
                 let ahead = b.wrapping_offset((r + PREFETCH_ROWS) as isize * s[2]);
-                // SAFETY: prefetching has no effect on memory.
-                unsafe { prefetch(ahead) };
+                simd::prefetch(ahead);
             }
             for cb in (0..cols).step_by(16) {
                 let src = std::array::from_fn(|g| {
@@ -173,19 +172,6 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
 
 /// Rows ahead that [`pack`] prefetches in each head.
 const PREFETCH_ROWS: usize = 4;
-
-/// Brings the line holding `p` towards the first-level cache; any address is allowed.
-#[inline(always)]
-unsafe fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// The inverse of [`pack`] for the first `outs.len()` lanes: row `r < rows` of head `g` gets
 /// `src[(r·cols + c)·GROUP + g]` for `c < cols`, written at `outs[g] + r·cols + c` (each head's

@@ -5,7 +5,7 @@
 //! variant gives the bits of that loop: a vector lane is one element's running sum.
 
 use super::gather::NONE;
-use efa_num::simd::{Isa, SimdVec};
+use efa_num::simd::{prefetch, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 use rayon::prelude::*;
 
@@ -267,19 +267,6 @@ pub(crate) fn gather_rows<T: Real>(
 /// Rows ahead whose lines [`sum_block`] prefetches (the picked rows are scattered over the
 /// cotangent, so each is a likely cache miss).
 const AHEAD: usize = 8;
-
-/// Asks for the cache line at `p` (a hint: no effect on values).
-#[inline(always)]
-unsafe fn prefetch<E>(p: *const E) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Columns `[j, j + (NV − 1)·lanes + last)` of `dst`: `NV` running sums over the picked rows
 /// (the last `last ≤ lanes` wide), in one pass over the rows.

@@ -21,6 +21,21 @@ use std::sync::OnceLock;
 pub use vector::{Avx2F32, Avx2F64, Avx512F32, Avx512F64};
 pub use vector::{Lane, SimdElem, SimdVec};
 
+/// Asks for the cache line holding `p` in the first-level cache: a hint with no effect on any
+/// value, for any address (a prefetch never faults; nothing happens off x86-64).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86-64, and a prefetch neither faults nor changes memory,
+    // whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// An instruction-set variant of the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
