@@ -34,6 +34,7 @@ use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
+use out::{dq_dk_out, dv_out, pv_out};
 use std::mem::MaybeUninit;
 
 /// The shape of one sequence's attention (see the [module docs](self)).
@@ -406,18 +407,8 @@ fn forward_cols<T: Real>(
         // Pᵀ: per query column, the softmax over its visible keys with the row kernel's
         // operations in its order (one query per lane; the padding columns end as zeros).
         softmax_cols(isa, pk, ps, keys, nq);
-        let pk: &[T] = pk;
-        // O = P·V, P read through Pᵀ's strides: with whole padded head widths, straight from
-        // V's rows into O's rows.
-        if whole {
-            let c0 = h * s.dv;
-            let (b, c) = (&v.data[c0..], &mut o.data[c0..]);
-            product(isa, (nq, s.dv, keys), pk, 1, ps, b, v.ld, c, o.ld, T::ONE);
-        } else {
-            copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
-            product(isa, (nq, s.dv, keys), pk, 1, ps, vb, dvp, ob, dvp, T::ONE);
-            put_block(ob, dvp, nq, nq, &mut o, h * s.dv, s.dv);
-        }
+        // O = P·V, P read through Pᵀ's strides.
+        pv_out(isa, s, h, (pk, 1, ps), v, &mut o, (&mut *vb, &mut *ob));
     }
     Ok(())
 }
@@ -477,7 +468,6 @@ fn backward_cols<T: Real>(
     let isa = isa.or_scalar();
     let (ps, keys, nq, nk) = (cols_p_stride(s), s.keys, s.nq, s.nk);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
-    let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), dOᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dPᵀ
     // then dSᵀ (keys × ps) and one output block at a time.
     let whole = whole_heads(s);
@@ -496,7 +486,7 @@ fn backward_cols<T: Real>(
         }
         // Pᵀ's visible rows (keys × nq at stride ps).
         let pt = &p[h * nk * ps..h * nk * ps + keys * ps];
-        let (cv, ck) = (h * s.dv, h * s.dk);
+        let cv = h * s.dv;
         // forward computed O = P·V, so dV = Pᵀ·dO and dPᵀ = V·dOᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
         let (dob, ldo): (&[T], usize) = if whole {
@@ -505,14 +495,7 @@ fn backward_cols<T: Real>(
             copy_block(d_o, cv, s.dv, nq, dob, dvp);
             (dob, dvp)
         };
-        if whole {
-            let c = &mut dv.data[cv..];
-            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, c, dv.ld, T::ONE);
-            zero_rows(&mut dv, keys, nk, cv, s.dv);
-        } else {
-            product(isa, (keys, s.dv, nq), pt, ps, 1, dob, ldo, out, dvp, T::ONE);
-            put_block(out, dvp, keys, nk, &mut dv, cv, s.dv);
-        }
+        dv_out(isa, s, h, (pt, ps, 1), (dob, ldo), &mut dv, &mut *out);
         // dPᵀ = V·dOᵀ: each element the sum of dP = dO·Vᵀ (V's head read in place as A).
         transpose_block(isa, d_o, cv, s.dv, nq, dot, ps);
         product(
@@ -530,26 +513,23 @@ fn backward_cols<T: Real>(
         // forward computed P = softmax(S) per query, so dS = P ∘ (dP − Σⱼ P dP), here down
         // the columns of the transposes with the row kernel's operations and order.
         ds_cols(isa, pt, ds, ps, keys, nq);
-        // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
-        if whole {
-            let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
-            let c = &mut dq.data[ck..];
-            product(isa, (nq, s.dk, keys), ds, 1, ps, kb, k.ld, c, dq.ld, scale);
-            let c = &mut dk.data[ck..];
-            product(isa, (keys, s.dk, nq), ds, ps, 1, qb, q.ld, c, dk.ld, scale);
-            zero_rows(&mut dk, keys, nk, ck, s.dk);
-        } else {
-            copy_block(k, ck, s.dk, keys, kq, dkp);
-            product(isa, (nq, s.dk, keys), ds, 1, ps, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
-            copy_block(q, ck, s.dk, nq, kq, dkp);
-            product(isa, (keys, s.dk, nq), ds, ps, 1, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, keys, nk, &mut dk, ck, s.dk);
-        }
+        // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q (dSᵀ read
+        // through transposed strides).
+        let ds: &[T] = ds;
+        dq_dk_out(
+            isa,
+            s,
+            h,
+            (ds, 1, ps),
+            (q, k),
+            (&mut dq, &mut dk),
+            (&mut *kq, &mut *out),
+        );
     }
     Ok(())
 }
 
 mod by_rows;
+mod out;
 #[cfg(test)]
 mod tests;

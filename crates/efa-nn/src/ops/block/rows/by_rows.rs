@@ -3,7 +3,7 @@
 //! through scratch, [`softmax_rows`] and [`ds_rows`] between products. Used when there are
 //! too few queries to fill the column path's vector lanes (see [`RowsShape::p_transposed`]);
 //! it is also the bitwise reference of the column path's tests (the code as it was before
-//! that path, unchanged but for the names of the layout functions).
+//! that path; the output products, the same calls in both, are shared in `out.rs`).
 
 use super::*;
 use efa_attn::micro::{ds_rows, gemm_checked_into, softmax_rows};
@@ -76,27 +76,8 @@ pub(super) fn forward_uninit<T: Real>(
         let ph = unsafe { written(ph) };
         // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
         softmax_rows(isa, ph, ps, s.nq, keys);
-        let ph: &[T] = ph;
-        // O = P·V: with whole padded head widths, straight from V's rows into O's rows.
-        if whole {
-            let c0 = h * s.dv;
-            product(
-                isa,
-                (s.nq, s.dv, keys),
-                ph,
-                ps,
-                1,
-                &v.data[c0..],
-                v.ld,
-                &mut o.data[c0..],
-                o.ld,
-                T::ONE,
-            );
-        } else {
-            copy_block(v, h * s.dv, s.dv, keys, vb, dvp);
-            product(isa, (s.nq, s.dv, keys), ph, ps, 1, vb, dvp, ob, dvp, T::ONE);
-            put_block(ob, dvp, s.nq, s.nq, &mut o, h * s.dv, s.dv);
-        }
+        // O = P·V.
+        pv_out(isa, s, h, (ph, ps, 1), v, &mut o, (&mut *vb, &mut *ob));
     }
     Ok(())
 }
@@ -124,7 +105,6 @@ pub(super) fn backward<T: Real>(
     let isa = isa.or_scalar();
     let (ps, keys, nq) = (p_stride(s), s.keys, s.nq);
     let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
-    let scale = T::from_f64(s.scale);
     // Operands: dO (nq × dvp), Vᵀ (dv × ps), K (keys × dkp), Q (nq × dkp); products: dS
     // (nq × ps) and one output block at a time.
     let whole = whole_heads(s);
@@ -142,7 +122,7 @@ pub(super) fn backward<T: Real>(
             continue;
         }
         let ph = &p[h * nq * ps..(h + 1) * nq * ps];
-        let (cv, ck) = (h * s.dv, h * s.dk);
+        let cv = h * s.dv;
         // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
         let (dob, ldo): (&[T], usize) = if whole {
@@ -151,34 +131,22 @@ pub(super) fn backward<T: Real>(
             copy_block(d_o, cv, s.dv, nq, dob, dvp);
             (dob, dvp)
         };
-        if whole {
-            let c = &mut dv.data[cv..];
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, c, dv.ld, T::ONE);
-            zero_rows(&mut dv, keys, s.nk, cv, s.dv);
-        } else {
-            product(isa, (keys, s.dv, nq), ph, 1, ps, dob, ldo, out, dvp, T::ONE);
-            put_block(out, dvp, keys, s.nk, &mut dv, cv, s.dv);
-        }
+        dv_out(isa, s, h, (ph, 1, ps), (dob, ldo), &mut dv, &mut *out);
         transpose_block(isa, v, cv, s.dv, keys, vt, ps);
         product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
         ds_rows(isa, ph, ds, ps, nq, keys);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.
-        if whole {
-            let (kb, qb) = (&k.data[ck..], &q.data[ck..]);
-            let c = &mut dq.data[ck..];
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kb, k.ld, c, dq.ld, scale);
-            let c = &mut dk.data[ck..];
-            product(isa, (keys, s.dk, nq), ds, 1, ps, qb, q.ld, c, dk.ld, scale);
-            zero_rows(&mut dk, keys, s.nk, ck, s.dk);
-        } else {
-            copy_block(k, ck, s.dk, keys, kq, dkp);
-            product(isa, (nq, s.dk, keys), ds, ps, 1, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, nq, nq, &mut dq, ck, s.dk);
-            copy_block(q, ck, s.dk, nq, kq, dkp);
-            product(isa, (keys, s.dk, nq), ds, 1, ps, kq, dkp, out, dkp, scale);
-            put_block(out, dkp, keys, s.nk, &mut dk, ck, s.dk);
-        }
+        let ds: &[T] = ds;
+        dq_dk_out(
+            isa,
+            s,
+            h,
+            (ds, ps, 1),
+            (q, k),
+            (&mut dq, &mut dk),
+            (&mut *kq, &mut *out),
+        );
     }
     Ok(())
 }
