@@ -101,6 +101,19 @@ pub fn rel_err(analytic: f64, numeric: f64) -> f64 {
     }
 }
 
+/// A seeded, platform-independent stream of values uniform in `[0, 1)` (xorshift64 on the
+/// seed times the golden-ratio constant, 53 bits per value), for test inputs that must be the
+/// same on every machine without drawing from the OS.
+pub fn unit_values(seed: u64) -> impl Iterator<Item = f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    std::iter::repeat_with(move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
 /// Row-major multi-index of flat position `flat` in a tensor of shape `shape`.
 pub fn unravel(flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
@@ -117,6 +130,26 @@ pub fn unravel(flat: usize, shape: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_values_are_seeded_uniform_draws_in_the_unit_interval() {
+        let a: Vec<f64> = unit_values(7).take(20_000).collect();
+        assert_eq!(a, unit_values(7).take(20_000).collect::<Vec<_>>());
+        assert_ne!(a[..8], unit_values(8).take(8).collect::<Vec<_>>()[..]);
+        assert!(a.iter().all(|&u| (0.0..1.0).contains(&u)));
+        // Mean 1/2 and variance 1/12 of U[0, 1), within 5 standard errors.
+        let n = a.len() as f64;
+        let mean = a.iter().sum::<f64>() / n;
+        let var = a.iter().map(|u| (u - mean).powi(2)).sum::<f64>() / n;
+        assert!((mean - 0.5).abs() < 5.0 * (1.0 / 12.0 / n).sqrt(), "mean {mean}");
+        assert!((var - 1.0 / 12.0).abs() < 0.004, "variance {var}");
+        // Each decile holds about a tenth of the draws.
+        for d in 0..10 {
+            let lo = d as f64 / 10.0;
+            let k = a.iter().filter(|&&u| u >= lo && u < lo + 0.1).count() as f64;
+            assert!((k / n - 0.1).abs() < 0.01, "decile {d}: {k}");
+        }
+    }
 
     #[test]
     fn tolerance_bound_is_abs_plus_rel_times_numeric() {

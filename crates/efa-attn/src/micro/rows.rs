@@ -106,14 +106,9 @@ mod tests {
     use super::*;
 
     fn data<T: Real>(n: usize, seed: u64) -> Vec<T> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                T::from_f64((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-            })
+        efa_check::unit_values(seed)
+            .take(n)
+            .map(|u| T::from_f64(u * 2.0 - 1.0))
             .collect()
     }
 

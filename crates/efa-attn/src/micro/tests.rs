@@ -7,18 +7,13 @@ use efa_num::Real;
 
 /// Deterministic values in `[-lo, lo)` (xorshift), a few exact zeros and repeats among them.
 fn values<T: Real>(n: usize, seed: u64, lo: f64) -> Vec<T> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-            match i % 11 {
-                3 => T::ZERO,
-                7 => T::from_f64(lo * 0.5),
-                _ => T::from_f64((2.0 * u - 1.0) * lo),
-            }
+    efa_check::unit_values(seed)
+        .take(n)
+        .enumerate()
+        .map(|(i, u)| match i % 11 {
+            3 => T::ZERO,
+            7 => T::from_f64(lo * 0.5),
+            _ => T::from_f64((2.0 * u - 1.0) * lo),
         })
         .collect()
 }

@@ -252,14 +252,9 @@ mod tests {
     use super::*;
 
     fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-            })
+        efa_check::unit_values(seed)
+            .take(n)
+            .map(|u| u * 4.0 - 2.0)
             .collect()
     }
 

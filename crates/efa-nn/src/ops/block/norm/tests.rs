@@ -5,15 +5,9 @@ use super::*;
 
 /// Deterministic values in `[-s, s)` plus an offset (so the mean is not near 0).
 fn values<T: Real>(n: usize, seed: u64, s: f64, off: f64) -> Vec<T> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-            T::from_f64((2.0 * u - 1.0) * s + off)
-        })
+    efa_check::unit_values(seed)
+        .take(n)
+        .map(|u| T::from_f64((2.0 * u - 1.0) * s + off))
         .collect()
 }
 
