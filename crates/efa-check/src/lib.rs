@@ -141,7 +141,10 @@ mod tests {
         let n = a.len() as f64;
         let mean = a.iter().sum::<f64>() / n;
         let var = a.iter().map(|u| (u - mean).powi(2)).sum::<f64>() / n;
-        assert!((mean - 0.5).abs() < 5.0 * (1.0 / 12.0 / n).sqrt(), "mean {mean}");
+        assert!(
+            (mean - 0.5).abs() < 5.0 * (1.0 / 12.0 / n).sqrt(),
+            "mean {mean}"
+        );
         assert!((var - 1.0 / 12.0).abs() < 0.004, "variance {var}");
         // Each decile holds about a tenth of the draws.
         for d in 0..10 {
