@@ -34,7 +34,7 @@ use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
-use out::{dq_dk_out, dv_out, pv_out};
+use out::{dq_dk_out, dv_out, head_do, pv_out, zero_head_grads};
 use std::mem::MaybeUninit;
 
 /// The shape of one sequence's attention (see the [module docs](self)).
@@ -479,9 +479,7 @@ fn backward_cols<T: Real>(
     let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
     for h in 0..s.heads {
         if keys == 0 {
-            put_block(out, dvp, 0, nk, &mut dv, h * s.dv, s.dv);
-            put_block(out, dkp, 0, nk, &mut dk, h * s.dk, s.dk);
-            put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
+            zero_head_grads(s, h, (&mut dq, &mut dk, &mut dv), out);
             continue;
         }
         // Pᵀ's visible rows (keys × nq at stride ps).
@@ -489,12 +487,7 @@ fn backward_cols<T: Real>(
         let cv = h * s.dv;
         // forward computed O = P·V, so dV = Pᵀ·dO and dPᵀ = V·dOᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
-        let (dob, ldo): (&[T], usize) = if whole {
-            (&d_o.data[cv..], d_o.ld)
-        } else {
-            copy_block(d_o, cv, s.dv, nq, dob, dvp);
-            (dob, dvp)
-        };
+        let (dob, ldo) = head_do(s, h, d_o, &mut *dob);
         dv_out(isa, s, h, (pt, ps, 1), (dob, ldo), &mut dv, &mut *out);
         // dPᵀ = V·dOᵀ: each element the sum of dP = dO·Vᵀ (V's head read in place as A).
         transpose_block(isa, d_o, cv, s.dv, nq, dot, ps);

@@ -116,21 +116,14 @@ pub(super) fn backward<T: Real>(
     let out = grow(&mut scratch.e, part(nq.max(keys) * dkp.max(dvp)));
     for h in 0..s.heads {
         if keys == 0 {
-            put_block(out, dvp, 0, s.nk, &mut dv, h * s.dv, s.dv);
-            put_block(out, dkp, 0, s.nk, &mut dk, h * s.dk, s.dk);
-            put_block(out, dkp, 0, nq, &mut dq, h * s.dk, s.dk);
+            zero_head_grads(s, h, (&mut dq, &mut dk, &mut dv), out);
             continue;
         }
         let ph = &p[h * nq * ps..(h + 1) * nq * ps];
         let cv = h * s.dv;
         // forward computed O = P·V, so dV = Pᵀ·dO and dP = dO·Vᵀ. With whole padded head
         // widths the products read dO, K, Q and write dV, dQ, dK in place (same sums).
-        let (dob, ldo): (&[T], usize) = if whole {
-            (&d_o.data[cv..], d_o.ld)
-        } else {
-            copy_block(d_o, cv, s.dv, nq, dob, dvp);
-            (dob, dvp)
-        };
+        let (dob, ldo) = head_do(s, h, d_o, &mut *dob);
         dv_out(isa, s, h, (ph, 1, ps), (dob, ldo), &mut dv, &mut *out);
         transpose_block(isa, v, cv, s.dv, keys, vt, ps);
         product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);

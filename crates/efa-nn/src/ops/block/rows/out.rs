@@ -132,3 +132,35 @@ pub(super) fn dq_dk_out<T: Real>(
         put_block(out, dkp, keys, s.nk, dk, ck, s.dk);
     }
 }
+
+/// Head `h`'s columns `[h·dv, (h+1)·dv)` of the `nq` rows of `d_o` as a product operand:
+/// in place with whole padded head widths, otherwise copied into the padded scratch `dob`.
+pub(super) fn head_do<'a, T: Real>(
+    s: &RowsShape,
+    h: usize,
+    d_o: Rows<'a, T>,
+    dob: &'a mut [T],
+) -> (&'a [T], usize) {
+    let cv = h * s.dv;
+    if whole_heads(s) {
+        (&d_o.data[cv..], d_o.ld)
+    } else {
+        let dvp = padded(s.dv.max(1));
+        copy_block(d_o, cv, s.dv, s.nq, dob, dvp);
+        (dob, dvp)
+    }
+}
+
+/// Head `h`'s gradients when it sees no key: zeros in its columns of every row of `dq`, `dk`
+/// and `dv` (through the zeroed scratch `out`, as the other writes).
+pub(super) fn zero_head_grads<T: Real>(
+    s: &RowsShape,
+    h: usize,
+    (dq, dk, dv): (&mut RowsMut<T>, &mut RowsMut<T>, &mut RowsMut<T>),
+    out: &[T],
+) {
+    let (dkp, dvp) = (padded(s.dk.max(1)), padded(s.dv.max(1)));
+    put_block(out, dvp, 0, s.nk, dv, h * s.dv, s.dv);
+    put_block(out, dkp, 0, s.nk, dk, h * s.dk, s.dk);
+    put_block(out, dkp, 0, s.nq, dq, h * s.dk, s.dk);
+}
