@@ -8,6 +8,7 @@ use super::norm::{col_sums, ln_back_rows};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{
     assume_init, err, split, split_ref, tail_at, uninit, unpad, zeroed, Config, Dims, Saved,
+    Source,
 };
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -86,6 +87,9 @@ struct Ctx<'a, T> {
     isa: Isa,
     x: &'a [T],
     given: Option<[&'a [T]; 3]>,
+    /// The attention ran elsewhere ([`super::BlockQkv::Attended`]): its gradient is the
+    /// op's (in `dq`).
+    attended: bool,
     proj_t: Option<[Packed<T>; 3]>,
     wo_t: Packed<T>,
     w1_t: Packed<T>,
@@ -168,14 +172,16 @@ pub(super) fn run<T: Real>(
             dy.len()
         )));
     }
-    let t = tail_at(cfg.given);
-    let project = !cfg.given;
+    let t = tail_at(cfg.src);
+    let project = cfg.project();
+    let attended = cfg.src == Source::Attended;
     let cx = Ctx {
         cfg,
         dm,
         isa: simd::active(),
         x: v(0),
-        given: cfg.given.then(|| [v(1), v(2), v(3)]),
+        given: cfg.given().then(|| [v(1), v(2), v(3)]),
+        attended,
         proj_t: project.then(|| [1, 3, 5].map(|i| Packed::transposed(v(i), d, hk))),
         wo_t: Packed::transposed(v(t), hk, d),
         w1_t: Packed::transposed(v(t + 4), d, f),
@@ -183,13 +189,14 @@ pub(super) fn run<T: Real>(
         vecs: [v(t + 2), v(t + 3), v(t + 8)],
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let plen = cfg.shape(dm, 0).p_len();
+    let plen = cfg.p_len(dm);
     // Written or zeroed piece by piece by the chunks that own them (`Chunk::dx`).
     let mut dx = uninit::<T>(b * n * d);
-    let (mut dq, mut dk, mut dv) = if cfg.given {
-        (uninit(b * nq * hk), uninit(b * n * hk), uninit(b * n * hk))
-    } else {
-        (Vec::new(), Vec::new(), Vec::new())
+    // With the attention given, its gradient `da` `[B, Nq, H·K]` goes in `dq`.
+    let (mut dq, mut dk, mut dv) = match cfg.src {
+        Source::Given => (uninit(b * nq * hk), uninit(b * n * hk), uninit(b * n * hk)),
+        Source::Attended => (uninit(b * nq * hk), Vec::new(), Vec::new()),
+        Source::Project => (Vec::new(), Vec::new(), Vec::new()),
     };
     let per = Config::per_chunk(dm);
     // The lengths of the parameter gradients: each chunk returns its partial ones as one
@@ -274,7 +281,11 @@ pub(super) fn run<T: Real>(
     let mut out = vec![Some(
         ArrayD::from_shape_vec(IxDyn(&[b, n, d]), dx).expect("block: sizes"),
     )];
-    if cfg.given {
+    if attended {
+        out.push(Some(
+            ArrayD::from_shape_vec(IxDyn(&[b, nq, hk]), dq).expect("sizes"),
+        ));
+    } else if cfg.given() {
         out.push(Some(
             ArrayD::from_shape_vec(IxDyn(&[b, nq, hk]), dq).expect("sizes"),
         ));
@@ -431,8 +442,18 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         ldhk,
         false,
     );
+    if cx.attended {
+        // The attention's gradient is the op's: every row of `da` written.
+        let rows = c.dq.chunks_exact_mut(hk.max(1)).zip(dob.chunks_exact(ldhk));
+        for (out, g) in rows {
+            for (o, &g) in out.iter_mut().zip(g) {
+                o.write(g);
+            }
+        }
+        return residual_only(cx, dm, s0, rq, dz, c.dx, part);
+    }
     // Attention per sample, from the kept probabilities.
-    let plen = cx.cfg.shape(dm, s0).p_len();
+    let plen = cx.cfg.p_len(dm);
     let (dqb, dkb, dvb, ldg) = match cx.given {
         Some(_) => (dq_in, dk_in, dv_in, hk),
         None => (
@@ -478,15 +499,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     }
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let Some([wq_t, wk_t, wv_t]) = &cx.proj_t else {
-        // Given q, k, v: x reaches the output only through the residual at the query rows.
-        let dx = zeroed(c.dx);
-        for r in 0..rq {
-            let at = query_row(cx.cfg, dm, s0, r);
-            for (g, &v) in dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
-                *g += v;
-            }
-        }
-        return Ok(part);
+        return residual_only(cx, dm, s0, rq, dz, c.dx, part);
     };
     // forward computed q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v.
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
@@ -567,6 +580,28 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             for k in 0..d {
                 dx[at * d + k] += dxq[r * ldd + k] + dz[r * ldd + k];
             }
+        }
+    }
+    Ok(part)
+}
+
+/// Given `q, k, v` or `a`: `x` reaches the output only through the residual at the query
+/// rows, so `dx` is `dz` there and zero elsewhere. Returns the chunk's partial gradients.
+fn residual_only<T: Real>(
+    cx: &Ctx<T>,
+    dm: &Dims,
+    s0: usize,
+    rq: usize,
+    dz: &[T],
+    dx: &mut [MaybeUninit<T>],
+    part: Vec<T>,
+) -> Result<Vec<T>, TapeError> {
+    let (d, ldd) = (dm.d, ld(dm.d));
+    let dx = zeroed(dx);
+    for r in 0..rq {
+        let at = query_row(cx.cfg, dm, s0, r);
+        for (g, &v) in dx[at * d..(at + 1) * d].iter_mut().zip(&dz[r * ldd..]) {
+            *g += v;
         }
     }
     Ok(part)

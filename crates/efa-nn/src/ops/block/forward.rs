@@ -4,7 +4,7 @@
 use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
 use super::norm::ln_rows_into;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
-use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved};
+use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved, Source};
 use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -26,6 +26,8 @@ struct Ctx<'a, T> {
     x: &'a [T],
     /// Given `q, k, v`, or the packed projections `W_q` and `[W_k | W_v]` with their biases.
     given: Option<[&'a [T]; 3]>,
+    /// The attention output `a` `[B·Nq, H·K]` computed elsewhere ([`super::BlockQkv::Attended`]).
+    attended: Option<&'a [T]>,
     wq: Option<Packed<T>>,
     /// `b_q` and `[b_k | b_v]` with zero padding (the bias rows of `mm_bias_into`).
     bq: Vec<T>,
@@ -90,24 +92,26 @@ pub(super) fn run<T: Real>(
     let vals = slices(inputs);
     let v = |i: usize| vals[i].as_slice().expect("standard layout");
     let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
-    let t = tail_at(cfg.given);
+    let t = tail_at(cfg.src);
+    let project = cfg.project();
     let cx = Ctx {
         cfg,
         dm,
         isa: simd::active(),
         x: v(0),
-        given: cfg.given.then(|| [v(1), v(2), v(3)]),
-        wq: (!cfg.given).then(|| Packed::new(v(1), d, hk)),
-        bq: if cfg.given {
-            Vec::new()
-        } else {
+        given: cfg.given().then(|| [v(1), v(2), v(3)]),
+        attended: (cfg.src == Source::Attended).then(|| v(1)),
+        wq: project.then(|| Packed::new(v(1), d, hk)),
+        bq: if project {
             padded_bias(v(2))
-        },
-        wkv: (!cfg.given).then(|| Packed::side_by_side(v(3), v(5), d, hk)),
-        bkv: if cfg.given {
-            Vec::new()
         } else {
+            Vec::new()
+        },
+        wkv: project.then(|| Packed::side_by_side(v(3), v(5), d, hk)),
+        bkv: if project {
             padded_bias(&[v(4), v(6)].concat())
+        } else {
+            Vec::new()
         },
         wo: Packed::new(v(t), hk, d),
         w1: Packed::new(v(t + 4), d, f),
@@ -119,9 +123,8 @@ pub(super) fn run<T: Real>(
         eps: T::from_f64(cfg.eps),
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let plen = cfg.shape(dm, 0).p_len();
+    let plen = cfg.p_len(dm);
     let rq = b * nq;
-    let project = !cfg.given;
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
     // `uninit` and `Chunk`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
@@ -242,9 +245,15 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         debug_assert!(c.q.is_empty() && c.kv.is_empty());
         (&[], &[])
     };
-    // Attention per sample; probabilities kept.
-    let plen = cx.cfg.shape(dm, s0).p_len();
-    for i in 0..ns {
+    // Attention per sample; probabilities kept. Or the given attention output.
+    if let Some(a) = cx.attended {
+        let a = &a[s0 * nq * hk..(s0 + ns) * nq * hk];
+        for (o, a) in o.chunks_exact_mut(ldhk).zip(a.chunks_exact(hk.max(1))) {
+            o[..hk].copy_from_slice(a);
+        }
+    }
+    let plen = cx.cfg.p_len(dm);
+    for i in (0..ns).filter(|_| cx.attended.is_none()) {
         let shape = cx.cfg.shape(dm, s0 + i);
         let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
         let o = RowsMut {

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! qᵢ = xᵢ·W_q + b_q,  kⱼ = xⱼ·W_k + b_k,  vⱼ = xⱼ·W_v + b_v     (or given q, k, v)
-//! aᵢ = Σ_h softmax_{j<len_b}(scale·⟨qᵢₕ, kⱼₕ⟩)·vⱼₕ · W_o[h] + b_o
+//! aᵢ = Σ_h softmax_{j<len_b}(scale·⟨qᵢₕ, kⱼₕ⟩)·vⱼₕ · W_o[h] + b_o  (or the given Σ_h softmax·v)
 //! zᵢ = LN₁(xᵢ + aᵢ)
 //! yᵢ = LN₂(zᵢ + relu(zᵢ·W₁ + b₁)·W₂ + b₂)
 //! ```
@@ -76,6 +76,23 @@ pub enum BlockQkv {
         /// Values.
         v: Var,
     },
+    /// The attention itself computed elsewhere (e.g. by
+    /// [`TapeNn::shared_context_attention`](crate::TapeNn::shared_context_attention)): `a`
+    /// `[B, Nq, H·K]` is `Σ_h softmax(…)·v` of every query row, before the output projection.
+    /// The op runs the block from `a·W_o + b_o` on; `heads`, `scale` and `key_lengths` are
+    /// not used.
+    Attended {
+        /// Attention output before its projection.
+        a: Var,
+    },
+}
+
+/// Which [`BlockQkv`] a call was recorded with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Project,
+    Given,
+    Attended,
 }
 
 /// The parameters after the attention: output projection, first layer norm, feed-forward
@@ -133,7 +150,7 @@ struct Config {
     heads: usize,
     scale: f64,
     eps: f64,
-    given: bool,
+    src: Source,
     lengths: Option<Arc<[usize]>>,
     queries: Option<Arc<[usize]>>,
 }
@@ -153,12 +170,13 @@ struct Dims {
     f: usize,
 }
 
-/// Input positions: `x`, then the projection (6) or given `q, k, v` (3), then the tail (10).
-fn tail_at(given: bool) -> usize {
-    if given {
-        4
-    } else {
-        7
+/// Input positions: `x`, then the projection (6), the given `q, k, v` (3) or the attention
+/// output `a` (1), then the tail (10).
+fn tail_at(src: Source) -> usize {
+    match src {
+        Source::Project => 7,
+        Source::Given => 4,
+        Source::Attended => 2,
     }
 }
 
@@ -168,7 +186,7 @@ fn err(message: String) -> TapeError {
 
 impl Config {
     fn dims<T: Real>(&self, inputs: &[&ArrayD<T>]) -> Result<Dims, TapeError> {
-        let t = tail_at(self.given);
+        let t = tail_at(self.src);
         if inputs.len() != t + 10 {
             return Err(err(format!("{} inputs, expected {}", inputs.len(), t + 10)));
         }
@@ -199,14 +217,18 @@ impl Config {
                 )))
             }
         };
-        if self.given {
-            want(1, "q", &[b, nq, hk])?;
-            want(2, "k", &[b, n, hk])?;
-            want(3, "v", &[b, n, hk])?;
-        } else {
-            for (i, name) in [(1, "wq"), (3, "wk"), (5, "wv")] {
-                want(i, name, &[d, hk])?;
-                want(i + 1, &format!("b{}", &name[1..]), &[hk])?;
+        match self.src {
+            Source::Given => {
+                want(1, "q", &[b, nq, hk])?;
+                want(2, "k", &[b, n, hk])?;
+                want(3, "v", &[b, n, hk])?;
+            }
+            Source::Attended => want(1, "a", &[b, nq, hk])?,
+            Source::Project => {
+                for (i, name) in [(1, "wq"), (3, "wk"), (5, "wv")] {
+                    want(i, name, &[d, hk])?;
+                    want(i + 1, &format!("b{}", &name[1..]), &[hk])?;
+                }
             }
         }
         want(t + 1, "bo", &[d])?;
@@ -270,6 +292,24 @@ impl Config {
             dk: dm.kd,
             dv: dm.kd,
             scale: self.scale,
+        }
+    }
+
+    /// Queries, keys and values are given (not projected here).
+    fn given(&self) -> bool {
+        self.src == Source::Given
+    }
+
+    /// Projections run inside the op.
+    fn project(&self) -> bool {
+        self.src == Source::Project
+    }
+
+    /// The attention probabilities kept per sample (none when the attention ran elsewhere).
+    fn p_len(&self, dm: &Dims) -> usize {
+        match self.src {
+            Source::Attended => 0,
+            _ => self.shape(dm, 0).p_len(),
         }
     }
 
@@ -402,7 +442,7 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
     }
 
     /// Products as performed: the projections (`2·B·N·d·2HK + 2·B·Nq·d·HK` in projection
-    /// mode), attention (`2·H·Nq·len·2K` per sample), output projection
+    /// mode), attention (`2·H·Nq·len·2K` per sample, none with [`BlockQkv::Attended`]), output projection
     /// (`2·B·Nq·HK·d`) and feed-forward (`2·2·B·Nq·d·F`); backward twice each (both operand
     /// gradients of every product; `dQ, dK, dV, dP` for attention, whose probabilities are
     /// kept, not recomputed). Layer norms and element-wise work are not counted.
@@ -412,14 +452,17 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         };
         let g = efa_tape::stats::gemm_flops;
         let rq = dm.b * dm.nq;
-        let proj = if self.cfg.given {
-            0
-        } else {
+        let proj = if self.cfg.project() {
             g(1, dm.b * dm.n, 2 * dm.hk, dm.d) + g(1, rq, dm.hk, dm.d)
+        } else {
+            0
         };
-        let attn: u64 = (0..dm.b)
-            .map(|s| self.cfg.shape(&dm, s).forward_flops())
-            .sum();
+        let attn: u64 = match self.cfg.src {
+            Source::Attended => 0,
+            _ => (0..dm.b)
+                .map(|s| self.cfg.shape(&dm, s).forward_flops())
+                .sum(),
+        };
         let tail = g(1, rq, dm.d, dm.hk) + 2 * g(1, rq, dm.f, dm.d);
         let fwd = proj + attn + tail;
         if backward {
@@ -436,7 +479,7 @@ pub(crate) fn post_norm_block<T: Real>(
     blk: PostNormBlock,
 ) -> Result<Var, TapeError> {
     let mut inputs = vec![blk.x];
-    let given = match blk.qkv {
+    let src = match blk.qkv {
         BlockQkv::Project {
             wq,
             bq,
@@ -446,11 +489,15 @@ pub(crate) fn post_norm_block<T: Real>(
             bv,
         } => {
             inputs.extend([wq, bq, wk, bk, wv, bv]);
-            false
+            Source::Project
         }
         BlockQkv::Given { q, k, v } => {
             inputs.extend([q, k, v]);
-            true
+            Source::Given
+        }
+        BlockQkv::Attended { a } => {
+            inputs.push(a);
+            Source::Attended
         }
     };
     let t = blk.tail;
@@ -462,7 +509,7 @@ pub(crate) fn post_norm_block<T: Real>(
             heads: blk.heads,
             scale: blk.scale,
             eps: blk.eps,
-            given,
+            src,
             lengths: blk.key_lengths.map(Arc::from),
             queries: blk.queries.map(Arc::from),
         },

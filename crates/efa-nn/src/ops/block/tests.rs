@@ -10,30 +10,25 @@ use crate::TapeNn;
 use efa_attn::{Attention, Mask};
 use efa_tape::{audit_fused, AuditOptions};
 
-/// Modes: projection or given, every row or one query row per sample.
+/// Modes: projection, given `q, k, v` or given attention output, every row or one query row
+/// per sample.
 #[derive(Clone, Copy, Debug)]
 struct Mode {
-    given: bool,
+    src: Source,
     targets: bool,
 }
 
-const MODES: [Mode; 4] = [
-    Mode {
-        given: false,
-        targets: false,
-    },
-    Mode {
-        given: false,
-        targets: true,
-    },
-    Mode {
-        given: true,
-        targets: false,
-    },
-    Mode {
-        given: true,
-        targets: true,
-    },
+const fn m(src: Source, targets: bool) -> Mode {
+    Mode { src, targets }
+}
+
+const MODES: [Mode; 6] = [
+    m(Source::Project, false),
+    m(Source::Project, true),
+    m(Source::Given, false),
+    m(Source::Given, true),
+    m(Source::Attended, false),
+    m(Source::Attended, true),
 ];
 
 /// One problem: sizes, key lengths and query rows.
@@ -63,14 +58,18 @@ impl Case {
             (name.to_string(), rand_array(shape, k, lo, hi))
         };
         let mut v = vec![r("x", &[b, n, d], -1.5, 1.5)];
-        if mode.given {
-            v.push(r("q", &[b, nq, hk], -1.5, 1.5));
-            v.push(r("k", &[b, n, hk], -1.5, 1.5));
-            v.push(r("v", &[b, n, hk], -1.0, 1.0));
-        } else {
-            for name in ["q", "k", "v"] {
-                v.push(r(&format!("w{name}"), &[d, hk], -0.8, 0.8));
-                v.push(r(&format!("b{name}"), &[hk], -0.3, 0.3));
+        match mode.src {
+            Source::Given => {
+                v.push(r("q", &[b, nq, hk], -1.5, 1.5));
+                v.push(r("k", &[b, n, hk], -1.5, 1.5));
+                v.push(r("v", &[b, n, hk], -1.0, 1.0));
+            }
+            Source::Attended => v.push(r("a", &[b, nq, hk], -1.0, 1.0)),
+            Source::Project => {
+                for name in ["q", "k", "v"] {
+                    v.push(r(&format!("w{name}"), &[d, hk], -0.8, 0.8));
+                    v.push(r(&format!("b{name}"), &[hk], -0.3, 0.3));
+                }
             }
         }
         v.push(r("wo", &[hk, d], -0.6, 0.6));
@@ -87,24 +86,24 @@ impl Case {
     }
 
     fn args(&self, mode: Mode, v: &[Var]) -> PostNormBlock {
-        let t = tail_at(mode.given);
+        let t = tail_at(mode.src);
         PostNormBlock {
             x: v[0],
-            qkv: if mode.given {
-                BlockQkv::Given {
+            qkv: match mode.src {
+                Source::Given => BlockQkv::Given {
                     q: v[1],
                     k: v[2],
                     v: v[3],
-                }
-            } else {
-                BlockQkv::Project {
+                },
+                Source::Attended => BlockQkv::Attended { a: v[1] },
+                Source::Project => BlockQkv::Project {
                     wq: v[1],
                     bq: v[2],
                     wk: v[3],
                     bk: v[4],
                     wv: v[5],
                     bv: v[6],
-                }
+                },
             },
             tail: BlockTail {
                 wo: v[t],
@@ -129,7 +128,7 @@ impl Case {
     /// The same block from the tape's own ops.
     fn composed<T: Real>(&self, mode: Mode, t: &mut Tape<T>, v: &[Var]) -> Result<Var, TapeError> {
         let (b, d) = (self.b, self.d);
-        let tl = tail_at(mode.given);
+        let tl = tail_at(mode.src);
         let x = v[0];
         let xq = if mode.targets {
             let rows = t.gather_positions(x, &self.queries())?;
@@ -137,20 +136,24 @@ impl Case {
         } else {
             x
         };
-        let (q, k, vv) = if mode.given {
-            (v[1], v[2], v[3])
-        } else {
-            (
+        let (q, k, vv) = match mode.src {
+            Source::Given => (v[1], v[2], v[3]),
+            Source::Attended => (v[1], v[1], v[1]),
+            Source::Project => (
                 t.linear(xq, v[1], Some(v[2]))?,
                 t.linear(x, v[3], Some(v[4]))?,
                 t.linear(x, v[5], Some(v[6]))?,
-            )
+            ),
         };
-        let lengths = self.lengths.clone().unwrap_or(vec![self.n; b]);
-        let args = Attention::new(q, k, vv)
-            .mask(Mask::none().key_lengths(lengths))
-            .scale(1.0 / (self.kd as f64).sqrt());
-        let o = t.attention_heads(args, self.heads)?.o;
+        let o = if mode.src == Source::Attended {
+            v[1]
+        } else {
+            let lengths = self.lengths.clone().unwrap_or(vec![self.n; b]);
+            let args = Attention::new(q, k, vv)
+                .mask(Mask::none().key_lengths(lengths))
+                .scale(1.0 / (self.kd as f64).sqrt());
+            t.attention_heads(args, self.heads)?.o
+        };
         let a = t.linear(o, v[tl], Some(v[tl + 1]))?;
         let r = t.add(xq, a)?;
         let eps = T::from_f64(1e-3);
@@ -302,7 +305,7 @@ fn the_block_passes_the_finite_difference_audit_in_every_mode() {
                 heads: case.heads,
                 scale: 1.0 / (case.kd as f64).sqrt(),
                 eps: 1e-3,
-                given: mode.given,
+                src: mode.src,
                 lengths: case.lengths.clone().map(Arc::from),
                 queries: mode.targets.then(|| Arc::from(case.queries())),
             },
@@ -362,4 +365,15 @@ fn shapes_that_do_not_fit_are_errors_naming_the_tensor() {
     assert!(e.starts_with("fused:post_norm_block:"), "{e}");
     // w1 sets F = 3, so the bias of 7 no longer fits.
     assert!(e.contains("b1 must be [3], got [7]"), "{e}");
+    // A given attention output of the wrong width.
+    let mode = MODES[4];
+    let mut inputs = case.inputs(mode, 1);
+    inputs[1].1 = rand_array(&[3, 5, 5], 1, -1.0, 1.0);
+    let mut t = Tape::<f64>::new();
+    let v: Vec<Var> = inputs
+        .iter()
+        .map(|(n, x)| t.param(n, x.clone()).unwrap())
+        .collect();
+    let e = t.post_norm_block(case.args(mode, &v)).unwrap_err().to_string();
+    assert!(e.contains("a must be [3, 5, 6], got [3, 5, 5]"), "{e}");
 }
