@@ -8,7 +8,8 @@
 use crate::ops::attention::{Attention, AttnVars};
 use crate::ops::block::PostNormBlock;
 use crate::ops::gather::Part;
-use crate::ops::{attention, block, gather, linear, link, nll};
+use crate::ops::shared_attention::SharedContextAttention;
+use crate::ops::{attention, block, gather, linear, link, nll, shared_attention};
 use efa_expfam::Family;
 use efa_num::Real;
 use efa_tape::{Tape, TapeError, Var};
@@ -136,6 +137,20 @@ pub trait TapeNn<T: Real> {
     /// dividing `H·K`, key lengths above `N`, query rows not below `N`, a non-finite scale or
     /// a negative ε.
     fn post_norm_block(&mut self, blk: PostNormBlock) -> Result<Var, TapeError>;
+
+    /// Records attention for samples that share a group's rows up to one replaced row each
+    /// as a single node (formulas in the [module docs](crate::ops::shared_attention)):
+    /// base `a.q, a.k, a.v` `[G, N, H·K]`, replaced rows `a.q_t, a.k_t, a.v_t` `[B, H·K]` at
+    /// `a.target[s]` of group `a.group[s]`, keys `j < a.lengths[g]` visible → `o` `[B, N, H·K]`,
+    /// computed with leave-one-out sums per group (`O(N²·H·K)` per group plus `O(N·H·K)` per
+    /// sample). Inputs are recorded in the order `q, k, v, q_t, k_t, v_t`.
+    ///
+    /// # Errors
+    /// Shapes that do not fit together (naming the tensor and both shapes), `heads = 0` or not
+    /// dividing `H·K`, `group`, `target` or `lengths` of the wrong length, a group index not
+    /// below `G`, a length above `N`, a target not below its group's length (naming the
+    /// sample), a non-finite scale.
+    fn shared_context_attention(&mut self, a: SharedContextAttention) -> Result<Var, TapeError>;
 }
 
 impl<T: Real> TapeNn<T> for Tape<T> {
@@ -201,5 +216,9 @@ impl<T: Real> TapeNn<T> for Tape<T> {
 
     fn post_norm_block(&mut self, blk: PostNormBlock) -> Result<Var, TapeError> {
         block::post_norm_block(self, blk)
+    }
+
+    fn shared_context_attention(&mut self, a: SharedContextAttention) -> Result<Var, TapeError> {
+        shared_attention::shared_context_attention(self, a)
     }
 }

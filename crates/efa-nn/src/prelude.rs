@@ -3,8 +3,8 @@
 //! The tape's own types ([`Tape`], [`Var`], [`Grads`], [`FusedOp`], [`CloneFusedOp`],
 //! [`TapeError`], [`AuditOptions`], [`Real`]); the fused ops as methods ([`TapeNn`]) with
 //! their argument types ([`Part`], [`NONE`], [`Attention`], [`Mask`], [`Par`], [`AttnVars`],
-//! [`PostNormBlock`], [`BlockQkv`], [`BlockTail`]) and the exponential-family selector the
-//! nll and link ops take ([`Family`]); parameters ([`Params`], [`ParamSink`], [`InitKind`],
+//! [`PostNormBlock`], [`BlockQkv`], [`BlockTail`], [`SharedContextAttention`]) and the
+//! exponential-family selector the nll and link ops take ([`Family`]); parameters ([`Params`], [`ParamSink`], [`InitKind`],
 //! [`Initialiser`], [`Registrar`], [`Layout`], [`Counter`], [`ParamCount`]); the layers
 //! ([`DenseVars`], [`MlpVars`], [`LayerNormVars`], [`AttentionVars`]); and [`NnError`].
 
@@ -12,6 +12,7 @@ pub use crate::layers::{AttentionVars, DenseVars, LayerNormVars, MlpVars};
 pub use crate::ops::attention::{Attention, AttnVars, Mask, Par};
 pub use crate::ops::block::{BlockQkv, BlockTail, PostNormBlock};
 pub use crate::ops::gather::{Part, NONE};
+pub use crate::ops::shared_attention::SharedContextAttention;
 pub use crate::params::{
     Counter, InitKind, Initialiser, Layout, ParamCount, ParamSink, Params, Registrar,
 };

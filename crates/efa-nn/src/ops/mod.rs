@@ -8,7 +8,9 @@
 //! - [`nll`]: exponential-family negative log-likelihoods from `efa-expfam`, per row;
 //! - [`link`]: the families' links from a model output to natural parameters;
 //! - [`block`]: the post-norm transformer block as one node, with its attention kernel
-//!   ([`block::rows`]).
+//!   ([`block::rows`]);
+//! - [`shared_attention`]: attention for samples sharing a context up to one replaced row
+//!   each (per group leave-one-out sums), `shared_context_attention`.
 
 /// `fn $name<T: Real>(args) -> R` running `$body(args)` (an `#[inline(always)]` function)
 /// compiled for the instruction set `$isa` when the CPU supports it: the same code, with its
@@ -53,3 +55,4 @@ mod gather_rows;
 pub mod linear;
 pub mod link;
 pub mod nll;
+pub mod shared_attention;

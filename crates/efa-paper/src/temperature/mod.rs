@@ -121,7 +121,8 @@ pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
 
 /// EFA input of `days`: for each day, each city masked in turn (city order). Tokens are the
 /// city index of each position (tiled over lag days), `weights` the temperatures (the masked
-/// one 0), `values` the lag indicators, no padding.
+/// one 0), `values` the lag indicators, no padding; the sequence id (`group`) of a sample is
+/// its day's index.
 pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, PaperError> {
     let mut rows = Vec::with_capacity(days.len() * n_cities);
     for day in days {
@@ -148,7 +149,8 @@ pub fn efa_samples(days: &[TempDay], n_cities: usize) -> Result<Samples, PaperEr
         lengths: vec![w; n],
         pred_idx: rows.iter().map(|s| s.masked_idx).collect(),
         targets: Targets::Real(rows.iter().map(|s| s.target).collect()),
-        group: None,
+        // A day's samples share every input but their own target's.
+        group: Some((0..n).map(|r| r / n_cities.max(1)).collect()),
     })
 }
 
@@ -429,9 +431,8 @@ impl Experiment for Temperature {
                     if let (Some(st), ModelConfig::Efa(c)) = (&self.clean, &spec.model) {
                         spec.model = ModelConfig::Efa(st.sites(c.clone()));
                         spec.objective = st.objective();
-                        // Minibatches of whole days: a day's 44 targets share their inputs.
-                        let c = self.data.table.cities.len();
-                        spec.train.group = Some((0..spec.train.len()).map(|r| r / c).collect());
+                        // Minibatches of whole days (the samples' sequence ids): a day's 44
+                        // targets share their inputs.
                         spec.train_config.batching = Batching::Sequences;
                     }
                     if seeds.len() > 1 {

@@ -9,9 +9,12 @@
 //! runs its query (and everything after its attention) at the target rows only. What changes
 //! is how a block is computed: one node per block whose forward and backward run over
 //! cache-sized chunks of whole samples in parallel, on weights packed once per call, with the
-//! attention probabilities kept for the backward. The result is the same function up to
-//! round-off (tested against the general plan and the loop reference).
+//! attention probabilities kept for the backward. When a batch holds several targets of one
+//! context (a day of the temperature data), the first block's attention runs once per context
+//! with a leave-one-out correction per target (`shared.rs`). The result is the same function
+//! up to round-off (tested against the general plan and the loop reference).
 
+use super::shared::{first_block_attention, Contexts};
 use crate::batch::Samples;
 use crate::efa::continuous::Sharing;
 use crate::efa::inputs::Proj;
@@ -76,6 +79,11 @@ pub(crate) fn forward<T: Real>(
     let inputs = cfg.inputs(tape, vars, batch, None, Sharing::Distinct)?;
     let mut x = cfg.embed(tape, vars, &inputs)?;
     let last = vars.blocks.len().saturating_sub(1);
+    // Contexts shared by several targets (only a first block that is not the last uses them).
+    let shared = match last {
+        0 => None,
+        _ => Contexts::of(batch, &inputs.ids)?,
+    };
     for (l, block) in vars.blocks.iter().enumerate() {
         let targets = l == last;
         let qkv = if l == 0 {
@@ -89,6 +97,10 @@ pub(crate) fn forward<T: Real>(
                 let [k, v] =
                     cfg.table_projections(tape, vars, &inputs, &block.attn, [Proj::K, Proj::V])?;
                 BlockQkv::Given { q, k, v }
+            } else if let Some(cx) = shared.as_ref() {
+                // Several targets per context: the shared-context attention.
+                let a = first_block_attention(cfg, tape, vars, &inputs, &block.attn, batch, cx)?;
+                BlockQkv::Attended { a }
             } else {
                 let [q, k, v] = cfg.table_projections(
                     tape,

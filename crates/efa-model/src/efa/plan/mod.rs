@@ -22,6 +22,7 @@
 mod fold;
 mod fused;
 mod general;
+mod shared;
 mod stream;
 mod tabled;
 

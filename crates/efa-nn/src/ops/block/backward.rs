@@ -7,8 +7,7 @@ use super::forward::{query_rows, sample_qkv, slices};
 use super::norm::{col_sums, ln_back_rows};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{
-    assume_init, err, split, split_ref, tail_at, uninit, unpad, zeroed, Config, Dims, Saved,
-    Source,
+    assume_init, err, split, split_ref, tail_at, uninit, unpad, zeroed, Config, Dims, Saved, Source,
 };
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
@@ -90,6 +89,8 @@ struct Ctx<'a, T> {
     /// The attention ran elsewhere ([`super::BlockQkv::Attended`]): its gradient is the
     /// op's (in `dq`).
     attended: bool,
+    /// Row stride of the attention output `o` (saved, or the given `a`).
+    ldo: usize,
     proj_t: Option<[Packed<T>; 3]>,
     wo_t: Packed<T>,
     w1_t: Packed<T>,
@@ -165,7 +166,14 @@ pub(super) fn run<T: Real>(
     let dy = dy.as_standard_layout();
     let dy = dy.as_slice().expect("standard layout");
     let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
-    if dy.len() != b * nq * d || s.o.len() != b * nq * ld(hk) {
+    let attended = cfg.src == Source::Attended;
+    // The attention output: saved, or the given input (read in place).
+    let (o_all, ldo) = if attended {
+        (v(1), hk)
+    } else {
+        (&s.o[..], ld(hk))
+    };
+    if dy.len() != b * nq * d || o_all.len() != b * nq * ldo {
         return Err(err(format!(
             "backward: cotangent of {} elements or saved state for another shape (B = {b}, \
              Nq = {nq}, d = {d})",
@@ -174,7 +182,6 @@ pub(super) fn run<T: Real>(
     }
     let t = tail_at(cfg.src);
     let project = cfg.project();
-    let attended = cfg.src == Source::Attended;
     let cx = Ctx {
         cfg,
         dm,
@@ -182,6 +189,7 @@ pub(super) fn run<T: Real>(
         x: v(0),
         given: cfg.given().then(|| [v(1), v(2), v(3)]),
         attended,
+        ldo,
         proj_t: project.then(|| [1, 3, 5].map(|i| Packed::transposed(v(i), d, hk))),
         wo_t: Packed::transposed(v(t), hk, d),
         w1_t: Packed::transposed(v(t + 4), d, f),
@@ -208,7 +216,7 @@ pub(super) fn run<T: Real>(
             r(&s.q, nq * ldhk),
             r(&s.kv, n * ldkv),
             r(&s.p, plen),
-            r(&s.o, nq * ldhk),
+            r(o_all, nq * ldo),
         );
         let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
             r(&s.xhat1, nq * ldd),
@@ -429,7 +437,17 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     );
     // a = o·W_o + b_o: db_o = Σ dr, dW_o = oᵀ·dr, do = dr·W_oᵀ.
     col_sums(isa, pg[BO], dz, ldd, rq);
-    mm(isa, (hk, d, rq), c.o, (1, ldhk), dz, ldd, pg[WO], ldd, true);
+    mm(
+        isa,
+        (hk, d, rq),
+        c.o,
+        (1, cx.ldo),
+        dz,
+        ldd,
+        pg[WO],
+        ldd,
+        true,
+    );
     let dob = grow(dob, rq * ldhk);
     mm(
         isa,

@@ -130,7 +130,8 @@ pub(super) fn run<T: Real>(
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
     let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
     let mut sp = uninit::<T>(b * plen);
-    let mut so = uninit::<T>(rq * ldhk);
+    // The attention output, unless it is given (then the input is read in place).
+    let mut so = uninit::<T>(if cx.attended.is_some() { 0 } else { rq * ldhk });
     let mut sx1 = uninit::<T>(rq * ldd);
     let mut sr1 = uninit::<T>(rq);
     let mut sx2 = uninit::<T>(rq * ldd);
@@ -245,13 +246,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         debug_assert!(c.q.is_empty() && c.kv.is_empty());
         (&[], &[])
     };
-    // Attention per sample; probabilities kept. Or the given attention output.
-    if let Some(a) = cx.attended {
-        let a = &a[s0 * nq * hk..(s0 + ns) * nq * hk];
-        for (o, a) in o.chunks_exact_mut(ldhk).zip(a.chunks_exact(hk.max(1))) {
-            o[..hk].copy_from_slice(a);
-        }
-    }
+    // Attention per sample; probabilities kept (none when the attention output is given).
     let plen = cx.cfg.p_len(dm);
     for i in (0..ns).filter(|_| cx.attended.is_none()) {
         let shape = cx.cfg.shape(dm, s0 + i);
@@ -272,12 +267,16 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         )
         .map_err(|e| err(e.to_string()))?;
     }
-    // z = LN₁(x_q + o·W_o + b_o).
+    // z = LN₁(x_q + o·W_o + b_o), o the given attention output rows if any.
+    let (o, ldo) = match cx.attended {
+        Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
+        None => (&*o, ldhk),
+    };
     let pre = grow(pre, rq * ldd);
     residual_mm(
         isa,
         (rq, d, hk),
-        (o, ldhk),
+        (o, ldo),
         &cx.wo,
         (xq, d),
         &cx.bo,

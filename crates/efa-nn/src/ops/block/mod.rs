@@ -328,7 +328,8 @@ struct Saved<T> {
     kv: Vec<T>,
     /// Attention probabilities, `RowsShape::p_len` per sample.
     p: Vec<T>,
-    /// Attention output before its projection `[B·Nq, ld(H·K)]`.
+    /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
+    /// [`BlockQkv::Attended`]).
     o: Vec<T>,
     /// Normalised rows and reciprocal deviations of both layer norms.
     xhat1: Vec<T>,

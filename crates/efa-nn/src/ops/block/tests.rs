@@ -374,6 +374,9 @@ fn shapes_that_do_not_fit_are_errors_naming_the_tensor() {
         .iter()
         .map(|(n, x)| t.param(n, x.clone()).unwrap())
         .collect();
-    let e = t.post_norm_block(case.args(mode, &v)).unwrap_err().to_string();
+    let e = t
+        .post_norm_block(case.args(mode, &v))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("a must be [3, 5, 6], got [3, 5, 5]"), "{e}");
 }

@@ -1,0 +1,251 @@
+//! The forward: one task per group (its samples' outputs and saved state), each compiled for
+//! the active instruction set.
+
+use super::{
+    add_rows, axpy, by_group, direct_probs, loo_rows, pieces, standard, transpose_head, Config,
+    Dims, Saved, LOO_MIN,
+};
+use efa_num::simd::Isa;
+use efa_num::Real;
+use ndarray::{ArrayD, IxDyn};
+use rayon::prelude::*;
+
+/// What every group's task reads.
+struct Ctx<'a, T> {
+    cfg: &'a Config,
+    dm: Dims,
+    isa: Isa,
+    scale: T,
+    /// Inputs as row-major slices: `q, k, v` `[G, N, H·K]`, `q_t, k_t, v_t` `[B, H·K]`.
+    q: &'a [T],
+    k: &'a [T],
+    v: &'a [T],
+    qt: &'a [T],
+    kt: &'a [T],
+    vt: &'a [T],
+}
+
+/// One group's work: its samples (increasing) and the pieces of the outputs it writes.
+struct Task<'a, T> {
+    g: usize,
+    members: &'a [usize],
+    /// Per member: output rows `[N, H·K]`, and `r`, `p'`, flags `[N, H]`.
+    o: Vec<&'a mut [T]>,
+    r: Vec<&'a mut [T]>,
+    p: Vec<&'a mut [T]>,
+    direct: Vec<&'a mut [u8]>,
+    /// Base exponentials `[H, N, N]`.
+    e: &'a mut [T],
+}
+
+/// Per-thread scratch, sized for `N` positions of width `K`.
+#[derive(Default)]
+struct Scratch<T> {
+    /// Keys of one head, transposed `[K, N]`.
+    kt: Vec<T>,
+    /// Leave-one-out sums `A⁻` `[N, K]` and `Z⁻` `[N]`.
+    loo: Vec<T>,
+    zl: Vec<T>,
+    /// A direct row's probabilities `[N]`.
+    row: Vec<T>,
+    /// The members' replaced keys of one head, transposed `[K, M]`, and per member the
+    /// replaced key's score `s'`, then `exp(−|s' − m|)` `[M]`.
+    ktt: Vec<T>,
+    sp: Vec<T>,
+    ex: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn fit(&mut self, dm: &Dims, members: usize) {
+        let (n, kd) = (dm.n, dm.kd);
+        for (buf, len) in [
+            (&mut self.kt, kd * n),
+            (&mut self.loo, n * kd),
+            (&mut self.zl, n),
+            (&mut self.row, n),
+            (&mut self.ktt, kd * members),
+            (&mut self.sp, members),
+            (&mut self.ex, members),
+        ] {
+            if buf.len() != len {
+                buf.resize(len, T::ZERO);
+            }
+        }
+    }
+}
+
+/// The output `[B, N, H·K]` and the saved state.
+pub(super) fn run<T: Real>(
+    cfg: &Config,
+    dm: &Dims,
+    inputs: &[&ArrayD<T>],
+) -> (ArrayD<T>, Saved<T>) {
+    let (g, n, b, heads, hk) = (dm.g, dm.n, dm.b, dm.heads, dm.hk);
+    let x: Vec<_> = inputs.iter().map(|a| standard(a)).collect();
+    let cx = Ctx {
+        cfg,
+        dm: *dm,
+        isa: efa_num::simd::active(),
+        scale: T::from_f64(cfg.scale),
+        q: &x[0],
+        k: &x[1],
+        v: &x[2],
+        qt: &x[3],
+        kt: &x[4],
+        vt: &x[5],
+    };
+    let mut o = vec![T::ZERO; b * n * hk];
+    let mut s = Saved {
+        e: vec![T::ZERO; g * heads * n * n],
+        r: vec![T::ZERO; b * n * heads],
+        p: vec![T::ZERO; b * n * heads],
+        direct: vec![0u8; b * n * heads],
+    };
+    let members = cfg.members(g);
+    let tasks: Vec<Task<T>> = members
+        .iter()
+        .zip(by_group(&mut o, n * hk, &cfg.group, g))
+        .zip(by_group(&mut s.r, n * heads, &cfg.group, g))
+        .zip(by_group(&mut s.p, n * heads, &cfg.group, g))
+        .zip(by_group(&mut s.direct, n * heads, &cfg.group, g))
+        .zip(pieces(&mut s.e, heads * n * n, g))
+        .enumerate()
+        .map(|(gi, (((((m, o), r), p), direct), e))| Task {
+            g: gi,
+            members: m,
+            o,
+            r,
+            p,
+            direct,
+            e,
+        })
+        .collect();
+    tasks
+        .into_par_iter()
+        .for_each_init(Scratch::default, |sc, t| group(&cx, t, sc));
+    let o = ArrayD::from_shape_vec(IxDyn(&[b, n, hk]), o).expect("shared attention: sizes");
+    (o, s)
+}
+
+// One group, compiled for the active instruction set.
+isa_compiled!(group => group_body, cx.isa, (cx: &Ctx<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
+
+#[inline(always)]
+fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>) {
+    let dm = cx.dm;
+    let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
+    let len = cx.cfg.lengths[g];
+    let (scale, lo) = (cx.scale, T::from_f64(LOO_MIN));
+    let nm = t.members.len();
+    sc.fit(&dm, nm);
+    let base = g * n * hk;
+    let (qg, kg, vg) = (
+        &cx.q[base..base + n * hk],
+        &cx.k[base..base + n * hk],
+        &cx.v[base..base + n * hk],
+    );
+    let Scratch {
+        kt: ktr,
+        loo,
+        zl,
+        row,
+        ktt,
+        sp,
+        ex,
+    } = sc;
+    for h in 0..heads {
+        let c0 = h * kd;
+        // This head's keys, transposed, so the scores run along the keys.
+        transpose_head(kg, (hk, c0, kd), len, n, ktr);
+        for (mi, &s) in t.members.iter().enumerate() {
+            for (c, &x) in cx.kt[s * hk + c0..s * hk + c0 + kd].iter().enumerate() {
+                ktt[c * nm + mi] = x;
+            }
+        }
+        for i in 0..n {
+            let qi = &qg[i * hk + c0..i * hk + c0 + kd];
+            let e = &mut t.e[(h * n + i) * n..(h * n + i) * n + len];
+            // Base scores sⱼ = scale·⟨qᵢ, kⱼ⟩, their maximum and eⱼ = exp(sⱼ − m).
+            e.fill(T::ZERO);
+            for (c, &qc) in qi.iter().enumerate() {
+                axpy(qc, &ktr[c * n..c * n + len], e);
+            }
+            let mut m = T::NEG_INFINITY;
+            for x in e.iter_mut() {
+                *x *= scale;
+                if *x > m {
+                    m = *x;
+                }
+            }
+            for x in e.iter_mut() {
+                *x -= m;
+            }
+            efa_num::simd::exp_slice_with(cx.isa, e);
+            let e = &*e;
+            // Leave-one-out sums: suffixes first, then prefixes added in front.
+            let vrow = |j: usize| &vg[j * hk + c0..j * hk + c0 + kd];
+            loo_rows(len, kd, |j| e[j], vrow, loo);
+            let mut z = T::ZERO;
+            for j in (0..len).rev() {
+                zl[j] = z;
+                z += e[j];
+            }
+            z = T::ZERO;
+            for j in 0..len {
+                zl[j] = z + zl[j];
+                z += e[j];
+            }
+            // Every member's replaced-key score s' and exp(−|s' − m|), in one pass each.
+            sp.fill(T::ZERO);
+            for (c, &qc) in qi.iter().enumerate() {
+                axpy(qc, &ktt[c * nm..(c + 1) * nm], sp);
+            }
+            for (x, y) in sp.iter_mut().zip(ex.iter_mut()) {
+                *x *= scale;
+                *y = if *x <= m { *x - m } else { m - *x };
+            }
+            efa_num::simd::exp_slice_with(cx.isa, ex);
+            for (mi, &s) in t.members.iter().enumerate() {
+                let tg = cx.cfg.target[s];
+                let (at, idx) = (i * hk + c0, i * heads + h);
+                let out = &mut t.o[mi][at..at + kd];
+                let (kts, vts) = (&cx.kt[s * hk + c0..][..kd], &cx.vt[s * hk + c0..][..kd]);
+                let zm = zl[tg];
+                if tg == i || zm < lo || zm.is_nan() {
+                    // The sample's own query row, or a leave-one-out sum too small: directly.
+                    let q = if tg == i {
+                        &cx.qt[s * hk + c0..][..kd]
+                    } else {
+                        qi
+                    };
+                    direct_probs(cx.isa, q, ktr, n, len, (tg, kts), scale, row);
+                    out.fill(T::ZERO);
+                    let val = |j: usize| {
+                        if j == tg {
+                            vts
+                        } else {
+                            &vg[j * hk + c0..j * hk + c0 + kd]
+                        }
+                    };
+                    add_rows(len, |j| row[j], val, out);
+                    t.direct[mi][idx] = 1;
+                    continue;
+                }
+                // s' ≤ m: Z = Z⁻ + e', r = 1/Z, p' = e'/Z; s' > m: with c = exp(m − s'),
+                // Z = Z⁻·c + 1, p' = 1/Z, r = c/Z.
+                let (r, p) = if sp[mi] <= m {
+                    let r = T::ONE / (zm + ex[mi]);
+                    (r, ex[mi] * r)
+                } else {
+                    let p = T::ONE / (zm * ex[mi] + T::ONE);
+                    (ex[mi] * p, p)
+                };
+                for ((o, &a), &vv) in out.iter_mut().zip(&loo[tg * kd..(tg + 1) * kd]).zip(vts) {
+                    *o = r * a + p * vv;
+                }
+                t.r[mi][idx] = r;
+                t.p[mi][idx] = p;
+            }
+        }
+    }
+}
