@@ -280,21 +280,29 @@ fn reproduced(dir: &Path, tag: &str, set_args: &[&str]) -> (String, f64) {
     )
 }
 
+/// One block, and two (whose first block runs once per day through the shared-context
+/// attention on both paths: the user path's sequences are the export's days).
 #[test]
 fn exported_temperature_trains_to_the_reproduced_test_mse_bit_for_bit() {
     let dir = scratch::scratch("efa-export");
-    let ours = export_and_train(&dir, "t", &["temperature", "--layers", "1"]);
-    let (metric, paper_path) = reproduced(
-        &dir,
-        "rep",
-        &["temperature", "--layers", "1", "--model", "efa"],
-    );
-    assert_eq!(metric, "test_mse");
-    assert_eq!(
-        ours.to_bits(),
-        paper_path.to_bits(),
-        "{ours} vs {paper_path}"
-    );
+    for layers in ["1", "2"] {
+        let ours = export_and_train(
+            &dir,
+            &format!("t{layers}"),
+            &["temperature", "--layers", layers],
+        );
+        let (metric, paper_path) = reproduced(
+            &dir,
+            &format!("rep{layers}"),
+            &["temperature", "--layers", layers, "--model", "efa"],
+        );
+        assert_eq!(metric, "test_mse");
+        assert_eq!(
+            ours.to_bits(),
+            paper_path.to_bits(),
+            "L={layers}: {ours} vs {paper_path}"
+        );
+    }
 }
 
 /// MovieLens exp-2 v1 through the user path: one sequence per sample in the paper's order

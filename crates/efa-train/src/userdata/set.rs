@@ -194,7 +194,8 @@ impl UserSet {
                     lengths,
                     pred_idx: idx.iter().map(|&i| self.cases[i].1).collect(),
                     targets,
-                    group: None,
+                    // A sequence's samples share every input but their own target's.
+                    group: Some(idx.iter().map(|&i| self.cases[i].0).collect()),
                 }
             }
             Layout::Continuous { lags } => {
@@ -223,7 +224,8 @@ impl UserSet {
                     lengths,
                     pred_idx: idx.iter().map(|&i| self.cases[i].1).collect(),
                     targets,
-                    group: None,
+                    // A sequence's samples share every input but their own target's.
+                    group: Some(idx.iter().map(|&i| self.cases[i].0).collect()),
                 }
             }
             Layout::Fm => {
