@@ -192,6 +192,22 @@ fn cases() -> Vec<Case> {
             batch: temperature::efa_samples(&days(lag), 4).unwrap(),
         });
     }
+    // Partial days: three, three and four samples per day (sequence ids kept by `select`), one
+    // of them twice (two samples with the same target), so the first block's attention runs
+    // once per day with leave-one-out sums over days whose targets are not all present.
+    {
+        let mut c = temperature::efa_config(&cities(), 2, 1);
+        (c.item_dim, c.key_dim, c.ffn, c.head_hidden) = (8, 4, Some(8), vec![8, 4]);
+        let inputs = c.continuous.as_mut().unwrap();
+        (inputs.hidden, inputs.dim, inputs.fuse) = (16, 8, 8);
+        let all = temperature::efa_samples(&days(1), 4).unwrap();
+        out.push(Case {
+            name: "temperature L=2 lag 1 partial days".into(),
+            model: ModelConfig::Efa(c),
+            objective: Objective::Mse,
+            batch: all.select(&[0, 2, 3, 5, 6, 7, 8, 9, 9, 11]),
+        });
+    }
     // Your own data's general model: continuous inputs with a lag, a learned row per item
     // (`item_embedding`), and a family per target (mixed-family nll over a 2-wide η). (Two
     // blocks are left out: at these doubled weights the site MLP's raw-degree inputs make its
@@ -317,6 +333,7 @@ fn every_applicable_plan_equals_the_general_plan() {
         "temperature L=2 lag 1",
         "temperature L=3 lag 0",
         "temperature L=4 lag 2",
+        "temperature L=2 lag 1 partial days",
         "rich Post L=3 ffn=Some(7) Padding",
         "rich Post L=1 ffn=Some(7) Padding",
     ] {
@@ -327,6 +344,36 @@ fn every_applicable_plan_equals_the_general_plan() {
         ForwardPlan::QueryStream
     ));
     assert!(checked.len() >= 20, "{checked:?}");
+}
+
+/// The temperature cases of two blocks or more run their first block's attention once per day
+/// (one `shared_context_attention` node), partial days included; with one block (the first is
+/// the last, at the target rows only) or without sequence ids they do not.
+#[test]
+fn days_with_several_targets_share_the_first_block() {
+    let shared = |case: &Case| {
+        let p = case.model.init::<f64>(1);
+        let mut tape = efa_tape::Tape::<f64>::new();
+        let reg = case.model.register(&mut tape, &p).unwrap();
+        let plan = Some(ForwardPlan::FusedBlocks);
+        case.model
+            .forward_with(&mut tape, &reg.vars, &case.batch, plan)
+            .unwrap();
+        tape.dump().contains("shared_context_attention")
+    };
+    let by_name = |n: &str| cases().into_iter().find(|c| c.name == n).unwrap();
+    for name in [
+        "temperature L=2 lag 1",
+        "temperature L=3 lag 0",
+        "temperature L=4 lag 2",
+        "temperature L=2 lag 1 partial days",
+    ] {
+        assert!(shared(&by_name(name)), "{name}");
+    }
+    assert!(!shared(&by_name("temperature L=1 lag 0")));
+    let mut case = by_name("temperature L=2 lag 1");
+    case.batch.group = None;
+    assert!(!shared(&case));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `query-stream` | `stream.rs` | causal models without continuous inputs, on batches whose sequences hold at least two targets on average |
 //! | `two-block-fold` | `fold.rs` | two blocks, no layer norm, no feed-forward block, no continuous inputs (the paper's sequence models) |
-//! | `fused-blocks` | `fused.rs` | post-norm blocks with a feed-forward layer and padding-only attention, two blocks or more (the temperature models) |
+//! | `fused-blocks` | `fused.rs` (and `shared.rs`) | post-norm blocks with a feed-forward layer and padding-only attention, two blocks or more (the temperature models); its first block's attention runs once per sequence (`shared.rs`) on batches whose sequence ids hold at least two samples on average, all of one length |
 //! | `tabled` | `tabled.rs` | every other model |
 //! | `general` | `general.rs` | never chosen: the definition, forced for tests, audits and attention maps |
 //!
@@ -64,7 +64,9 @@ pub enum ForwardPlan {
     /// Post-norm models with a feed-forward block and padding-only attention (the
     /// temperature EFAs): [`ForwardPlan::Tabled`] with every block one fused tape op
     /// (attention, output projection, residual, layer norm, feed-forward, residual, layer
-    /// norm), computed in parallel chunks of whole samples (see `fused.rs`).
+    /// norm), computed in parallel chunks of whole samples (see `fused.rs`). With sequence
+    /// ids and at least two samples per id on average, the first block's attention runs once
+    /// per sequence with leave-one-out sums per target (see `shared.rs`).
     FusedBlocks,
 }
 
@@ -99,7 +101,8 @@ impl ForwardPlan {
             }
             ForwardPlan::FusedBlocks => {
                 "post-norm blocks with an FFN and padding-only attention: tabled, with each \
-                 block one fused node over parallel sample chunks"
+                 block one fused node over parallel sample chunks (the first block's attention \
+                 once per sequence with sequence ids)"
             }
         }
     }

@@ -2,9 +2,9 @@
 //! one context (the temperature models' full batches: a day's 44 samples, one per target
 //! city, whose inputs differ only at their own target position).
 //!
-//! Samples whose every input field agrees at every position (items, values or lag rows,
-//! continuous values, length) form a *context*; they differ only in which position is the
-//! target and so holds the \[MASK\] input. The first block's queries, keys and values are then
+//! Samples with the same sequence id (`Samples::group`) form a *context*: they read the same
+//! inputs (items, values or lag rows, continuous values, positions) at every position but
+//! their own targets, which hold the \[MASK\] input (checked), and have the same length. The first block's queries, keys and values are then
 //! a per-context base `[G, N, H·K]` (every position's observed input) plus one replaced row per
 //! sample (its target's input), and the attention of all the context's samples runs as
 //! leave-one-out sums over the base ([`efa_nn::ops::shared_attention`]): O(N²·H·K) per context
@@ -88,8 +88,9 @@ impl Contexts {
                 let r = base_from[g * n + j];
                 if parts.iter().flatten().any(|x| x[[s, j]] != x[[r, j]]) {
                     return Err(ModelError::Batch(format!(
-                        "field `group`: samples {r} and {s} share sequence id {} but differ \
-                         at position {j}, which is neither's target",
+                        "field `group`: samples {r} and {s} of the minibatch share sequence id \
+                         {} but read different inputs at position {j}, which is neither's \
+                         target",
                         seq[s]
                     )));
                 }
@@ -254,7 +255,10 @@ mod tests {
             .expect("an error")
             .to_string();
         assert!(
-            e.contains("samples 0 and 2 share sequence id 7 but differ at position 1"),
+            e.contains(
+                "samples 0 and 2 of the minibatch share sequence id 7 but read different \
+                 inputs at position 1"
+            ),
             "{e}"
         );
         // A difference at a target position is the target's own input: no error.

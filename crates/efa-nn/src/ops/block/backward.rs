@@ -16,67 +16,10 @@ use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
-/// Partial parameter gradients, in the order below (padded row strides for kernels).
-const WQ: usize = 0;
-const BQ: usize = 1;
-const WK: usize = 2;
-const BK: usize = 3;
-const WV: usize = 4;
-const BV: usize = 5;
-const WO: usize = 6;
-const BO: usize = 7;
-const G1: usize = 8;
-const BE1: usize = 9;
-const W1: usize = 10;
-const B1: usize = 11;
-const W2: usize = 12;
-const B2: usize = 13;
-const G2: usize = 14;
-const BE2: usize = 15;
-
-/// One chunk's partial parameter gradients: 16 pieces of one buffer, in the order above.
-type Partial<'a, T> = [&'a mut [T]; 16];
-
-/// Elements of a parameter gradient per task of the partial sums' reduction.
-const SUM_PIECE: usize = 512;
-
-/// Lengths of the 16 parameter gradients (padded row strides for kernels; the projections'
-/// are empty with given `q, k, v`).
-fn sizes(dm: &Dims, project: bool) -> [usize; 16] {
-    let (d, hk, f) = (dm.d, dm.hk, dm.f);
-    let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
-    let pq = if project { d * ldhk } else { 0 };
-    let pb = if project { hk } else { 0 };
-    [
-        pq,
-        pb,
-        pq,
-        pb,
-        pq,
-        pb,
-        hk * ldd,
-        d,
-        d,
-        d,
-        d * ldf,
-        f,
-        f * ldd,
-        d,
-        d,
-        d,
-    ]
-}
-
-/// `buf` cut into consecutive pieces of the given lengths.
-fn cut<'a, T>(mut buf: &'a mut [T], sizes: &[usize; 16]) -> Partial<'a, T> {
-    let mut out: Partial<'a, T> = Default::default();
-    for (o, &n) in out.iter_mut().zip(sizes) {
-        let (a, rest) = std::mem::take(&mut buf).split_at_mut(n);
-        *o = a;
-        buf = rest;
-    }
-    out
-}
+mod partial;
+use partial::{
+    cut, sizes, B1, B2, BE1, BE2, BK, BO, BQ, BV, G1, G2, SUM_PIECE, W1, W2, WK, WO, WQ, WV,
+};
 
 /// What a backward chunk reads: shapes, settings, inputs, saved buffers and the transposed
 /// kernels (`W_oᵀ`, `W₁ᵀ`, `W₂ᵀ`, and with projections `W_qᵀ`, `W_kᵀ`, `W_vᵀ`).
@@ -334,8 +277,13 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2] = cx.vecs;
     // dq, dk, dv (given q, k, v only; empty otherwise) are written in full by the attention
-    // backward, which takes them initialised.
-    let (dq_in, dk_in, dv_in) = (zeroed(c.dq), zeroed(c.dk), zeroed(c.dv));
+    // backward, which takes them initialised. With the attention output given, dq holds its
+    // gradient, written row by row below.
+    let (dq_in, dk_in, dv_in) = if cx.attended {
+        (<&mut [T]>::default(), zeroed(c.dk), zeroed(c.dv))
+    } else {
+        (zeroed(c.dq), zeroed(c.dk), zeroed(c.dv))
+    };
     // This chunk's partial parameter gradients: one allocation of the 16 pieces (a small one,
     // reused from the heap; one buffer for every chunk would be a fresh mapping per call).
     let sz = sizes(dm, cx.proj_t.is_some());

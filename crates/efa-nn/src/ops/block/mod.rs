@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! qᵢ = xᵢ·W_q + b_q,  kⱼ = xⱼ·W_k + b_k,  vⱼ = xⱼ·W_v + b_v     (or given q, k, v)
-//! aᵢ = Σ_h softmax_{j<len_b}(scale·⟨qᵢₕ, kⱼₕ⟩)·vⱼₕ · W_o[h] + b_o  (or the given Σ_h softmax·v)
+//! aᵢ = Σ_h softmax_{j<len_b}(scale·⟨qᵢₕ, kⱼₕ⟩)·vⱼₕ · W_o[h] + b_o  (or the given per-head softmax·v, concatenated)
 //! zᵢ = LN₁(xᵢ + aᵢ)
 //! yᵢ = LN₂(zᵢ + relu(zᵢ·W₁ + b₁)·W₂ + b₂)
 //! ```
@@ -78,7 +78,8 @@ pub enum BlockQkv {
     },
     /// The attention itself computed elsewhere (e.g. by
     /// [`TapeNn::shared_context_attention`](crate::TapeNn::shared_context_attention)): `a`
-    /// `[B, Nq, H·K]` is `Σ_h softmax(…)·v` of every query row, before the output projection.
+    /// `[B, Nq, H·K]` holds each head's `softmax(…)·v` (head `h` in columns `[h·K, (h+1)·K)`)
+    /// for every query row, before the output projection.
     /// The op runs the block from `a·W_o + b_o` on; `heads`, `scale` and `key_lengths` are
     /// not used.
     Attended {

@@ -56,8 +56,11 @@ struct Scratch<T> {
     dq: Vec<T>,
     row: Vec<T>,
     dsum: Vec<T>,
-    /// Per row, the leave-one-out pairs' `dS'` and samples.
+    /// Per row, the leave-one-out pairs' `dS'` and samples, the pairs per target `[N]` and
+    /// the base keys some pair sees.
     pairs: Vec<(T, usize)>,
+    cnt: Vec<usize>,
+    seen: Vec<usize>,
     /// One head's base keys and values transposed `[K, N]`, and a direct row's `dP` `[N]`.
     ktr: Vec<T>,
     vtr: Vec<T>,
@@ -82,6 +85,9 @@ impl<T: Real> Scratch<T> {
             if buf.len() != len {
                 buf.resize(len, T::ZERO);
             }
+        }
+        if self.cnt.len() != n {
+            self.cnt.resize(n, 0);
         }
     }
 }
@@ -184,6 +190,8 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
         vtr,
         dp,
         pairs,
+        cnt,
+        seen,
     } = sc;
     for h in 0..heads {
         let c0 = h * kd;
@@ -196,6 +204,8 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
             // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
             rpos[..len * kd].fill(T::ZERO);
             dpos[..len].fill(T::ZERO);
+            cnt[..len].fill(0);
+            let mut pairs_here = 0usize;
             let mut any = false;
             for (mi, &s) in t.members.iter().enumerate() {
                 if sv.direct[s * nh + idx] != 0 {
@@ -209,6 +219,8 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let r = sv.r[s * nh + idx];
                 axpy(r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
                 dpos[tg] += r * d;
+                cnt[tg] += 1;
+                pairs_here += 1;
                 any = true;
             }
             dqi.fill(T::ZERO);
@@ -225,17 +237,22 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                     dx[j] = z + dx[j];
                     z += dpos[j];
                 }
-                // Every base key's share of those pairs.
+                // Every base key's share of those pairs: the keys some pair sees (a key is
+                // left out by the pairs that target it; a key no pair sees adds nothing, not
+                // even 0·NaN from a non-finite row).
+                seen.clear();
+                seen.extend((0..len).filter(|&j| cnt[j] < pairs_here));
                 let e0 = ((g * heads + h) * n + i) * n;
                 let e = &sv.e[e0..e0 + len];
                 let ds = &mut dp[..len];
-                for (j, (&ej, dsj)) in e.iter().zip(ds.iter_mut()).enumerate() {
-                    let (w, kj) = (&rx[j * kd..(j + 1) * kd], j * hk + c0);
+                for &j in seen.iter() {
+                    let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
                     axpy(ej, w, &mut t.dv[kj..kj + kd]);
-                    *dsj = scale * (ej * (dot(w, &vg[kj..kj + kd]) - dx[j]));
-                    axpy(*dsj, qi, &mut t.dk[kj..kj + kd]);
+                    ds[j] = scale * (ej * (dot(w, &vg[kj..kj + kd]) - dx[j]));
+                    axpy(ds[j], qi, &mut t.dk[kj..kj + kd]);
                 }
-                add_rows(len, |j| ds[j], |j| &kg[j * hk + c0..j * hk + c0 + kd], dqi);
+                let key = |k: usize| &kg[seen[k] * hk + c0..seen[k] * hk + c0 + kd];
+                add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
                 // Each pair's replaced key (`dS'` kept per pair for `dq`, in member order).
                 pairs.clear();
                 for (mi, &s) in t.members.iter().enumerate() {

@@ -211,8 +211,9 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let out = &mut t.o[mi][at..at + kd];
                 let (kts, vts) = (&cx.kt[s * hk + c0..][..kd], &cx.vt[s * hk + c0..][..kd]);
                 let zm = zl[tg];
-                if tg == i || zm < lo || zm.is_nan() {
-                    // The sample's own query row, or a leave-one-out sum too small: directly.
+                if tg == i || zm < lo || zm.is_nan() || !sp[mi].is_finite() {
+                    // The sample's own query row, a leave-one-out sum too small, or a
+                    // replaced key's score that is not finite: directly.
                     let q = if tg == i {
                         &cx.qt[s * hk + c0..][..kd]
                     } else {

@@ -480,3 +480,69 @@ fn settings_and_shapes_that_do_not_fit_are_errors_naming_the_field() {
     let e = with(0, &[2, 5]);
     assert!(e.contains("q must be [G, N, H·K], got [2, 5]"), "{e}");
 }
+
+/// A NaN in a base key or value row that no sample sees (each sample replaces it) reaches
+/// nothing, as in plain attention: the output and every gradient stay finite, and that row's
+/// gradients are zero. (The backward used to multiply such a key's NaN exponential by zero.)
+#[test]
+fn a_nan_in_a_base_row_no_sample_sees_reaches_nothing() {
+    // One group of 3 rows; two samples that both target row 1.
+    let c = Case {
+        g: 1,
+        n: 3,
+        heads: 1,
+        kd: 2,
+        lengths: vec![3],
+        group: vec![0, 0],
+        target: vec![1, 1],
+    };
+    let w = rand_array(&[c.b(), c.n, c.hk()], 9, -1.0, 1.0);
+    for which in [1, 2] {
+        let mut x = c.inputs(5);
+        x[which][[0, 1, 0]] = f64::NAN;
+        let got = run::<f64>(&c, &x, &w);
+        let mut clean = x.clone();
+        clean[which][[0, 1, 0]] = 0.0;
+        let want = naive(&c, &clean, &w);
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            for (p, q) in a.iter().zip(b.iter()) {
+                assert!(p.is_finite(), "input {which}: #{k} has {p}");
+                assert!((p - q).abs() <= 1e-12 * (1.0 + q.abs()), "#{k}: {p} vs {q}");
+            }
+        }
+        assert_eq!(got[2][[0, 1, 0]], 0.0);
+        assert_eq!(got[3][[0, 1, 1]], 0.0);
+    }
+}
+
+/// A replaced key whose score is +∞ makes its rows NaN, as plain attention's `exp(∞ − ∞)`
+/// does; the rows that do not see it stay finite.
+#[test]
+fn an_infinite_replaced_key_score_gives_nan_rows_as_plain_attention() {
+    let c = Case {
+        g: 1,
+        n: 3,
+        heads: 1,
+        kd: 2,
+        lengths: vec![3],
+        group: vec![0, 0],
+        target: vec![0, 2],
+    };
+    let mut x = c.inputs(3);
+    // Sample 0's replaced key: +∞ in one component, so every query with a positive component
+    // there scores +∞ (the base queries are drawn in (−1.5, 1.5); force them positive).
+    x[4][[0, 0]] = f64::INFINITY;
+    x[0].mapv_inplace(|q| q.abs() + 0.1);
+    x[3].mapv_inplace(|q| q.abs() + 0.1);
+    let w = rand_array(&[c.b(), c.n, c.hk()], 4, -1.0, 1.0);
+    let got = run::<f64>(&c, &x, &w);
+    let o = &got[0];
+    for i in 0..3 {
+        assert!(o[[0, i, 0]].is_nan(), "sample 0 row {i}: {}", o[[0, i, 0]]);
+        assert!(
+            o[[1, i, 0]].is_finite(),
+            "sample 1 row {i}: {}",
+            o[[1, i, 0]]
+        );
+    }
+}
