@@ -117,9 +117,12 @@ fn the_masked_value_never_reaches_the_model_but_the_others_do() {
     let mut masked = base.clone();
     masked.weights.as_mut().unwrap()[[0, 0]] = 99.0;
     assert_eq!(eta(masked)[[0, 0]], e0[[0, 0]]);
-    // Change a visible city's value (position 1 of sample 0): η moves.
+    // Change a visible city's value (position 1 of sample 0): η moves. Sample 0 then no longer
+    // shares its day's inputs, so it gets a sequence id of its own (sharing one would be an
+    // error naming both samples and the position).
     let mut visible = base;
     visible.weights.as_mut().unwrap()[[0, 1]] = 99.0;
+    visible.group = Some(vec![1, 0, 0]);
     assert!((eta(visible)[[0, 0]] - e0[[0, 0]]).abs() > 1e-6);
 }
 
