@@ -1,32 +1,26 @@
 //! The backward: one task per group (its base gradients and its samples' gradients), each
 //! compiled for the active instruction set.
 
-use super::{
-    add_rows, axpy, by_group, direct_probs, dot, loo_rows, pieces, standard, transpose_head,
-    Config, Dims, Saved,
-};
-use efa_num::simd::Isa;
+use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, transpose_head};
+use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 
-/// What every group's task reads.
+/// What every group's task reads: the inputs, the output and its cotangent `[B, N, H·K]`, and
+/// the forward's saved state.
 struct Ctx<'a, T> {
-    cfg: &'a Config,
-    dm: Dims,
-    isa: Isa,
-    scale: T,
-    /// Inputs as row-major slices: `q, k, v` `[G, N, H·K]`, `q_t, k_t, v_t` `[B, H·K]`.
-    q: &'a [T],
-    k: &'a [T],
-    v: &'a [T],
-    qt: &'a [T],
-    kt: &'a [T],
-    vt: &'a [T],
-    /// The output and its cotangent `[B, N, H·K]`.
+    inp: Inputs<'a, T>,
     o: &'a [T],
     d_o: &'a [T],
     saved: &'a Saved<T>,
+}
+
+impl<'a, T> std::ops::Deref for Ctx<'a, T> {
+    type Target = Inputs<'a, T>;
+    fn deref(&self) -> &Inputs<'a, T> {
+        &self.inp
+    }
 }
 
 /// One group's work: its samples (increasing) and the gradient pieces it writes.
@@ -105,16 +99,7 @@ pub(super) fn run<T: Real>(
     let x: Vec<_> = inputs.iter().map(|a| standard(a)).collect();
     let (o, d_o) = (standard(o), standard(d_o));
     let cx = Ctx {
-        cfg,
-        dm: *dm,
-        isa: efa_num::simd::active(),
-        scale: T::from_f64(cfg.scale),
-        q: &x[0],
-        k: &x[1],
-        v: &x[2],
-        qt: &x[3],
-        kt: &x[4],
-        vt: &x[5],
+        inp: Inputs::new(cfg, dm, &x),
         o: &o,
         d_o: &d_o,
         saved,
@@ -171,12 +156,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     let len = cx.cfg.lengths[g];
     let scale = cx.scale;
     sc.fit(&dm, t.members.len());
-    let base = g * n * hk;
-    let (qg, kg, vg) = (
-        &cx.q[base..base + n * hk],
-        &cx.k[base..base + n * hk],
-        &cx.v[base..base + n * hk],
-    );
+    let [qg, kg, vg] = cx.base(g);
     let (nh, sv) = (n * heads, cx.saved);
     let Scratch {
         rpos,

@@ -1,29 +1,11 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::{
-    add_rows, axpy, by_group, direct_probs, loo_rows, pieces, standard, transpose_head, Config,
-    Dims, Saved, LOO_MIN,
-};
-use efa_num::simd::Isa;
+use super::rows::{add_rows, axpy, direct_probs, loo_rows, transpose_head};
+use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
-
-/// What every group's task reads.
-struct Ctx<'a, T> {
-    cfg: &'a Config,
-    dm: Dims,
-    isa: Isa,
-    scale: T,
-    /// Inputs as row-major slices: `q, k, v` `[G, N, H·K]`, `q_t, k_t, v_t` `[B, H·K]`.
-    q: &'a [T],
-    k: &'a [T],
-    v: &'a [T],
-    qt: &'a [T],
-    kt: &'a [T],
-    vt: &'a [T],
-}
 
 /// One group's work: its samples (increasing) and the pieces of the outputs it writes.
 struct Task<'a, T> {
@@ -82,18 +64,7 @@ pub(super) fn run<T: Real>(
 ) -> (ArrayD<T>, Saved<T>) {
     let (g, n, b, heads, hk) = (dm.g, dm.n, dm.b, dm.heads, dm.hk);
     let x: Vec<_> = inputs.iter().map(|a| standard(a)).collect();
-    let cx = Ctx {
-        cfg,
-        dm: *dm,
-        isa: efa_num::simd::active(),
-        scale: T::from_f64(cfg.scale),
-        q: &x[0],
-        k: &x[1],
-        v: &x[2],
-        qt: &x[3],
-        kt: &x[4],
-        vt: &x[5],
-    };
+    let cx = Inputs::new(cfg, dm, &x);
     let mut o = vec![T::ZERO; b * n * hk];
     let mut s = Saved {
         e: vec![T::ZERO; g * heads * n * n],
@@ -128,22 +99,17 @@ pub(super) fn run<T: Real>(
 }
 
 // One group, compiled for the active instruction set.
-isa_compiled!(group => group_body, cx.isa, (cx: &Ctx<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
+isa_compiled!(group => group_body, cx.isa, (cx: &Inputs<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
 
 #[inline(always)]
-fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>) {
+fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>) {
     let dm = cx.dm;
     let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
     let len = cx.cfg.lengths[g];
     let (scale, lo) = (cx.scale, T::from_f64(LOO_MIN));
     let nm = t.members.len();
     sc.fit(&dm, nm);
-    let base = g * n * hk;
-    let (qg, kg, vg) = (
-        &cx.q[base..base + n * hk],
-        &cx.k[base..base + n * hk],
-        &cx.v[base..base + n * hk],
-    );
+    let [qg, kg, vg] = cx.base(g);
     let Scratch {
         kt: ktr,
         loo,

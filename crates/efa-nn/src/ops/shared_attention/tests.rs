@@ -481,21 +481,26 @@ fn settings_and_shapes_that_do_not_fit_are_errors_naming_the_field() {
     assert!(e.contains("q must be [G, N, H·K], got [2, 5]"), "{e}");
 }
 
-/// A NaN in a base key or value row that no sample sees (each sample replaces it) reaches
-/// nothing, as in plain attention: the output and every gradient stay finite, and that row's
-/// gradients are zero. (The backward used to multiply such a key's NaN exponential by zero.)
-#[test]
-fn a_nan_in_a_base_row_no_sample_sees_reaches_nothing() {
-    // One group of 3 rows; two samples that both target row 1.
-    let c = Case {
+/// One group of 3 rows, one head of width 2, and two samples with these targets.
+fn two_samples_of_three_rows(target: [usize; 2]) -> Case {
+    Case {
         g: 1,
         n: 3,
         heads: 1,
         kd: 2,
         lengths: vec![3],
         group: vec![0, 0],
-        target: vec![1, 1],
-    };
+        target: target.to_vec(),
+    }
+}
+
+/// A NaN in a base key or value row that no sample sees (each sample replaces it) reaches
+/// nothing, as in plain attention: the output and every gradient stay finite, and that row's
+/// gradients are zero. (The backward used to multiply such a key's NaN exponential by zero.)
+#[test]
+fn a_nan_in_a_base_row_no_sample_sees_reaches_nothing() {
+    // Two samples that both target row 1.
+    let c = two_samples_of_three_rows([1, 1]);
     let w = rand_array(&[c.b(), c.n, c.hk()], 9, -1.0, 1.0);
     for which in [1, 2] {
         let mut x = c.inputs(5);
@@ -519,15 +524,7 @@ fn a_nan_in_a_base_row_no_sample_sees_reaches_nothing() {
 /// does; the rows that do not see it stay finite.
 #[test]
 fn an_infinite_replaced_key_score_gives_nan_rows_as_plain_attention() {
-    let c = Case {
-        g: 1,
-        n: 3,
-        heads: 1,
-        kd: 2,
-        lengths: vec![3],
-        group: vec![0, 0],
-        target: vec![0, 2],
-    };
+    let c = two_samples_of_three_rows([0, 2]);
     let mut x = c.inputs(3);
     // Sample 0's replaced key: +∞ in one component, so every query with a positive component
     // there scores +∞ (the base queries are drawn in (−1.5, 1.5); force them positive).
