@@ -46,10 +46,9 @@ struct Scratch<T> {
     dpos: Vec<T>,
     rx: Vec<T>,
     dx: Vec<T>,
-    /// A row's `dq` `[K]`, a direct row's probabilities `[N]`, and `Dₛ` per member.
+    /// A row's `dq` `[K]` and a direct row's probabilities `[N]`.
     dq: Vec<T>,
     row: Vec<T>,
-    dsum: Vec<T>,
     /// Per row, the leave-one-out pairs' `dS'` and samples, the pairs per target `[N]` and
     /// the base keys some pair sees.
     pairs: Vec<(T, usize)>,
@@ -62,7 +61,7 @@ struct Scratch<T> {
 }
 
 impl<T: Real> Scratch<T> {
-    fn fit(&mut self, dm: &Dims, members: usize) {
+    fn fit(&mut self, dm: &Dims) {
         let (n, kd) = (dm.n, dm.kd);
         for (buf, len) in [
             (&mut self.rpos, n * kd),
@@ -71,7 +70,6 @@ impl<T: Real> Scratch<T> {
             (&mut self.dx, n),
             (&mut self.dq, kd),
             (&mut self.row, n),
-            (&mut self.dsum, members),
             (&mut self.ktr, kd * n),
             (&mut self.vtr, kd * n),
             (&mut self.dp, n),
@@ -155,7 +153,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
     let len = cx.cfg.lengths[g];
     let scale = cx.scale;
-    sc.fit(&dm, t.members.len());
+    sc.fit(&dm);
     let [qg, kg, vg] = cx.base(g);
     let (nh, sv) = (n * heads, cx.saved);
     let Scratch {
@@ -165,7 +163,6 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
         dx,
         dq: dqi,
         row,
-        dsum,
         ktr,
         vtr,
         dp,
@@ -187,6 +184,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
             cnt[..len].fill(0);
             let mut pairs_here = 0usize;
             let mut any = false;
+            pairs.clear();
             for (mi, &s) in t.members.iter().enumerate() {
                 if sv.direct[s * nh + idx] != 0 {
                     continue;
@@ -195,13 +193,19 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let row_at = s * n * hk + at;
                 let dos = &cx.d_o[row_at..row_at + kd];
                 let d = dot(dos, &cx.o[row_at..row_at + kd]);
-                dsum[mi] = d;
                 let r = sv.r[s * nh + idx];
                 axpy(r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
                 dpos[tg] += r * d;
                 cnt[tg] += 1;
                 pairs_here += 1;
                 any = true;
+                // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
+                let vts = &cx.vt[s * hk + c0..][..kd];
+                let p = sv.p[s * nh + idx];
+                axpy(p, dos, &mut t.dvt[mi][c0..c0 + kd]);
+                let ds = scale * (p * (dot(dos, vts) - d));
+                axpy(ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
+                pairs.push((ds, s));
             }
             dqi.fill(T::ZERO);
             if any {
@@ -233,21 +237,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 }
                 let key = |k: usize| &kg[seen[k] * hk + c0..seen[k] * hk + c0 + kd];
                 add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
-                // Each pair's replaced key (`dS'` kept per pair for `dq`, in member order).
-                pairs.clear();
-                for (mi, &s) in t.members.iter().enumerate() {
-                    if sv.direct[s * nh + idx] != 0 {
-                        continue;
-                    }
-                    let row_at = s * n * hk + at;
-                    let dos = &cx.d_o[row_at..row_at + kd];
-                    let vts = &cx.vt[s * hk + c0..][..kd];
-                    let p = sv.p[s * nh + idx];
-                    axpy(p, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                    let ds = scale * (p * (dot(dos, vts) - dsum[mi]));
-                    axpy(ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
-                    pairs.push((ds, s));
-                }
+                // The pairs' replaced keys, in member order.
                 let kt_row = |k: usize| &cx.kt[pairs[k].1 * hk + c0..][..kd];
                 add_rows(pairs.len(), |k| pairs[k].0, kt_row, dqi);
                 for (a, &d) in t.dq[at..at + kd].iter_mut().zip(dqi.iter()) {
