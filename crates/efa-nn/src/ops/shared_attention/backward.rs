@@ -1,7 +1,7 @@
 //! The backward: one task per group (its base gradients and its samples' gradients), each
 //! compiled for the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, transpose_head};
+use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, loo_scalars, transpose_head};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
@@ -211,16 +211,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
             if any {
                 // Their leave-one-out sums over targets: suffixes, then prefixes in front.
                 loo_rows(len, kd, |_| T::ONE, |j| &rpos[j * kd..(j + 1) * kd], rx);
-                let mut z = T::ZERO;
-                for j in (0..len).rev() {
-                    dx[j] = z;
-                    z += dpos[j];
-                }
-                z = T::ZERO;
-                for j in 0..len {
-                    dx[j] = z + dx[j];
-                    z += dpos[j];
-                }
+                loo_scalars(&dpos[..len], &mut dx[..len]);
                 // Every base key's share of those pairs: the keys some pair sees (a key is
                 // left out by the pairs that target it; a key no pair sees adds nothing, not
                 // even 0·NaN from a non-finite row).

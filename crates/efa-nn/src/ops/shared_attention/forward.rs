@@ -1,7 +1,7 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, loo_rows, transpose_head};
+use super::rows::{add_rows, axpy, direct_probs, loo_rows, loo_scalars, transpose_head};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
@@ -151,16 +151,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
             // Leave-one-out sums: suffixes first, then prefixes added in front.
             let vrow = |j: usize| &vg[j * hk + c0..j * hk + c0 + kd];
             loo_rows(len, kd, |j| e[j], vrow, loo);
-            let mut z = T::ZERO;
-            for j in (0..len).rev() {
-                zl[j] = z;
-                z += e[j];
-            }
-            z = T::ZERO;
-            for j in 0..len {
-                zl[j] = z + zl[j];
-                z += e[j];
-            }
+            loo_scalars(e, &mut zl[..len]);
             // Every member's replaced-key score s' and exp(−|s' − m|), in one pass each.
             sp.fill(T::ZERO);
             for (c, &qc) in qi.iter().enumerate() {

@@ -186,3 +186,19 @@ pub(super) fn transpose_head<T: Real>(
         }
     }
 }
+
+/// `out[j] = Σ_{i≠j} x[i]` for `j < x.len()`: the suffix sum stored first, then the prefix sum
+/// added in front (the scalar companion of [`loo_rows`]).
+#[inline(always)]
+pub(super) fn loo_scalars<T: Real>(x: &[T], out: &mut [T]) {
+    let mut z = T::ZERO;
+    for (o, &v) in out.iter_mut().zip(x).rev() {
+        *o = z;
+        z += v;
+    }
+    z = T::ZERO;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = z + *o;
+        z += v;
+    }
+}
