@@ -246,31 +246,25 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         debug_assert!(c.q.is_empty() && c.kv.is_empty());
         (&[], &[])
     };
-    // Attention per sample; probabilities kept (none when the attention output is given).
-    let plen = cx.cfg.p_len(dm);
-    for i in (0..ns).filter(|_| cx.attended.is_none()) {
-        let shape = cx.cfg.shape(dm, s0 + i);
-        let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
-        let o = RowsMut {
-            data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
-            ld: ldhk,
-        };
-        rows::forward_uninit(
-            isa,
-            &shape,
-            q,
-            k,
-            v,
-            &mut c.p[i * plen..(i + 1) * plen],
-            o,
-            attn,
-        )
-        .map_err(|e| err(e.to_string()))?;
-    }
-    // z = LN₁(x_q + o·W_o + b_o), o the given attention output rows if any.
+    // Attention per sample, probabilities kept; or the given attention output's rows. Then
+    // z = LN₁(x_q + o·W_o + b_o).
     let (o, ldo) = match cx.attended {
         Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
-        None => (&*o, ldhk),
+        None => {
+            let plen = cx.cfg.p_len(dm);
+            for i in 0..ns {
+                let shape = cx.cfg.shape(dm, s0 + i);
+                let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
+                let o = RowsMut {
+                    data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
+                    ld: ldhk,
+                };
+                let p = &mut c.p[i * plen..(i + 1) * plen];
+                rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
+                    .map_err(|e| err(e.to_string()))?;
+            }
+            (&*o, ldhk)
+        }
     };
     let pre = grow(pre, rq * ldd);
     residual_mm(

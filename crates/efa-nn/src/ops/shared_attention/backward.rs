@@ -1,8 +1,9 @@
 //! The backward: one task per group (its base gradients and its samples' gradients), each
 //! compiled for the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, loo_scalars, transpose_head};
+use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, loo_scalars};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
+use efa_attn::micro::transpose_cols;
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
@@ -173,8 +174,8 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     for h in 0..heads {
         let c0 = h * kd;
         // This head's keys and values, transposed, for the rows computed directly.
-        transpose_head(kg, (hk, c0, kd), len, n, ktr);
-        transpose_head(vg, (hk, c0, kd), len, n, vtr);
+        transpose_cols(cx.isa, kg, hk, c0, kd, len, ktr, n);
+        transpose_cols(cx.isa, vg, hk, c0, kd, len, vtr, n);
         for i in 0..n {
             let (at, idx) = (i * hk + c0, i * heads + h);
             let qi = &qg[at..at + kd];
@@ -182,8 +183,6 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
             rpos[..len * kd].fill(T::ZERO);
             dpos[..len].fill(T::ZERO);
             cnt[..len].fill(0);
-            let mut pairs_here = 0usize;
-            let mut any = false;
             pairs.clear();
             for (mi, &s) in t.members.iter().enumerate() {
                 if sv.direct[s * nh + idx] != 0 {
@@ -197,8 +196,6 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 axpy(r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
                 dpos[tg] += r * d;
                 cnt[tg] += 1;
-                pairs_here += 1;
-                any = true;
                 // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
                 let vts = &cx.vt[s * hk + c0..][..kd];
                 let p = sv.p[s * nh + idx];
@@ -208,7 +205,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 pairs.push((ds, s));
             }
             dqi.fill(T::ZERO);
-            if any {
+            if !pairs.is_empty() {
                 // Their leave-one-out sums over targets: suffixes, then prefixes in front.
                 loo_rows(len, kd, |_| T::ONE, |j| &rpos[j * kd..(j + 1) * kd], rx);
                 loo_scalars(&dpos[..len], &mut dx[..len]);
@@ -216,7 +213,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 // left out by the pairs that target it; a key no pair sees adds nothing, not
                 // even 0·NaN from a non-finite row).
                 seen.clear();
-                seen.extend((0..len).filter(|&j| cnt[j] < pairs_here));
+                seen.extend((0..len).filter(|&j| cnt[j] < pairs.len()));
                 let e0 = ((g * heads + h) * n + i) * n;
                 let e = &sv.e[e0..e0 + len];
                 let ds = &mut dp[..len];

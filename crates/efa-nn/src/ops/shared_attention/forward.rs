@@ -1,8 +1,9 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, loo_rows, loo_scalars, transpose_head};
+use super::rows::{add_rows, axpy, direct_probs, loo_rows, loo_scalars};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
+use efa_attn::micro::transpose_cols;
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
@@ -122,7 +123,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
     for h in 0..heads {
         let c0 = h * kd;
         // This head's keys, transposed, so the scores run along the keys.
-        transpose_head(kg, (hk, c0, kd), len, n, ktr);
+        transpose_cols(cx.isa, kg, hk, c0, kd, len, ktr, n);
         for (mi, &s) in t.members.iter().enumerate() {
             for (c, &x) in cx.kt[s * hk + c0..s * hk + c0 + kd].iter().enumerate() {
                 ktt[c * nm + mi] = x;

@@ -1,5 +1,5 @@
-//! The op's row kernels: K-wide dot products and updates, a directly computed softmax row,
-//! head transposes and the register-blocked running sums (leave-one-out and plain).
+//! The op's row kernels: K-wide dot products and updates, a directly computed softmax row and
+//! the register-blocked running sums (leave-one-out and plain).
 
 use efa_num::Real;
 
@@ -167,23 +167,6 @@ pub(super) fn direct_probs<T: Real>(
     let inv = T::ONE / z;
     for x in p.iter_mut() {
         *x *= inv;
-    }
-}
-
-/// Columns `[c0, c0 + K)` of the first `len` rows of `x` (row stride `hk`), transposed into
-/// `out` `[K, n]` (row `j` of `x` in column `j`).
-#[inline(always)]
-pub(super) fn transpose_head<T: Real>(
-    x: &[T],
-    (hk, c0, kd): (usize, usize, usize),
-    len: usize,
-    n: usize,
-    out: &mut [T],
-) {
-    for j in 0..len {
-        for (c, &v) in x[j * hk + c0..j * hk + c0 + kd].iter().enumerate() {
-            out[c * n + j] = v;
-        }
     }
 }
 
