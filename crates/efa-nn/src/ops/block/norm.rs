@@ -12,6 +12,17 @@ use efa_num::simd::{bodies, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 use std::mem::MaybeUninit;
 
+#[cfg(target_arch = "x86_64")]
+mod lanes;
+
+/// Whether `V` is the AVX-512 f32 vector (sixteen lanes of four bytes: only that variant is
+/// compiled with AVX-512) and rows of width `d` take the sixteen-row kernels.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lanes16<V: SimdVec>(d: usize) -> bool {
+    V::LANES == 16 && std::mem::size_of::<V::Elem>() == 4 && lanes::fits(d)
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn ln_body<V: SimdVec>(
@@ -33,6 +44,27 @@ unsafe fn ln_body<V: SimdVec>(
         // dependent reductions, a square root and a division; the other rows' steps fill its
         // waits), then the rest one at a time. Each row's operations are unchanged.
         let mut i = 0;
+        #[cfg(target_arch = "x86_64")]
+        if lanes16::<V>(d) {
+            // Sixteen rows reduced side by side (AVX-512 in f32; the same bits).
+            while i + lanes::ROWS <= rows {
+                let at = |p: *const V::Elem, r: usize, ld: usize| p.add(r * ld).cast::<f32>();
+                lanes::ln16(
+                    d,
+                    at(x, i, ldx),
+                    ldx,
+                    g.cast(),
+                    b.cast(),
+                    *(&eps as *const V::Elem).cast::<f32>(),
+                    at(xhat, i, ldh).cast_mut(),
+                    ldh,
+                    at(y, i, ldy).cast_mut(),
+                    ldy,
+                    rstd.add(i).cast(),
+                );
+                i += lanes::ROWS;
+            }
+        }
         while i + 4 <= rows {
             ln_group::<V, 4>(i, d, x, ldx, g, b, eps, xhat, ldh, y, ldy, rstd);
             i += 4;
@@ -340,6 +372,20 @@ unsafe fn ln_back_body<V: SimdVec>(
         // forward computed x̂ = (x − μ)·r: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂)). Four rows at
         // a time, their steps interleaved (each row's operations unchanged).
         let mut i = 0;
+        #[cfg(target_arch = "x86_64")]
+        if lanes16::<V>(d) {
+            while i + lanes::ROWS <= rows {
+                lanes::ln_back16(
+                    d,
+                    dx.add(i * ldx).cast(),
+                    ldx,
+                    xhat.add(i * ldh).cast(),
+                    ldh,
+                    rstd.add(i).cast(),
+                );
+                i += lanes::ROWS;
+            }
+        }
         while i + 4 <= rows {
             ln_back_group::<V, 4>(i, d, inv_d, dx, ldx, xhat, ldh, rstd);
             i += 4;

@@ -87,7 +87,7 @@ pub(super) fn loo_rows<'a, T: Real + 'a>(
 }
 
 /// Columns per register block of [`loo_rows`] and [`add_rows`].
-pub(super) const L: usize = 8;
+pub(super) const L: usize = 16;
 
 /// `out ← out + Σ_j w(j)·x(j)` over `j < len` in `j` order (per element the same sums as
 /// `axpy` row by row), the running sums in registers eight columns at a time.

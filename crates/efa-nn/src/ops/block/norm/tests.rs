@@ -18,7 +18,7 @@ fn bits<T: Real>(x: &[T]) -> Vec<u64> {
 fn same_as_per_row<T: Real>() {
     for isa in Isa::ALL {
         for rows in [0, 1, 2, 5, 37] {
-            for d in (1..=40usize).chain([64, 70]) {
+            for d in (1..=40usize).chain([48, 64, 70]) {
                 let ld = d.div_ceil(16) * 16 + if d % 2 == 0 { 16 } else { 0 };
                 let seed = (rows * 100 + d) as u64;
                 let x = values::<T>(rows * ld, seed, 2.0, 0.5);
