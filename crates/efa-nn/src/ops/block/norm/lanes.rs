@@ -67,6 +67,24 @@ fn close(s: __m512) -> __m512 {
     _mm512_add_ps(_mm512_add_ps(s, z), _mm512_add_ps(z, z))
 }
 
+/// Each of sixteen rows' partial sums as `sum_body` forms them for `nc ≤ 3` vectors:
+/// `((0 + x₀) + x₁) + …`, closed.
+///
+/// # Safety
+/// Rows `r < 16` valid for `16·nc` reads at `x + r·ld`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn row_sums(x: *const f32, ld: usize, nc: usize) -> [__m512; ROWS] {
+    std::array::from_fn(|r| {
+        let mut s = _mm512_setzero_ps();
+        for c in 0..nc {
+            // SAFETY: the caller's contract.
+            s = _mm512_add_ps(s, unsafe { _mm512_loadu_ps(x.add(r * ld + 16 * c)) });
+        }
+        close(s)
+    })
+}
+
 /// The values as an array, indexed by lane.
 #[inline(always)]
 fn lanes(v: __m512) -> [f32; 16] {
@@ -101,15 +119,7 @@ pub(super) unsafe fn ln16(
     // y + r·ldy; g and b have d; rstd has 16.
     unsafe {
         // μ per row: (0 + x₀) + x₁ + …, closed and reduced as sum_body, then ·(1/d).
-        let sums: [__m512; ROWS] = std::array::from_fn(|r| {
-            let row = x.add(r * ldx);
-            let mut s = _mm512_setzero_ps();
-            for c in 0..nc {
-                s = _mm512_add_ps(s, _mm512_loadu_ps(row.add(16 * c)));
-            }
-            close(s)
-        });
-        let mu = lanes(_mm512_mul_ps(reduce16(&sums), inv_d));
+        let mu = lanes(_mm512_mul_ps(reduce16(&row_sums(x, ldx, nc)), inv_d));
         // x − μ into x̂, and its squares' sums as dot_body forms them.
         let squares: [__m512; ROWS] = std::array::from_fn(|r| {
             let (row, h) = (x.add(r * ldx), xhat.add(r * ldh));
@@ -166,14 +176,7 @@ pub(super) unsafe fn ln_back16(
     // SAFETY: the caller's contract: rows r < 16 have d elements at dx + r·ldx and
     // xhat + r·ldh; rstd has 16.
     unsafe {
-        let sums: [__m512; ROWS] = std::array::from_fn(|r| {
-            let row = dx.add(r * ldx);
-            let mut s = _mm512_setzero_ps();
-            for c in 0..nc {
-                s = _mm512_add_ps(s, _mm512_loadu_ps(row.add(16 * c)));
-            }
-            close(s)
-        });
+        let sums = row_sums(dx.cast_const(), ldx, nc);
         let dots: [__m512; ROWS] = std::array::from_fn(|r| {
             let (row, h) = (dx.add(r * ldx), xhat.add(r * ldh));
             let mut s = _mm512_setzero_ps();
