@@ -1,7 +1,7 @@
 //! The backward: one task per group (its base gradients and its samples' gradients), each
 //! compiled for the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, dot, loo_rows, loo_scalars};
+use super::rows::{add_rows, axpy, combine, direct_probs, dot, loo_rows, loo_scalars, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
 use efa_attn::micro::transpose_cols;
 use efa_num::Real;
@@ -71,8 +71,8 @@ impl<T: Real> Scratch<T> {
             (&mut self.dx, n),
             (&mut self.dq, kd),
             (&mut self.row, n),
-            (&mut self.ktr, kd * n),
-            (&mut self.vtr, kd * n),
+            (&mut self.ktr, kd * n + L),
+            (&mut self.vtr, kd * n + L),
             (&mut self.dp, n),
         ] {
             if buf.len() != len {
@@ -246,10 +246,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 direct_probs(cx.isa, q, ktr, n, len, (tg, kts), scale, row);
                 // dPⱼ = ⟨dO, vⱼ⟩ along the keys, dSⱼ = scale·pⱼ·(dPⱼ − D).
                 let dp = &mut dp[..len];
-                dp.fill(T::ZERO);
-                for (c, &dc) in dos.iter().enumerate() {
-                    axpy(dc, &vtr[c * n..c * n + len], dp);
-                }
+                combine(dos, vtr, n, dp);
                 if let Some(x) = dp.get_mut(tg) {
                     *x = dot(dos, vts);
                 }

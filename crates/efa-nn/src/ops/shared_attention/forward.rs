@@ -1,7 +1,7 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::rows::{add_rows, axpy, direct_probs, loo_rows, loo_scalars};
+use super::rows::{add_rows, combine, direct_probs, loo_rows, loo_scalars, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_attn::micro::transpose_cols;
 use efa_num::Real;
@@ -42,11 +42,11 @@ impl<T: Real> Scratch<T> {
     fn fit(&mut self, dm: &Dims, members: usize) {
         let (n, kd) = (dm.n, dm.kd);
         for (buf, len) in [
-            (&mut self.kt, kd * n),
+            (&mut self.kt, kd * n + L),
             (&mut self.loo, n * kd),
             (&mut self.zl, n),
             (&mut self.row, n),
-            (&mut self.ktt, kd * members),
+            (&mut self.ktt, kd * members + L),
             (&mut self.sp, members),
             (&mut self.ex, members),
         ] {
@@ -133,10 +133,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
             let qi = &qg[i * hk + c0..i * hk + c0 + kd];
             let e = &mut t.e[(h * n + i) * n..(h * n + i) * n + len];
             // Base scores sⱼ = scale·⟨qᵢ, kⱼ⟩, their maximum and eⱼ = exp(sⱼ − m).
-            e.fill(T::ZERO);
-            for (c, &qc) in qi.iter().enumerate() {
-                axpy(qc, &ktr[c * n..c * n + len], e);
-            }
+            combine(qi, ktr, n, e);
             let mut m = T::NEG_INFINITY;
             for x in e.iter_mut() {
                 *x *= scale;
@@ -154,10 +151,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
             loo_rows(len, kd, |j| e[j], vrow, loo);
             loo_scalars(e, &mut zl[..len]);
             // Every member's replaced-key score s' and exp(−|s' − m|), in one pass each.
-            sp.fill(T::ZERO);
-            for (c, &qc) in qi.iter().enumerate() {
-                axpy(qc, &ktt[c * nm..(c + 1) * nm], sp);
-            }
+            combine(qi, ktt, nm, sp);
             for (x, y) in sp.iter_mut().zip(ex.iter_mut()) {
                 *x *= scale;
                 *y = if *x <= m { *x - m } else { m - *x };

@@ -118,6 +118,36 @@ pub(super) fn add_rows<'a, T: Real + 'a>(
     }
 }
 
+/// `out[j] = Σ_c w[c]·x[c·stride + j]` for `j < out.len()`: per element the chain of [`axpy`]
+/// applied column by column from zero (`0 + w₀x₀ + w₁x₁ + …`, each a product, then a sum), in
+/// blocks of [`L`] outputs held in registers. The last block reads up to `L − 1` elements past
+/// `out.len()` in each row of `x` (their lanes are computed and dropped), so the fast path
+/// needs `x` to hold `(w.len() − 1)·stride` plus `out.len()` rounded up to `L`; a shorter `x`
+/// takes `axpy` column by column (the same values).
+#[inline(always)]
+pub(super) fn combine<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
+    let len = out.len();
+    let padded = len.div_ceil(L) * L;
+    if w.is_empty() || x.len() < (w.len() - 1) * stride + padded {
+        out.fill(T::ZERO);
+        for (c, &wc) in w.iter().enumerate() {
+            axpy(wc, &x[c * stride..c * stride + len], out);
+        }
+        return;
+    }
+    for j0 in (0..len).step_by(L) {
+        let mut acc = [T::ZERO; L];
+        for (c, &wc) in w.iter().enumerate() {
+            let xs: &[T; L] = x[c * stride + j0..][..L].try_into().expect("L");
+            for l in 0..L {
+                acc[l] += wc * xs[l];
+            }
+        }
+        let n = L.min(len - j0);
+        out[j0..j0 + n].copy_from_slice(&acc[..n]);
+    }
+}
+
 /// `y ← y + α·x`.
 #[inline(always)]
 pub(super) fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
@@ -142,10 +172,7 @@ pub(super) fn direct_probs<T: Real>(
     p: &mut [T],
 ) {
     let p = &mut p[..len];
-    p.fill(T::ZERO);
-    for (c, &qc) in q.iter().enumerate() {
-        axpy(qc, &ktr[c * n..c * n + len], p);
-    }
+    combine(q, ktr, n, p);
     if let Some(x) = p.get_mut(tg) {
         *x = dot(q, kt);
     }
@@ -183,5 +210,53 @@ pub(super) fn loo_scalars<T: Real>(x: &[T], out: &mut [T]) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o = z + *o;
         z += v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{axpy, combine, L};
+    use efa_num::Real;
+
+    /// Both paths of `combine` (padded rows read in whole blocks, and `axpy` column by column
+    /// for an `x` without the padding) give the bits of `axpy` column by column from zero.
+    fn same_as_axpy<T: Real>() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            T::from_f64(((seed >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0)
+        };
+        for len in [1, 5, L - 1, L, L + 1, 44] {
+            for k in [1, 3, 16] {
+                let stride = len + 3;
+                let w: Vec<T> = (0..k).map(|_| next()).collect();
+                let x: Vec<T> = (0..(k - 1) * stride + len.div_ceil(L) * L)
+                    .map(|_| next())
+                    .collect();
+                let mut want = vec![T::ZERO; len];
+                for (c, &wc) in w.iter().enumerate() {
+                    axpy(wc, &x[c * stride..c * stride + len], &mut want);
+                }
+                let bits = |v: &[T]| v.iter().map(|a| a.to_f64().to_bits()).collect::<Vec<_>>();
+                for short in [false, true] {
+                    let xs = if short {
+                        &x[..(k - 1) * stride + len]
+                    } else {
+                        &x[..]
+                    };
+                    let mut got = vec![T::from_f64(9.0); len];
+                    combine(&w, xs, stride, &mut got);
+                    assert_eq!(bits(&got), bits(&want), "len {len} k {k} short {short}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn combine_gives_the_bits_of_axpy_by_columns() {
+        same_as_axpy::<f32>();
+        same_as_axpy::<f64>();
     }
 }
