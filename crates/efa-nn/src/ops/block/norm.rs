@@ -47,8 +47,8 @@ unsafe fn ln_body<V: SimdVec>(
         #[cfg(target_arch = "x86_64")]
         if lanes16::<V>(d) {
             // Sixteen rows reduced side by side (AVX-512 in f32; the same bits).
+            let at = |p: *const V::Elem, r: usize, ld: usize| p.add(r * ld).cast::<f32>();
             while i + lanes::ROWS <= rows {
-                let at = |p: *const V::Elem, r: usize, ld: usize| p.add(r * ld).cast::<f32>();
                 lanes::ln16(
                     d,
                     at(x, i, ldx),

@@ -71,6 +71,7 @@ impl<T: Real> Scratch<T> {
             (&mut self.dx, n),
             (&mut self.dq, kd),
             (&mut self.row, n),
+            // Transposed rows `+ L`: `combine` reads its last block whole.
             (&mut self.ktr, kd * n + L),
             (&mut self.vtr, kd * n + L),
             (&mut self.dp, n),

@@ -42,6 +42,7 @@ impl<T: Real> Scratch<T> {
     fn fit(&mut self, dm: &Dims, members: usize) {
         let (n, kd) = (dm.n, dm.kd);
         for (buf, len) in [
+            // Transposed rows `+ L`: `combine` reads its last block whole.
             (&mut self.kt, kd * n + L),
             (&mut self.loo, n * kd),
             (&mut self.zl, n),

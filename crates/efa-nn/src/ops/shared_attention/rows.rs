@@ -34,7 +34,7 @@ pub(super) fn dot<T: Real>(a: &[T], b: &[T]) -> T {
 /// Rows `x(j)` (`K` wide) weighted by `w(j)`, `j < len`: `out[j] = Σ_{i≠j} w(i)·x(i)` for every
 /// `j` (`out` `[len, K]`), from the suffix sums (stored first) and the prefix sums (added in
 /// front), each a running sum in `j` order; `out[j] = pre + suf`, never a difference. The
-/// running sums stay in registers eight columns at a time.
+/// running sums stay in registers [`L`] columns at a time.
 #[inline(always)]
 pub(super) fn loo_rows<'a, T: Real + 'a>(
     len: usize,
@@ -90,7 +90,7 @@ pub(super) fn loo_rows<'a, T: Real + 'a>(
 pub(super) const L: usize = 16;
 
 /// `out ← out + Σ_j w(j)·x(j)` over `j < len` in `j` order (per element the same sums as
-/// `axpy` row by row), the running sums in registers eight columns at a time.
+/// `axpy` row by row), the running sums in registers [`L`] columns at a time.
 #[inline(always)]
 pub(super) fn add_rows<'a, T: Real + 'a>(
     len: usize,
@@ -221,13 +221,8 @@ mod tests {
     /// Both paths of `combine` (padded rows read in whole blocks, and `axpy` column by column
     /// for an `x` without the padding) give the bits of `axpy` column by column from zero.
     fn same_as_axpy<T: Real>() {
-        let mut seed = 7u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            T::from_f64(((seed >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0)
-        };
+        let mut u = efa_check::unit_values(7);
+        let mut next = || T::from_f64(u.next().expect("endless") * 4.0 - 2.0);
         for len in [1, 5, L - 1, L, L + 1, 44] {
             for k in [1, 3, 16] {
                 let stride = len + 3;

@@ -1,10 +1,11 @@
 //! Sixteen rows at a time (AVX-512, f32, row widths 16, 32 and 48): each row's two sums are
-//! accumulated as `efa_num`'s `sum_body` / `dot_body` accumulate them (one vector of
-//! partial sums per row), and the sixteen partial-sum vectors are then reduced together, the
-//! rows side by side, with exactly the pairings of `reduce_sum` (lanes `i` and `i + 8`, then
-//! `i + 4`, `i + 2`, `i + 1`, lower lane first). Every row gets the bits of the row-at-a-time
-//! kernel; what goes is one horizontal reduction per sum (a chain of dependent shuffles and
-//! additions) per row, replaced by about two shuffles and one addition per row.
+//! accumulated as `efa_num`'s `sum_body` / `dot_body` accumulate them (one vector of partial
+//! sums per row; their closing additions of empty accumulators are identities here), and the
+//! sixteen partial-sum vectors are then reduced together, the rows side by side, with exactly
+//! the pairings of `reduce_sum` (lanes `i` and `i + 8`, then `i + 4`, `i + 2`, `i + 1`, lower
+//! lane first). Every row gets the bits of the row-at-a-time kernel; what goes is one
+//! horizontal reduction per sum (a chain of dependent shuffles and additions) per row,
+//! replaced by about two shuffles and one addition per row.
 
 use std::arch::x86_64::*;
 
@@ -59,16 +60,10 @@ fn reduce16(v: &[__m512; ROWS]) -> __m512 {
     )
 }
 
-/// `sum_body`'s closing step for a shape run in its first accumulator: `(s₀ + 0) + (0 + 0)`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn close(s: __m512) -> __m512 {
-    let z = _mm512_setzero_ps();
-    _mm512_add_ps(_mm512_add_ps(s, z), _mm512_add_ps(z, z))
-}
-
 /// Each of sixteen rows' partial sums as `sum_body` forms them for `nc ≤ 3` vectors:
-/// `((0 + x₀) + x₁) + …`, closed.
+/// `((0 + x₀) + x₁) + …`. (`sum_body` then adds its three empty accumulators, `(s + 0) +
+/// (0 + 0)`; that changes nothing here: a sum started from +0 is never −0, and `s + 0 = s`
+/// for every other value, NaN included.)
 ///
 /// # Safety
 /// Rows `r < 16` valid for `16·nc` reads at `x + r·ld`.
@@ -81,7 +76,7 @@ unsafe fn row_sums(x: *const f32, ld: usize, nc: usize) -> [__m512; ROWS] {
             // SAFETY: the caller's contract.
             s = _mm512_add_ps(s, unsafe { _mm512_loadu_ps(x.add(r * ld + 16 * c)) });
         }
-        close(s)
+        s
     })
 }
 
@@ -118,7 +113,7 @@ pub(super) unsafe fn ln16(
     // SAFETY: the caller's contract: rows r < 16 have d elements at x + r·ldx, xhat + r·ldh,
     // y + r·ldy; g and b have d; rstd has 16.
     unsafe {
-        // μ per row: (0 + x₀) + x₁ + …, closed and reduced as sum_body, then ·(1/d).
+        // μ per row: (0 + x₀) + x₁ + …, reduced as sum_body, then ·(1/d).
         let mu = lanes(_mm512_mul_ps(reduce16(&row_sums(x, ldx, nc)), inv_d));
         // x − μ into x̂, and its squares' sums as dot_body forms them.
         let squares: [__m512; ROWS] = std::array::from_fn(|r| {
@@ -130,7 +125,7 @@ pub(super) unsafe fn ln16(
                 _mm512_storeu_ps(h.add(16 * c), v);
                 s = _mm512_fmadd_ps(v, v, s);
             }
-            close(s)
+            s
         });
         let var = _mm512_mul_ps(reduce16(&squares), inv_d);
         let rs = lanes(_mm512_div_ps(
@@ -187,7 +182,7 @@ pub(super) unsafe fn ln_back16(
                     s,
                 );
             }
-            close(s)
+            s
         });
         let mgh = lanes(_mm512_mul_ps(reduce16(&sums), inv_d));
         let mghx = lanes(_mm512_mul_ps(reduce16(&dots), inv_d));
