@@ -36,6 +36,26 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// Asks for every cache line of `s` in the second-level cache (a hint, as [`prefetch`]): for
+/// data a kernel will read soon but not at once, such as saved activations a backward pass
+/// reads from main memory.
+#[inline]
+pub fn prefetch_l2<T>(s: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let step = (64 / std::mem::size_of::<T>().max(1)).max(1);
+        for i in (0..s.len()).step_by(step) {
+            // SAFETY: as in `prefetch`; the address lies inside `s`.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+                _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().add(i).cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
+}
+
 /// An instruction-set variant of the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {

@@ -56,6 +56,10 @@ struct Chunk<'a, T> {
     xhat2: &'a [T],
     rstd2: &'a [T],
     dy: &'a [T],
+    /// The next chunk's pieces of the saved buffers read in bulk (`p, kv, q, o, xhat1, hid,
+    /// xhat2, dy`; empty for the last chunk), fetched ahead into the cache (see
+    /// [`prefetch_saved`]).
+    ahead: [&'a [T]; 8],
     /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
     /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
     dx: &'a mut [MaybeUninit<T>],
@@ -154,14 +158,14 @@ pub(super) fn run<T: Real>(
     // vector of these pieces in order.
     let sizes = sizes(dm, project);
     let chunks: Vec<Chunk<T>> = {
-        let r = |buf, each| split_ref(buf, each, per, b).into_iter();
-        let (mut q, mut kv, mut p, mut o) = (
+        let r = |buf, each| split_ref(buf, each, per, b);
+        let (q, kv, p, o) = (
             r(&s.q, nq * ldhk),
             r(&s.kv, n * ldkv),
             r(&s.p, plen),
             r(o_all, nq * ldo),
         );
-        let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
+        let (xhat1, rstd1, hid, xhat2, rstd2, dys) = (
             r(&s.xhat1, nq * ldd),
             r(&s.rstd1, nq),
             r(&s.hid, nq * ldf),
@@ -169,25 +173,32 @@ pub(super) fn run<T: Real>(
             r(&s.rstd2, nq),
             r(dy, nq * d),
         );
+        let bulk = |j: usize| [p[j], kv[j], q[j], o[j], xhat1[j], hid[j], xhat2[j], dys[j]];
         let mut dxs = split(&mut dx, n * d, per, b).into_iter();
         let mut dqs = split(&mut dq, nq * hk, per, b).into_iter();
         let mut dks = split(&mut dk, n * hk, per, b).into_iter();
         let mut dvs = split(&mut dv, n * hk, per, b).into_iter();
         (0..b)
             .step_by(per)
-            .map(|s0| Chunk {
+            .enumerate()
+            .map(|(j, s0)| Chunk {
                 s0,
                 ns: per.min(b - s0),
-                q: q.next().expect("chunk"),
-                kv: kv.next().expect("chunk"),
-                p: p.next().expect("chunk"),
-                o: o.next().expect("chunk"),
-                xhat1: xhat1.next().expect("chunk"),
-                rstd1: rstd1.next().expect("chunk"),
-                hid: hid.next().expect("chunk"),
-                xhat2: xhat2.next().expect("chunk"),
-                rstd2: rstd2.next().expect("chunk"),
-                dy: dys.next().expect("chunk"),
+                q: q[j],
+                kv: kv[j],
+                p: p[j],
+                o: o[j],
+                xhat1: xhat1[j],
+                rstd1: rstd1[j],
+                hid: hid[j],
+                xhat2: xhat2[j],
+                rstd2: rstd2[j],
+                dy: dys[j],
+                ahead: if j + 1 < q.len() {
+                    bulk(j + 1)
+                } else {
+                    [&[]; 8]
+                },
                 dx: dxs.next().expect("chunk"),
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
@@ -265,6 +276,19 @@ pub(super) fn run<T: Real>(
     Ok(out)
 }
 
+/// Asks for this chunk's and the next chunk's saved rows in the second-level cache. A
+/// micro-batch's saved state (tens of megabytes in the temperature models) outgrows the
+/// caches between the forward and the backward, and the products that read it row by row
+/// (`Pᵀ·dO`, `V·dOᵀ` per sample and head) stalled on main memory: this chunk's rows arrive
+/// while its first products run, the next chunk's while the rest of this one does (the chunks
+/// of a thread run in order). A hint: no value depends on it.
+fn prefetch_saved<T>(c: &Chunk<'_, T>) {
+    let own = [c.p, c.kv, c.q, c.o, c.xhat1, c.hid, c.xhat2, c.dy];
+    for piece in own.into_iter().chain(c.ahead) {
+        simd::prefetch_l2(piece);
+    }
+}
+
 // One chunk, compiled for the active instruction set.
 isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, TapeError>);
 
@@ -276,6 +300,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2] = cx.vecs;
+    prefetch_saved(&c);
     // dq, dk, dv (given q, k, v only; empty otherwise) are written in full by the attention
     // backward, which takes them initialised. With the attention output given, dq holds its
     // gradient, written row by row below.
