@@ -36,24 +36,31 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// Asks for every cache line of `s` in the second-level cache (a hint, as [`prefetch`]): for
-/// data a kernel will read soon but not at once, such as saved activations a backward pass
-/// reads from main memory.
+/// Asks for every cache line that holds part of `s` in the second-level cache (a hint, as
+/// [`prefetch`]): for data a kernel will read soon but not at once, such as saved activations
+/// a backward pass would otherwise read from main memory.
 #[inline]
 pub fn prefetch_l2<T>(s: &[T]) {
+    let bytes = std::mem::size_of_val(s);
     #[cfg(target_arch = "x86_64")]
-    {
-        let step = (64 / std::mem::size_of::<T>().max(1)).max(1);
-        for i in (0..s.len()).step_by(step) {
-            // SAFETY: as in `prefetch`; the address lies inside `s`.
+    if bytes > 0 {
+        const LINE: usize = 64;
+        let first = s.as_ptr().cast::<u8>();
+        let end = first.wrapping_add(bytes);
+        // From the start of the line holding the first byte, one address per line.
+        let mut at = first.wrapping_sub(first as usize % LINE);
+        while at < end {
+            // SAFETY: SSE is part of x86-64, and a prefetch neither faults nor changes
+            // memory, whatever the address.
             unsafe {
                 use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-                _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().add(i).cast());
+                _mm_prefetch::<_MM_HINT_T1>(at.cast());
             }
+            at = at.wrapping_add(LINE);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = s;
+    let _ = bytes;
 }
 
 /// An instruction-set variant of the kernels.

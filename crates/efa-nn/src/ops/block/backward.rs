@@ -56,9 +56,9 @@ struct Chunk<'a, T> {
     xhat2: &'a [T],
     rstd2: &'a [T],
     dy: &'a [T],
-    /// The next chunk's pieces of the saved buffers read in bulk (`p, kv, q, o, xhat1, hid,
-    /// xhat2, dy`; empty for the last chunk), fetched ahead into the cache (see
-    /// [`prefetch_saved`]).
+    /// The next chunk's pieces of the buffers read in bulk (saved `p, kv, q, o, xhat1, hid,
+    /// xhat2` and the cotangent `dy`; empty for the last chunk), fetched ahead into the cache
+    /// (see [`prefetch_saved`]).
     ahead: [&'a [T]; 8],
     /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
     /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
@@ -194,7 +194,7 @@ pub(super) fn run<T: Real>(
                 xhat2: xhat2[j],
                 rstd2: rstd2[j],
                 dy: dys[j],
-                ahead: if j + 1 < q.len() {
+                ahead: if j + 1 < b.div_ceil(per) {
                     bulk(j + 1)
                 } else {
                     [&[]; 8]
@@ -276,14 +276,16 @@ pub(super) fn run<T: Real>(
     Ok(out)
 }
 
-/// Asks for this chunk's and the next chunk's saved rows in the second-level cache when a
-/// sample has at most [`PREFETCH_MAX_ROWS`] rows. A micro-batch's saved state (29 MB at
-/// L = 4 in the temperature model) outgrows the caches between the forward and the backward,
-/// and the products that read it through short rows (`Pᵀ·dO`, `V·dOᵀ` per sample and head:
-/// 44 keys are three cache lines a row, twelve rows at a time, too short for the hardware's
-/// own prefetching) stalled on main memory. This chunk's rows arrive while its first
-/// products run, the next chunk's while the rest of this one does (the chunks of a thread
-/// run in order). A hint: no value depends on it.
+/// Asks for this chunk's and the next chunk's saved rows (and cotangent rows) in the
+/// second-level cache when a sample has at most [`PREFETCH_MAX_ROWS`] positions. A
+/// micro-batch's saved state (29 MB at L = 4 in the temperature model) outgrows the caches
+/// between the forward and the backward, and the per-sample products that read it through
+/// short rows (`Pᵀ·dO`, `V·dOᵀ` per head: with 44 positions in f32, rows of one to three
+/// cache lines, twelve rows at a time) ran at a third of their in-cache speed, about the speed
+/// of the same calls on data in main memory. This chunk's rows arrive while its first products
+/// run, the next chunk's while the rest of this one does (usually the same thread's next
+/// chunk: a thread runs a range of chunks in order unless another steals part of it). A hint:
+/// no value depends on it.
 fn prefetch_saved<T>(dm: &Dims, c: &Chunk<'_, T>) {
     if dm.n > PREFETCH_MAX_ROWS {
         return;
@@ -294,8 +296,9 @@ fn prefetch_saved<T>(dm: &Dims, c: &Chunk<'_, T>) {
     }
 }
 
-/// Most rows per sample for [`prefetch_saved`]. Longer rows stream on their own: with 132
-/// (the lag-2 temperature model) fetching ahead measured 1.5–2.7% slower at one thread.
+/// Most positions per sample for [`prefetch_saved`]. With 132 (the lag-2 temperature model)
+/// fetching ahead measured 1.5–2.7% slower at one thread: its longer rows did not stall the
+/// same way.
 const PREFETCH_MAX_ROWS: usize = 64;
 
 // One chunk, compiled for the active instruction set.
