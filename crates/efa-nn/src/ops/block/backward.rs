@@ -56,9 +56,8 @@ struct Chunk<'a, T> {
     xhat2: &'a [T],
     rstd2: &'a [T],
     dy: &'a [T],
-    /// The next chunk's pieces of the buffers read in bulk (saved `p, kv, q, o, xhat1, hid,
-    /// xhat2` and the cotangent `dy`; empty for the last chunk), fetched ahead into the cache
-    /// (see [`prefetch_saved`]).
+    /// The next chunk's [`Chunk::bulk`] (empty for the last chunk), fetched ahead into the
+    /// cache (see [`prefetch_saved`]).
     ahead: [&'a [T]; 8],
     /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
     /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
@@ -66,6 +65,16 @@ struct Chunk<'a, T> {
     dq: &'a mut [MaybeUninit<T>],
     dk: &'a mut [MaybeUninit<T>],
     dv: &'a mut [MaybeUninit<T>],
+}
+
+impl<'a, T> Chunk<'a, T> {
+    /// The pieces of the buffers read in bulk: saved `p, kv, q, o, xhat1, hid, xhat2` and the
+    /// cotangent `dy`.
+    fn bulk(&self) -> [&'a [T]; 8] {
+        [
+            self.p, self.kv, self.q, self.o, self.xhat1, self.hid, self.xhat2, self.dy,
+        ]
+    }
 }
 
 struct Scratch<T> {
@@ -157,15 +166,15 @@ pub(super) fn run<T: Real>(
     // The lengths of the parameter gradients: each chunk returns its partial ones as one
     // vector of these pieces in order.
     let sizes = sizes(dm, project);
-    let chunks: Vec<Chunk<T>> = {
-        let r = |buf, each| split_ref(buf, each, per, b);
-        let (q, kv, p, o) = (
+    let mut chunks: Vec<Chunk<T>> = {
+        let r = |buf, each| split_ref(buf, each, per, b).into_iter();
+        let (mut q, mut kv, mut p, mut o) = (
             r(&s.q, nq * ldhk),
             r(&s.kv, n * ldkv),
             r(&s.p, plen),
             r(o_all, nq * ldo),
         );
-        let (xhat1, rstd1, hid, xhat2, rstd2, dys) = (
+        let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
             r(&s.xhat1, nq * ldd),
             r(&s.rstd1, nq),
             r(&s.hid, nq * ldf),
@@ -173,32 +182,26 @@ pub(super) fn run<T: Real>(
             r(&s.rstd2, nq),
             r(dy, nq * d),
         );
-        let bulk = |j: usize| [p[j], kv[j], q[j], o[j], xhat1[j], hid[j], xhat2[j], dys[j]];
         let mut dxs = split(&mut dx, n * d, per, b).into_iter();
         let mut dqs = split(&mut dq, nq * hk, per, b).into_iter();
         let mut dks = split(&mut dk, n * hk, per, b).into_iter();
         let mut dvs = split(&mut dv, n * hk, per, b).into_iter();
         (0..b)
             .step_by(per)
-            .enumerate()
-            .map(|(j, s0)| Chunk {
+            .map(|s0| Chunk {
                 s0,
                 ns: per.min(b - s0),
-                q: q[j],
-                kv: kv[j],
-                p: p[j],
-                o: o[j],
-                xhat1: xhat1[j],
-                rstd1: rstd1[j],
-                hid: hid[j],
-                xhat2: xhat2[j],
-                rstd2: rstd2[j],
-                dy: dys[j],
-                ahead: if j + 1 < b.div_ceil(per) {
-                    bulk(j + 1)
-                } else {
-                    [&[]; 8]
-                },
+                q: q.next().expect("chunk"),
+                kv: kv.next().expect("chunk"),
+                p: p.next().expect("chunk"),
+                o: o.next().expect("chunk"),
+                xhat1: xhat1.next().expect("chunk"),
+                rstd1: rstd1.next().expect("chunk"),
+                hid: hid.next().expect("chunk"),
+                xhat2: xhat2.next().expect("chunk"),
+                rstd2: rstd2.next().expect("chunk"),
+                dy: dys.next().expect("chunk"),
+                ahead: [&[]; 8],
                 dx: dxs.next().expect("chunk"),
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
@@ -206,6 +209,9 @@ pub(super) fn run<T: Real>(
             })
             .collect()
     };
+    for j in 1..chunks.len() {
+        chunks[j - 1].ahead = chunks[j].bulk();
+    }
     let parts: Vec<Vec<T>> = chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
@@ -290,8 +296,7 @@ fn prefetch_saved<T>(dm: &Dims, c: &Chunk<'_, T>) {
     if dm.n > PREFETCH_MAX_ROWS {
         return;
     }
-    let own = [c.p, c.kv, c.q, c.o, c.xhat1, c.hid, c.xhat2, c.dy];
-    for piece in own.into_iter().chain(c.ahead) {
+    for piece in c.bulk().into_iter().chain(c.ahead) {
         simd::prefetch_l2(piece);
     }
 }
