@@ -1,7 +1,7 @@
 //! The backward: one task per group (its base gradients and its samples' gradients), each
 //! compiled for the active instruction set.
 
-use super::rows::{add_rows, axpy, combine, direct_probs, dot, loo_rows, loo_scalars, L};
+use super::rows::{add_rows, axpy_k, combine, direct_probs, dot_k, k16, loo_rows, loo_scalars, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
 use efa_attn::micro::transpose_cols;
 use efa_num::Real;
@@ -155,6 +155,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
     let len = cx.cfg.lengths[g];
     let scale = cx.scale;
+    let k16 = k16::<T>(cx.isa, kd);
     sc.fit(&dm);
     let [qg, kg, vg] = cx.base(g);
     let (nh, sv) = (n * heads, cx.saved);
@@ -192,17 +193,17 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let tg = cx.cfg.target[s];
                 let row_at = s * n * hk + at;
                 let dos = &cx.d_o[row_at..row_at + kd];
-                let d = dot(dos, &cx.o[row_at..row_at + kd]);
+                let d = dot_k(k16, dos, &cx.o[row_at..row_at + kd]);
                 let r = sv.r[s * nh + idx];
-                axpy(r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
+                axpy_k(k16, r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
                 dpos[tg] += r * d;
                 cnt[tg] += 1;
                 // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
                 let vts = &cx.vt[s * hk + c0..][..kd];
                 let p = sv.p[s * nh + idx];
-                axpy(p, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                let ds = scale * (p * (dot(dos, vts) - d));
-                axpy(ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
+                axpy_k(k16, p, dos, &mut t.dvt[mi][c0..c0 + kd]);
+                let ds = scale * (p * (dot_k(k16, dos, vts) - d));
+                axpy_k(k16, ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
                 pairs.push((ds, s));
             }
             dqi.fill(T::ZERO);
@@ -220,9 +221,9 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let ds = &mut dp[..len];
                 for &j in seen.iter() {
                     let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
-                    axpy(ej, w, &mut t.dv[kj..kj + kd]);
-                    ds[j] = scale * (ej * (dot(w, &vg[kj..kj + kd]) - dx[j]));
-                    axpy(ds[j], qi, &mut t.dk[kj..kj + kd]);
+                    axpy_k(k16, ej, w, &mut t.dv[kj..kj + kd]);
+                    ds[j] = scale * (ej * (dot_k(k16, w, &vg[kj..kj + kd]) - dx[j]));
+                    axpy_k(k16, ds[j], qi, &mut t.dk[kj..kj + kd]);
                 }
                 let key = |k: usize| &kg[seen[k] * hk + c0..seen[k] * hk + c0 + kd];
                 add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
@@ -249,19 +250,19 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let dp = &mut dp[..len];
                 combine(dos, vtr, n, dp);
                 if let Some(x) = dp.get_mut(tg) {
-                    *x = dot(dos, vts);
+                    *x = dot_k(k16, dos, vts);
                 }
-                let d = dot(dos, &cx.o[row_at..row_at + kd]);
+                let d = dot_k(k16, dos, &cx.o[row_at..row_at + kd]);
                 // dp becomes dS in place.
                 for (j, (&pj, dsj)) in row[..len].iter().zip(dp.iter_mut()).enumerate() {
                     let kj = j * hk + c0;
                     *dsj = scale * (pj * (*dsj - d));
                     if j == tg {
-                        axpy(pj, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                        axpy(*dsj, q, &mut t.dkt[mi][c0..c0 + kd]);
+                        axpy_k(k16, pj, dos, &mut t.dvt[mi][c0..c0 + kd]);
+                        axpy_k(k16, *dsj, q, &mut t.dkt[mi][c0..c0 + kd]);
                     } else {
-                        axpy(pj, dos, &mut t.dv[kj..kj + kd]);
-                        axpy(*dsj, q, &mut t.dk[kj..kj + kd]);
+                        axpy_k(k16, pj, dos, &mut t.dv[kj..kj + kd]);
+                        axpy_k(k16, *dsj, q, &mut t.dk[kj..kj + kd]);
                     }
                 }
                 let key = |j: usize| {

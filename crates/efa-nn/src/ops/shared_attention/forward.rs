@@ -1,7 +1,7 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::rows::{add_rows, combine, direct_probs, loo_rows, loo_scalars, L};
+use super::rows::{add_rows, combine, direct_probs, k16, loo_rows, loo_scalars, mix_k, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_attn::micro::transpose_cols;
 use efa_num::Real;
@@ -109,6 +109,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
     let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
     let len = cx.cfg.lengths[g];
     let (scale, lo) = (cx.scale, T::from_f64(LOO_MIN));
+    let k16 = k16::<T>(cx.isa, kd);
     let nm = t.members.len();
     sc.fit(&dm, nm);
     let [qg, kg, vg] = cx.base(g);
@@ -194,9 +195,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
                     let p = T::ONE / (zm * ex[mi] + T::ONE);
                     (ex[mi] * p, p)
                 };
-                for ((o, &a), &vv) in out.iter_mut().zip(&loo[tg * kd..(tg + 1) * kd]).zip(vts) {
-                    *o = r * a + p * vv;
-                }
+                mix_k(k16, (r, &loo[tg * kd..(tg + 1) * kd]), (p, vts), out);
                 t.r[mi][idx] = r;
                 t.p[mi][idx] = p;
             }

@@ -156,6 +156,126 @@ pub(super) fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     }
 }
 
+/// Whether the rows are sixteen `f32` wide and AVX-512 runs: then [`dot_k`] and [`axpy_k`]
+/// take one vector register per row.
+#[inline(always)]
+pub(super) fn k16<T: Real>(isa: efa_num::simd::Isa, kd: usize) -> bool {
+    use efa_num::simd::{elem_kind, ElemKind, Isa};
+    cfg!(target_arch = "x86_64")
+        && kd == 16
+        && isa == Isa::Avx512
+        && isa.is_supported()
+        && elem_kind::<T>() == ElemKind::F32
+}
+
+/// [`dot`] (the same bits); with `k16` (from [`k16`]) and both rows sixteen long, in one
+/// AVX-512 register: the eight accumulators are the two halves' sums `(0 + pₗ) + pₗ₊₈`, then
+/// the same tree.
+#[inline(always)]
+pub(super) fn dot_k<T: Real>(k16: bool, a: &[T], b: &[T]) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if k16 && a.len() == 16 && b.len() == 16 {
+        // SAFETY: `k16` holds only for `T = f32` with AVX-512 present; both rows hold 16.
+        let d = unsafe { x86::dot16(a.as_ptr().cast(), b.as_ptr().cast()) };
+        return T::from_f64(f64::from(d));
+    }
+    let _ = k16;
+    dot(a, b)
+}
+
+/// [`axpy`] (the same bits); with `k16` and both rows sixteen long, in one AVX-512 register.
+#[inline(always)]
+pub(super) fn axpy_k<T: Real>(k16: bool, alpha: T, x: &[T], y: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if k16 && x.len() == 16 && y.len() == 16 {
+        // SAFETY: as in `dot_k`; `y` is a distinct borrow of 16.
+        unsafe {
+            x86::axpy16(
+                alpha.to_f64() as f32,
+                x.as_ptr().cast(),
+                y.as_mut_ptr().cast(),
+            )
+        };
+        return;
+    }
+    let _ = k16;
+    axpy(alpha, x, y)
+}
+
+/// `out = r·a + p·v` element by element (two products, then their sum); with `k16` and rows
+/// sixteen long, in one AVX-512 register (the same bits).
+#[inline(always)]
+pub(super) fn mix_k<T: Real>(k16: bool, (r, a): (T, &[T]), (p, v): (T, &[T]), out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if k16 && a.len() == 16 && v.len() == 16 && out.len() == 16 {
+        // SAFETY: as in `dot_k`; `out` is a distinct borrow of 16.
+        unsafe {
+            x86::mix16(
+                (r.to_f64() as f32, a.as_ptr().cast()),
+                (p.to_f64() as f32, v.as_ptr().cast()),
+                out.as_mut_ptr().cast(),
+            )
+        };
+        return;
+    }
+    let _ = k16;
+    for ((o, &a), &v) in out.iter_mut().zip(a).zip(v) {
+        *o = r * a + p * v;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// [`super::dot`] of two rows of sixteen `f32`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn dot16(a: *const f32, b: *const f32) -> f32 {
+        unsafe {
+            let p = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
+            let lo = _mm512_castps512_ps256(p);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(p)));
+            // Lane l: (0 + p[l]) + p[l + 8], as two blocks of eight from zero.
+            let acc = _mm256_add_ps(_mm256_add_ps(_mm256_setzero_ps(), lo), hi);
+            // (a0 + a4, a1 + a5, a2 + a6, a3 + a7), then (b0 + b2, b1 + b3), then their sum.
+            let b4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
+            let c2 = _mm_add_ps(b4, _mm_movehl_ps(b4, b4));
+            let d = _mm_add_ss(c2, _mm_shuffle_ps::<0b01>(c2, c2));
+            // `+ tail` with no tail: 0.
+            _mm_cvtss_f32(d) + 0.0
+        }
+    }
+
+    /// `out = r·a + p·v` on sixteen `f32` (two products, then their sum).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn mix16(
+        (r, a): (f32, *const f32),
+        (p, v): (f32, *const f32),
+        out: *mut f32,
+    ) {
+        unsafe {
+            let ra = _mm512_mul_ps(_mm512_set1_ps(r), _mm512_loadu_ps(a));
+            let pv = _mm512_mul_ps(_mm512_set1_ps(p), _mm512_loadu_ps(v));
+            _mm512_storeu_ps(out, _mm512_add_ps(ra, pv));
+        }
+    }
+
+    /// `y ← y + α·x` on sixteen `f32` (a product, then a sum).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn axpy16(alpha: f32, x: *const f32, y: *mut f32) {
+        unsafe {
+            let v = _mm512_add_ps(
+                _mm512_loadu_ps(y),
+                _mm512_mul_ps(_mm512_set1_ps(alpha), _mm512_loadu_ps(x)),
+            );
+            _mm512_storeu_ps(y, v);
+        }
+    }
+}
+
 /// The softmax row of query `q` (one head, `K = q.len()`) over `len` keys: the base keys
 /// transposed in `ktr` (`[K, n]`, key `j` in column `j`) with key `tg` replaced by `kt`;
 /// `p[j]` for `j < len` (scores along the keys, their maximum, `exp`, then `1/Σ` in order).
@@ -253,5 +373,64 @@ mod tests {
     fn combine_gives_the_bits_of_axpy_by_columns() {
         same_as_axpy::<f32>();
         same_as_axpy::<f64>();
+    }
+
+    /// The sixteen-wide AVX-512 rows give the bits of the generic `dot`, `axpy` and `r·a + p·v`,
+    /// zeros of either sign, infinities and NaN included.
+    #[test]
+    fn k16_rows_give_the_bits_of_dot_and_axpy() {
+        use super::{axpy_k, dot, dot_k, k16, mix_k};
+        let isa = efa_num::simd::Isa::Avx512;
+        if !k16::<f32>(isa, 16) {
+            eprintln!("no AVX-512 here: the sixteen-wide rows are not used");
+            return;
+        }
+        assert!(!k16::<f64>(isa, 16) && !k16::<f32>(isa, 8));
+        let mut u = efa_check::unit_values(11);
+        let special = [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            -3e38,
+        ];
+        for case in 0..400 {
+            let mut row = |k: usize| -> Vec<f32> {
+                (0..16)
+                    .map(|c| {
+                        let x = u.next().expect("endless");
+                        if case % 4 == 0 && (c + k + case).is_multiple_of(5) {
+                            special[(c * 7 + case + k) % special.len()]
+                        } else if case % 4 == 1 && c % 3 == 0 {
+                            -0.0
+                        } else {
+                            (x * 8.0 - 4.0) as f32
+                        }
+                    })
+                    .collect()
+            };
+            let (a, b, y0) = (row(0), row(1), row(2));
+            let (want, got) = (dot(&a, &b), dot_k(true, &a, &b));
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "dot, case {case}: {a:?} {b:?}"
+            );
+            let alpha = a[case % 16];
+            let (mut yw, mut yg) = (y0.clone(), y0.clone());
+            super::axpy(alpha, &b, &mut yw);
+            axpy_k(true, alpha, &b, &mut yg);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&yg), bits(&yw), "axpy, case {case}");
+            let (r, p) = (b[case % 16], y0[(case + 3) % 16]);
+            let (mut mw, mut mg) = (vec![9.0f32; 16], vec![9.0f32; 16]);
+            mix_k(false, (r, &a), (p, &y0), &mut mw);
+            mix_k(true, (r, &a), (p, &y0), &mut mg);
+            let by_hand: Vec<f32> = a.iter().zip(&y0).map(|(&x, &v)| r * x + p * v).collect();
+            assert_eq!(bits(&mw), bits(&by_hand), "mix, generic, case {case}");
+            assert_eq!(bits(&mg), bits(&mw), "mix, case {case}");
+        }
     }
 }
