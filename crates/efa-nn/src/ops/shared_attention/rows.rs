@@ -184,9 +184,9 @@ fn is_f32<T: Real>() -> bool {
     elem_kind::<T>() == ElemKind::F32
 }
 
-/// [`dot`] (the same bits); with `k16` on (see [`k16`]), `T = f32` and both rows sixteen long, in one
-/// AVX-512 register: the eight accumulators are the two halves' sums `(0 + pₗ) + pₗ₊₈`, then
-/// the same tree.
+/// [`dot`] (the same bits); with `k16` on (see [`k16`]), `T = f32` and both rows sixteen
+/// long, in one AVX-512 register: the eight accumulators are the two halves' sums
+/// `(0 + pₗ) + pₗ₊₈`, then the same tree.
 #[inline(always)]
 pub(super) fn dot_k<T: Real>(k16: K16, a: &[T], b: &[T]) -> T {
     #[cfg(target_arch = "x86_64")]
@@ -200,7 +200,8 @@ pub(super) fn dot_k<T: Real>(k16: K16, a: &[T], b: &[T]) -> T {
     dot(a, b)
 }
 
-/// [`axpy`] (the same bits); with `k16` on, `T = f32` and both rows sixteen long, in one AVX-512 register.
+/// [`axpy`] (the same bits); with `k16` on, `T = f32` and both rows sixteen long, in one
+/// AVX-512 register.
 #[inline(always)]
 pub(super) fn axpy_k<T: Real>(k16: K16, alpha: T, x: &[T], y: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
@@ -395,7 +396,7 @@ mod tests {
     /// The sixteen-wide AVX-512 rows give the bits of the generic `dot`, `axpy` and `r·a + p·v`,
     /// zeros of either sign, infinities and NaN included.
     #[test]
-    fn k16_rows_give_the_bits_of_dot_and_axpy() {
+    fn k16_rows_give_the_bits_of_the_generic_rows() {
         use super::{axpy_k, dot, dot_k, k16, mix_k};
         let isa = efa_num::simd::Isa::Avx512;
         assert!(!k16::<f64>(isa, 16).on && !k16::<f32>(isa, 8).on);
