@@ -48,7 +48,6 @@ struct Chunk<'a, T> {
     ns: usize,
     q: &'a [T],
     kv: &'a [T],
-    p: &'a [T],
     o: &'a [T],
     xhat1: &'a [T],
     rstd1: &'a [T],
@@ -58,7 +57,7 @@ struct Chunk<'a, T> {
     dy: &'a [T],
     /// The next chunk's [`Chunk::bulk`] (empty for the last chunk), fetched ahead into the
     /// cache (see [`prefetch_saved`]).
-    ahead: [&'a [T]; 8],
+    ahead: [&'a [T]; 7],
     /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
     /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
     dx: &'a mut [MaybeUninit<T>],
@@ -68,11 +67,11 @@ struct Chunk<'a, T> {
 }
 
 impl<'a, T> Chunk<'a, T> {
-    /// The pieces of the buffers read in bulk: saved `p, kv, q, o, xhat1, hid, xhat2` and the
+    /// The pieces of the buffers read in bulk: saved `kv, q, o, xhat1, hid, xhat2` and the
     /// cotangent `dy`.
-    fn bulk(&self) -> [&'a [T]; 8] {
+    fn bulk(&self) -> [&'a [T]; 7] {
         [
-            self.p, self.kv, self.q, self.o, self.xhat1, self.hid, self.xhat2, self.dy,
+            self.kv, self.q, self.o, self.xhat1, self.hid, self.xhat2, self.dy,
         ]
     }
 }
@@ -88,6 +87,8 @@ struct Scratch<T> {
     dv: Vec<T>,
     dxs: Vec<T>,
     dxq: Vec<T>,
+    /// One sample's attention probabilities, formed again from `q` and `k`.
+    p: Vec<T>,
     attn: RowsScratch<T>,
 }
 
@@ -104,6 +105,7 @@ impl<T: Real> Scratch<T> {
             dv: Vec::new(),
             dxs: Vec::new(),
             dxq: Vec::new(),
+            p: Vec::new(),
             attn: RowsScratch::new(),
         }
     }
@@ -153,7 +155,6 @@ pub(super) fn run<T: Real>(
         vecs: [v(t + 2), v(t + 3), v(t + 8)],
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let plen = cfg.p_len(dm);
     // Written or zeroed piece by piece by the chunks that own them (`Chunk::dx`).
     let mut dx = uninit::<T>(b * n * d);
     // With the attention given, its gradient `da` `[B, Nq, H·K]` goes in `dq`.
@@ -168,12 +169,7 @@ pub(super) fn run<T: Real>(
     let sizes = sizes(dm, project);
     let mut chunks: Vec<Chunk<T>> = {
         let r = |buf, each| split_ref(buf, each, per, b).into_iter();
-        let (mut q, mut kv, mut p, mut o) = (
-            r(&s.q, nq * ldhk),
-            r(&s.kv, n * ldkv),
-            r(&s.p, plen),
-            r(o_all, nq * ldo),
-        );
+        let (mut q, mut kv, mut o) = (r(&s.q, nq * ldhk), r(&s.kv, n * ldkv), r(o_all, nq * ldo));
         let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
             r(&s.xhat1, nq * ldd),
             r(&s.rstd1, nq),
@@ -193,7 +189,6 @@ pub(super) fn run<T: Real>(
                 ns: per.min(b - s0),
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
-                p: p.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -201,7 +196,7 @@ pub(super) fn run<T: Real>(
                 xhat2: xhat2.next().expect("chunk"),
                 rstd2: rstd2.next().expect("chunk"),
                 dy: dys.next().expect("chunk"),
-                ahead: [&[]; 8],
+                ahead: [&[]; 7],
                 dx: dxs.next().expect("chunk"),
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
@@ -342,6 +337,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         dv,
         dxs,
         dxq,
+        p: pbuf,
         attn,
     } = sc;
     // forward computed y = LN₂(u) with u = z + h·W₂ + b₂, so du = LN₂ᵀ(dy).
@@ -460,8 +456,8 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         }
         return residual_only(cx, dm, s0, rq, dz, c.dx, part);
     }
-    // Attention per sample, from the kept probabilities.
-    let plen = cx.cfg.p_len(dm);
+    // Attention per sample, its probabilities formed again from q and k (the forward's bits).
+    let p = grow(pbuf, cx.cfg.p_len(dm));
     let (dqb, dkb, dvb, ldg) = match cx.given {
         Some(_) => (dq_in, dk_in, dv_in, hk),
         None => (
@@ -478,13 +474,19 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             i * nq * ldg..(i + 1) * nq * ldg,
             i * n * ldg..(i + 1) * n * ldg,
         );
+        {
+            // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
+            // initialised values through the view.
+            let pu = unsafe { &mut *(&mut *p as *mut [T] as *mut [MaybeUninit<T>]) };
+            rows::probs_uninit(isa, &shape, q, k, pu, attn).map_err(|e| err(e.to_string()))?;
+        }
         rows::backward(
             isa,
             &shape,
             q,
             k,
             v,
-            &c.p[i * plen..(i + 1) * plen],
+            p,
             Rows {
                 data: &dob[i * nq * ldhk..(i + 1) * nq * ldhk],
                 ld: ldhk,

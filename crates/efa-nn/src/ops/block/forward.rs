@@ -53,7 +53,6 @@ struct Chunk<'a, T> {
     ns: usize,
     q: &'a mut [MaybeUninit<T>],
     kv: &'a mut [MaybeUninit<T>],
-    p: &'a mut [MaybeUninit<T>],
     o: &'a mut [MaybeUninit<T>],
     xhat1: &'a mut [MaybeUninit<T>],
     rstd1: &'a mut [MaybeUninit<T>],
@@ -63,12 +62,13 @@ struct Chunk<'a, T> {
     y: &'a mut [MaybeUninit<T>],
 }
 
-/// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output and
-/// the attention kernel's buffers.
+/// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output, one
+/// sample's attention probabilities and the attention kernel's buffers.
 struct Scratch<T> {
     xq: Vec<T>,
     pre: Vec<T>,
     y1: Vec<T>,
+    p: Vec<T>,
     attn: RowsScratch<T>,
 }
 
@@ -78,6 +78,7 @@ impl<T: Real> Scratch<T> {
             xq: Vec::new(),
             pre: Vec::new(),
             y1: Vec::new(),
+            p: Vec::new(),
             attn: RowsScratch::new(),
         }
     }
@@ -123,13 +124,11 @@ pub(super) fn run<T: Real>(
         eps: T::from_f64(cfg.eps),
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let plen = cfg.p_len(dm);
     let rq = b * nq;
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
     // `uninit` and `Chunk`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
     let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
-    let mut sp = uninit::<T>(b * plen);
     // The attention output, unless it is given (then the input is read in place).
     let mut so = uninit::<T>(if cx.attended.is_some() { 0 } else { rq * ldhk });
     let mut sx1 = uninit::<T>(rq * ldd);
@@ -142,7 +141,6 @@ pub(super) fn run<T: Real>(
     let chunks: Vec<Chunk<T>> = {
         let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
         let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
-        let mut p = split(&mut sp, plen, per, b).into_iter();
         let mut o = split(&mut so, nq * ldhk, per, b).into_iter();
         let mut xhat1 = split(&mut sx1, nq * ldd, per, b).into_iter();
         let mut rstd1 = split(&mut sr1, nq, per, b).into_iter();
@@ -157,7 +155,6 @@ pub(super) fn run<T: Real>(
                 ns: per.min(b - s0),
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
-                p: p.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -174,15 +171,13 @@ pub(super) fn run<T: Real>(
         .collect::<Result<Vec<()>, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
     // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `hid`
-    // (`mm_bias_into`, whole pieces), `p` (`rows::forward_uninit` on each sample's whole
-    // `p_len` slice), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole pieces) in full; on
-    // an error we returned above.
+    // (`mm_bias_into`, whole pieces), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole
+    // pieces) in full; on an error we returned above.
     let (s, y) = unsafe {
         (
             Saved {
                 q: assume_init(sq),
                 kv: assume_init(skv),
-                p: assume_init(sp),
                 o: assume_init(so),
                 xhat1: assume_init(sx1),
                 rstd1: assume_init(sr1),
@@ -232,7 +227,13 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     let (s0, ns) = (c.s0, c.ns);
     let (rk, rq) = (ns * n, ns * nq);
     let [g1, be1, g2, be2] = cx.vecs;
-    let Scratch { xq, pre, y1, attn } = sc;
+    let Scratch {
+        xq,
+        pre,
+        y1,
+        p: pbuf,
+        attn,
+    } = sc;
     let o = zeroed(c.o);
     let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
     let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
@@ -246,12 +247,15 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         debug_assert!(c.q.is_empty() && c.kv.is_empty());
         (&[], &[])
     };
-    // Attention per sample, probabilities kept; or the given attention output's rows. Then
-    // z = LN₁(x_q + o·W_o + b_o).
+    // Attention per sample, its probabilities in scratch (the backward forms them again); or
+    // the given attention output's rows. Then z = LN₁(x_q + o·W_o + b_o).
     let (o, ldo) = match cx.attended {
         Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
         None => {
-            let plen = cx.cfg.p_len(dm);
+            let p = grow(pbuf, cx.cfg.p_len(dm));
+            // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
+            // initialised values through the view.
+            let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
             for i in 0..ns {
                 let shape = cx.cfg.shape(dm, s0 + i);
                 let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
@@ -259,8 +263,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
                     data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
                     ld: ldhk,
                 };
-                let p = &mut c.p[i * plen..(i + 1) * plen];
-                rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
+                rows::forward_uninit(isa, &shape, q, k, v, &mut *p, o, attn)
                     .map_err(|e| err(e.to_string()))?;
             }
             (&*o, ldhk)

@@ -16,8 +16,12 @@
 //! exactly `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))` of a Keras post-norm block, as the tape
 //! would compute it from `linear`, `attention_heads`, `add` and `layer_norm` nodes, but with
 //! the projections run on weights packed once per call, the attention on the
-//! [`rows`] kernel (probabilities kept for the backward), biases, residuals and the
-//! ReLU applied in place, and the backward of the whole block in one pass per chunk.
+//! [`rows`] kernel, biases, residuals and the ReLU applied in place, and the backward of the
+//! whole block in one pass per chunk. The attention probabilities are not kept: the backward
+//! forms them again per sample from the kept `q` and `k` ([`rows::probs_uninit`], the
+//! forward's bits), in cache, where keeping them would double the traffic of the saved state
+//! to main memory (a quarter of its bytes in the temperature model) for one score product
+//! and softmax per sample.
 //!
 //! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
 //! each chunk writes its own rows and its own partial parameter gradients, which are summed in
@@ -306,7 +310,8 @@ impl Config {
         self.src == Source::Project
     }
 
-    /// The attention probabilities kept per sample (none when the attention ran elsewhere).
+    /// The attention probabilities of one sample, formed in scratch in the forward and again
+    /// in the backward (none when the attention ran elsewhere).
     fn p_len(&self, dm: &Dims) -> usize {
         match self.src {
             Source::Attended => 0,
@@ -327,8 +332,6 @@ struct Saved<T> {
     /// mode only).
     q: Vec<T>,
     kv: Vec<T>,
-    /// Attention probabilities, `RowsShape::p_len` per sample.
-    p: Vec<T>,
     /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
     /// [`BlockQkv::Attended`]).
     o: Vec<T>,
@@ -428,12 +431,11 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         backward::run(&self.cfg, &dm, inputs, &self.saved, dy)
     }
 
-    /// The saved activations and probabilities.
+    /// The saved activations.
     fn saved_bytes(&self) -> usize {
         let s = &self.saved;
         let n = s.q.len()
             + s.kv.len()
-            + s.p.len()
             + s.o.len()
             + s.xhat1.len()
             + s.rstd1.len()
@@ -443,11 +445,14 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         n * std::mem::size_of::<T>()
     }
 
-    /// Products as performed: the projections (`2·B·N·d·2HK + 2·B·Nq·d·HK` in projection
+    /// The block's products: the projections (`2·B·N·d·2HK + 2·B·Nq·d·HK` in projection
     /// mode), attention (`2·H·Nq·len·2K` per sample, none with [`BlockQkv::Attended`]), output projection
     /// (`2·B·Nq·HK·d`) and feed-forward (`2·2·B·Nq·d·F`); backward twice each (both operand
-    /// gradients of every product; `dQ, dK, dV, dP` for attention, whose probabilities are
-    /// kept, not recomputed). Layer norms and element-wise work are not counted.
+    /// gradients of every product; `dQ, dK, dV, dP` for attention). The backward's second
+    /// score product (the probabilities formed again, `2·H·Nq·len·K` per sample) is not
+    /// counted: the op redoes it to save memory traffic, and counting it would raise the
+    /// GFLOP/s figure without any more of the model's work done. Layer norms and element-wise
+    /// work are not counted.
     fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
         let Ok(dm) = self.cfg.dims(inputs) else {
             return 0;

@@ -1,4 +1,4 @@
-//! Attention of one short sequence on row-major projections, with the probabilities kept for
+//! Attention of one short sequence on row-major projections, the probabilities written out for
 //! the backward: the kernel of dense blocks whose whole score row fits in a few vectors (the
 //! temperature model: 1–132 queries, 44–132 keys, 2 heads of 16).
 //!
@@ -10,8 +10,9 @@
 //! - forward: `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, `Pᵢⱼ = exp(sᵢⱼ − mᵢ) / Σ_{j'<keys} exp(sᵢⱼ' − mᵢ)` with
 //!   `mᵢ = max_{j<keys} sᵢⱼ` (0 for `j ≥ keys`), `oᵢ = Σⱼ Pᵢⱼ vⱼ`. The whole score row is
 //!   formed at once (no online softmax) and `P` is written to the caller's buffer (at
-//!   [`RowsShape::p_index`]; zeros at hidden keys and padding) so the backward does not
-//!   recompute it;
+//!   [`RowsShape::p_index`]; zeros at hidden keys and padding). [`probs_uninit`] writes the
+//!   same `P`, bit for bit, without `O`: a caller can keep `P` for the backward or form it
+//!   again there from `q` and `k`;
 //! - backward from `P` and `dO`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`, `Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ` (which equals
 //!   `⟨dOᵢ, oᵢ⟩`), `dS = P ∘ (dP − D)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 //!
@@ -346,22 +347,49 @@ pub fn forward_uninit<T: Real>(
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
     check_p(p.len(), s)?;
     if s.p_transposed() {
-        forward_cols(isa, s, q, k, v, p, o, scratch)
+        forward_cols(isa, s, q, k, Some((v, o)), p, scratch)
     } else {
-        by_rows::forward_uninit(isa, s, q, k, v, p, o, scratch)
+        by_rows::forward_uninit(isa, s, q, k, Some((v, o)), p, scratch)
     }
 }
 
-/// The column path's forward: `P` kept transposed ([`cols_p_len`] elements).
-#[allow(clippy::too_many_arguments)]
+/// The probabilities of [`forward`] alone, into a buffer not yet written: on success its first
+/// [`RowsShape::p_len`] elements are all written, each the bits [`forward`] writes for the
+/// same `q` and `k` (the same products, softmax and order; only `O = P·V` is skipped). The
+/// block op calls it in its backward rather than keeping `P` between the passes.
+///
+/// # Errors
+/// `keys > nk`, a non-finite scale, or `q`, `k` or `p` too short for its rows (then `p` may be
+/// partly written).
+pub fn probs_uninit<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    p: &mut [MaybeUninit<T>],
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let hdk = s.heads * s.dk;
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    check_p(p.len(), s)?;
+    if s.p_transposed() {
+        forward_cols(isa, s, q, k, None, p, scratch)
+    } else {
+        by_rows::forward_uninit(isa, s, q, k, None, p, scratch)
+    }
+}
+
+/// The column path's forward: `P` kept transposed ([`cols_p_len`] elements), and `O = P·V`
+/// when the values and the output rows are given.
 fn forward_cols<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
     k: Rows<T>,
-    v: Rows<T>,
+    mut vo: Option<(Rows<T>, RowsMut<T>)>,
     p: &mut [MaybeUninit<T>],
-    mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     let isa = isa.or_scalar();
@@ -379,7 +407,9 @@ fn forward_cols<T: Real>(
             x.write(T::ZERO);
         }
         if keys == 0 {
-            put_block(ob, dvp, 0, nq, &mut o, h * s.dv, s.dv);
+            if let Some((_, o)) = vo.as_mut() {
+                put_block(ob, dvp, 0, nq, o, h * s.dv, s.dv);
+            }
             continue;
         }
         // Sᵀ = scale·K·Qᵀ (keys × nq) straight into Pᵀ's rows: each element the sum of
@@ -408,7 +438,9 @@ fn forward_cols<T: Real>(
         // operations in its order (one query per lane; the padding columns end as zeros).
         softmax_cols(isa, pk, ps, keys, nq);
         // O = P·V, P read through Pᵀ's strides.
-        pv_out(isa, s, h, (pk, 1, ps), v, &mut o, (&mut *vb, &mut *ob));
+        if let Some((v, o)) = vo.as_mut() {
+            pv_out(isa, s, h, (pk, 1, ps), *v, o, (&mut *vb, &mut *ob));
+        }
     }
     Ok(())
 }

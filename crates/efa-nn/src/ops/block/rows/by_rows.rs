@@ -19,19 +19,18 @@ pub(super) fn p_len(s: &RowsShape) -> usize {
 }
 
 /// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
-/// first [`p_len`] elements are all written, each exactly as [`forward`] writes it.
+/// first [`p_len`] elements are all written, each exactly as [`forward`] writes it; `O = P·V`
+/// only when the values and the output rows are given ([`probs_uninit`] passes `None`).
 ///
 /// # Errors
 /// As [`forward`] (then `p` may be partly written).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn forward_uninit<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
     k: Rows<T>,
-    v: Rows<T>,
+    mut vo: Option<(Rows<T>, RowsMut<T>)>,
     p: &mut [MaybeUninit<T>],
-    mut o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     let isa = isa.or_scalar();
@@ -48,7 +47,9 @@ pub(super) fn forward_uninit<T: Real>(
             for x in ph.iter_mut() {
                 x.write(T::ZERO);
             }
-            put_block(ob, dvp, 0, s.nq, &mut o, h * s.dv, s.dv);
+            if let Some((_, o)) = vo.as_mut() {
+                put_block(ob, dvp, 0, s.nq, o, h * s.dv, s.dv);
+            }
             continue;
         }
         // Sᵀ operand: Kᵀ (dk × keys, padded); S = scale·Q·Kᵀ straight into P's rows (columns
@@ -76,8 +77,10 @@ pub(super) fn forward_uninit<T: Real>(
         let ph = unsafe { written(ph) };
         // Pᵢ = softmax of row i's first `keys` entries (max, exponentials and their sum, scale).
         softmax_rows(isa, ph, ps, s.nq, keys);
-        // O = P·V.
-        pv_out(isa, s, h, (ph, ps, 1), v, &mut o, (&mut *vb, &mut *ob));
+        // O = P·V (when the values and the output rows are given).
+        if let Some((v, o)) = vo.as_mut() {
+            pv_out(isa, s, h, (ph, ps, 1), *v, o, (&mut *vb, &mut *ob));
+        }
     }
     Ok(())
 }

@@ -105,8 +105,8 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
     };
     let (q, k, v) = (pr.q(), pr.k(), pr.v());
     match path {
-        Path::Rows => by_rows::forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
-        Path::Cols => forward_cols(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Rows => by_rows::forward_uninit(isa, s, q, k, Some((v, om)), &mut pu, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, &mut scratch),
         Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
     }
     .unwrap();
@@ -138,6 +138,29 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
     }
     .unwrap();
     Out { p, o, dq, dk, dv }
+}
+
+/// The probabilities alone ([`probs_uninit`], or a path's forward without values), in a
+/// buffer of NaN as [`run`]'s (`plen + 5` elements).
+fn probs_only<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Vec<T> {
+    let s = &pr.s;
+    let nan = T::from_f64(f64::NAN);
+    let plen = match path {
+        Path::Rows => by_rows::p_len(s),
+        Path::Cols => cols_p_len(s),
+        Path::Auto => s.p_len(),
+    };
+    let mut pu = vec![MaybeUninit::new(nan); plen + 5];
+    let mut scratch = RowsScratch::new();
+    let (q, k) = (pr.q(), pr.k());
+    match path {
+        Path::Rows => by_rows::forward_uninit(isa, s, q, k, None, &mut pu, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, None, &mut pu, &mut scratch),
+        Path::Auto => probs_uninit(isa, s, q, k, &mut pu, &mut scratch),
+    }
+    .unwrap();
+    // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
+    pu.iter().map(|x| unsafe { x.assume_init() }).collect()
 }
 
 fn same<T: Real>(what: &str, got: &[T], want: &[T], ctx: &str) {
@@ -191,9 +214,14 @@ fn compare<T: Real>() {
         for (n, s) in shapes().into_iter().enumerate() {
             let pr = Problem::<T>::new(s, 7 + n as u64);
             let want = run(isa, &pr, Path::Rows);
+            let ctx = format!("probabilities alone, Rows {isa:?} {} {s:?}", T::NAME);
+            same("P", &probs_only(isa, &pr, Path::Rows), &want.p, &ctx);
             for path in [Path::Cols, Path::Auto] {
                 let got = run(isa, &pr, path);
                 let ctx = format!("{path:?} {isa:?} {} {s:?}", T::NAME);
+                // The probabilities alone: the forward's buffer, bit for bit (padding and
+                // the untouched tail included).
+                same("P alone", &probs_only(isa, &pr, path), &got.p, &ctx);
                 same("O", &got.o, &want.o, &ctx);
                 same("dQ", &got.dq, &want.dq, &ctx);
                 same("dK", &got.dk, &want.dk, &ctx);
@@ -312,9 +340,9 @@ fn rows_timing() {
                         ld: 32,
                     };
                     if cols {
-                        forward_cols(isa, &s, q, k, v, &mut pu, om, &mut scratch)
+                        forward_cols(isa, &s, q, k, Some((v, om)), &mut pu, &mut scratch)
                     } else {
-                        by_rows::forward_uninit(isa, &s, q, k, v, &mut pu, om, &mut scratch)
+                        by_rows::forward_uninit(isa, &s, q, k, Some((v, om)), &mut pu, &mut scratch)
                     }
                     .unwrap();
                 }
