@@ -442,7 +442,8 @@ mod softmax;
 pub use checked::{gemm_checked, gemm_checked_bias_into, gemm_checked_from, gemm_checked_into};
 pub use rows::{dot_rows, scale_rows};
 pub use softmax::{
-    ds_cols, ds_row, ds_rows, online_softmax_t, probabilities, softmax_cols, softmax_rows,
+    ds_cols, ds_row, ds_rows, online_softmax_t, probabilities, softmax_cols, softmax_cols_again,
+    softmax_cols_keep, softmax_rows,
 };
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use efa_num::simd::{bodies, Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 
 mod cols;
-pub use cols::{ds_cols, softmax_cols};
+pub use cols::{ds_cols, softmax_cols, softmax_cols_again, softmax_cols_keep};
 
 #[inline(always)]
 unsafe fn ds_body<V: SimdVec>(p: *const V::Elem, dp: *mut V::Elem, d: V::Elem, n: usize) {

@@ -38,6 +38,7 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
     ld: usize,
     n: usize,
     valid: [usize; G],
+    stats: *mut V::Elem,
 ) {
     unsafe {
         let w = V::LANES;
@@ -131,29 +132,77 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
                 V::load(at(b, j)).mul(r[b]).store(at(b, j));
             }
         }
+        // The maxima and the scales, for `softmax_cols_again`.
+        if !stats.is_null() {
+            for b in 0..G {
+                m[b].store(stats.add(b * w));
+                r[b].store(stats.add(ld + b * w));
+            }
+        }
     }
 }
 
 #[inline(always)]
-unsafe fn softmax_cols_body<V: SimdVec>(x: *mut V::Elem, ld: usize, n: usize, cols: usize) {
+unsafe fn softmax_cols_body<V: SimdVec>(
+    x: *mut V::Elem,
+    ld: usize,
+    n: usize,
+    cols: usize,
+    stats: *mut V::Elem,
+) {
     unsafe {
         let w = V::LANES;
         let left = |c: usize| cols.saturating_sub(c);
+        let at = |c: usize| {
+            if stats.is_null() {
+                stats
+            } else {
+                stats.add(c)
+            }
+        };
         let mut c = 0;
         // Three blocks at a time (44 queries of f32 on AVX-512), then two, then one.
         while c + 2 * w < cols {
             let v = [left(c), left(c + w), left(c + 2 * w)];
-            softmax_cols_block::<V, 3>(x.add(c), ld, n, v);
+            softmax_cols_block::<V, 3>(x.add(c), ld, n, v, at(c));
             c += 3 * w;
         }
         if c + w < cols {
-            softmax_cols_block::<V, 2>(x.add(c), ld, n, [left(c), left(c + w)]);
+            softmax_cols_block::<V, 2>(x.add(c), ld, n, [left(c), left(c + w)], at(c));
         } else if c < cols {
-            softmax_cols_block::<V, 1>(x.add(c), ld, n, [left(c)]);
+            softmax_cols_block::<V, 1>(x.add(c), ld, n, [left(c)], at(c));
         }
     }
 }
-simd_variants!(softmax_cols_body, softmax_cols_d, (x: *mut E, ld: usize, n: usize, cols: usize) -> ());
+simd_variants!(softmax_cols_body, softmax_cols_d, (x: *mut E, ld: usize, n: usize, cols: usize,
+    stats: *mut E) -> ());
+
+/// The last two steps of [`softmax_cols_body`] from its kept maxima `m` and scales `r`: every
+/// element `exp(x − m)·r`, the operations those steps apply to it (the exponential stored, then
+/// multiplied by the column's scale), so the same bits without the reductions.
+#[inline(always)]
+unsafe fn softmax_cols_again_body<V: SimdVec>(
+    x: *mut V::Elem,
+    ld: usize,
+    n: usize,
+    cols: usize,
+    stats: *const V::Elem,
+) {
+    unsafe {
+        let w = V::LANES;
+        let mut c = 0;
+        while c < cols {
+            let (m, r) = (V::load(stats.add(c)), V::load(stats.add(ld + c)));
+            for j in 0..n {
+                let p = x.add(j * ld + c);
+                V::load(p).sub(m).exp().mul(r).store(p);
+            }
+            c += w;
+        }
+    }
+}
+simd_variants!(softmax_cols_again_body, softmax_cols_again_d, (x: *mut E, ld: usize, n: usize,
+    cols: usize, stats: *const E) -> ());
 
 /// [`softmax_rows`](super::softmax_rows) on the transpose: in place softmax down each of the first
 /// `cols` columns of `x` over its first `n` rows (row stride `ld`, a multiple of [`PAD`]), bit for
@@ -178,7 +227,74 @@ pub fn softmax_cols<T: Real>(isa: Isa, x: &mut [T], ld: usize, n: usize, cols: u
     let isa = isa.or_scalar();
     // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
     // `ld`, and the assert keeps the `n` rows inside `x`; `isa` is supported.
-    simd_by_kind!(T, E => unsafe { softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols) })
+    simd_by_kind!(T, E => unsafe {
+        softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols, std::ptr::null_mut())
+    })
+}
+
+/// [`softmax_cols`], keeping each column's maximum in `stats[c]` and its scale (`1/Σ`, or 0
+/// on a padding column) in `stats[ld + c]` for every column `c` of the vector blocks covering
+/// `cols`, for [`softmax_cols_again`].
+///
+/// # Panics
+/// As [`softmax_cols`], or if `stats` holds fewer than `2·ld` elements.
+#[track_caller]
+pub fn softmax_cols_keep<T: Real>(
+    isa: Isa,
+    x: &mut [T],
+    ld: usize,
+    n: usize,
+    cols: usize,
+    stats: &mut [T],
+) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len() && 2 * ld <= stats.len(),
+        "softmax_cols_keep: {n} rows of {cols} at stride {ld} in {} elements, {} kept",
+        x.len(),
+        stats.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: as `softmax_cols`; the blocks' columns end within `ld`, so their maxima and
+    // scales within `stats[..2·ld]`.
+    simd_by_kind!(T, E => unsafe {
+        softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols, stats.as_mut_ptr().cast())
+    })
+}
+
+/// The probabilities of [`softmax_cols`] formed again from the same scores `x` and what
+/// [`softmax_cols_keep`] kept for them: bit for bit the block that call wrote (every element
+/// `exp(x − m)·r`, the operations that call applies to it), without the maxima, the sums or
+/// the divisions.
+///
+/// # Panics
+/// As [`softmax_cols_keep`].
+#[track_caller]
+pub fn softmax_cols_again<T: Real>(
+    isa: Isa,
+    x: &mut [T],
+    ld: usize,
+    n: usize,
+    cols: usize,
+    stats: &[T],
+) {
+    if n == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len() && 2 * ld <= stats.len(),
+        "softmax_cols_again: {n} rows of {cols} at stride {ld} in {} elements, {} kept",
+        x.len(),
+        stats.len()
+    );
+    let isa = isa.or_scalar();
+    // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
+    // `ld` (rows of `x`, and both halves of `stats`); the assert keeps them inside the slices.
+    simd_by_kind!(T, E => unsafe {
+        softmax_cols_again_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols, stats.as_ptr().cast())
+    })
 }
 
 /// [`ds_cols`] on `G` adjacent blocks of `V::LANES` columns: per column the operations of

@@ -48,6 +48,7 @@ struct Chunk<'a, T> {
     ns: usize,
     q: &'a [T],
     kv: &'a [T],
+    kept: &'a [T],
     o: &'a [T],
     xhat1: &'a [T],
     rstd1: &'a [T],
@@ -169,6 +170,7 @@ pub(super) fn run<T: Real>(
     let sizes = sizes(dm, project);
     let mut chunks: Vec<Chunk<T>> = {
         let r = |buf, each| split_ref(buf, each, per, b).into_iter();
+        let mut kept = r(&s.kept, cfg.kept_len(dm));
         let (mut q, mut kv, mut o) = (r(&s.q, nq * ldhk), r(&s.kv, n * ldkv), r(o_all, nq * ldo));
         let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
             r(&s.xhat1, nq * ldd),
@@ -189,6 +191,7 @@ pub(super) fn run<T: Real>(
                 ns: per.min(b - s0),
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
+                kept: kept.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -456,8 +459,10 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         }
         return residual_only(cx, dm, s0, rq, dz, c.dx, part);
     }
-    // Attention per sample, its probabilities formed again from q and k (the forward's bits).
+    // Attention per sample, its probabilities formed again from q, k and the kept maxima and
+    // scales (the forward's bits).
     let p = grow(pbuf, cx.cfg.p_len(dm));
+    let nkept = cx.cfg.kept_len(dm);
     let (dqb, dkb, dvb, ldg) = match cx.given {
         Some(_) => (dq_in, dk_in, dv_in, hk),
         None => (
@@ -478,7 +483,9 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
             // initialised values through the view.
             let pu = unsafe { &mut *(&mut *p as *mut [T] as *mut [MaybeUninit<T>]) };
-            rows::probs_uninit(isa, &shape, q, k, pu, attn).map_err(|e| err(e.to_string()))?;
+            let kept = Some(&c.kept[i * nkept..(i + 1) * nkept]);
+            rows::probs_uninit(isa, &shape, q, k, kept, pu, attn)
+                .map_err(|e| err(e.to_string()))?;
         }
         rows::backward(
             isa,

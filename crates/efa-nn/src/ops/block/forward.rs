@@ -53,6 +53,7 @@ struct Chunk<'a, T> {
     ns: usize,
     q: &'a mut [MaybeUninit<T>],
     kv: &'a mut [MaybeUninit<T>],
+    kept: &'a mut [T],
     o: &'a mut [MaybeUninit<T>],
     xhat1: &'a mut [MaybeUninit<T>],
     rstd1: &'a mut [MaybeUninit<T>],
@@ -125,6 +126,9 @@ pub(super) fn run<T: Real>(
     };
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
     let rq = b * nq;
+    let nkept = cfg.kept_len(dm);
+    // Small (two numbers per query and head): zeroed here, every element then written.
+    let mut skept = vec![T::ZERO; b * nkept];
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
     // `uninit` and `Chunk`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
@@ -141,6 +145,7 @@ pub(super) fn run<T: Real>(
     let chunks: Vec<Chunk<T>> = {
         let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
         let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
+        let mut kept = split(&mut skept, nkept, per, b).into_iter();
         let mut o = split(&mut so, nq * ldhk, per, b).into_iter();
         let mut xhat1 = split(&mut sx1, nq * ldd, per, b).into_iter();
         let mut rstd1 = split(&mut sr1, nq, per, b).into_iter();
@@ -155,6 +160,7 @@ pub(super) fn run<T: Real>(
                 ns: per.min(b - s0),
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
+                kept: kept.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -178,6 +184,7 @@ pub(super) fn run<T: Real>(
             Saved {
                 q: assume_init(sq),
                 kv: assume_init(skv),
+                kept: skept,
                 o: assume_init(so),
                 xhat1: assume_init(sx1),
                 rstd1: assume_init(sr1),
@@ -256,6 +263,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
             // initialised values through the view.
             let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
+            let nkept = cx.cfg.kept_len(dm);
             for i in 0..ns {
                 let shape = cx.cfg.shape(dm, s0 + i);
                 let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
@@ -263,7 +271,8 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
                     data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
                     ld: ldhk,
                 };
-                rows::forward_uninit(isa, &shape, q, k, v, &mut *p, o, attn)
+                let kept = &mut c.kept[i * nkept..(i + 1) * nkept];
+                rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
                     .map_err(|e| err(e.to_string()))?;
             }
             (&*o, ldhk)

@@ -18,10 +18,10 @@
 //! the projections run on weights packed once per call, the attention on the
 //! [`rows`] kernel, biases, residuals and the ReLU applied in place, and the backward of the
 //! whole block in one pass per chunk. The attention probabilities are not kept: the backward
-//! forms them again per sample from the kept `q` and `k` ([`rows::probs_uninit`], the
-//! forward's bits), in cache, where keeping them would double the traffic of the saved state
-//! to main memory (a quarter of its bytes in the temperature model) for one score product
-//! and softmax per sample.
+//! forms them again per sample, in cache, from the kept `q` and `k` and the softmax's
+//! per-query maxima and scales ([`rows::probs_uninit`]: one score product and one
+//! exponential per element, the forward's bits). Keeping them would add a quarter to the
+//! saved state's bytes in the temperature model, all of it traffic to main memory.
 //!
 //! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
 //! each chunk writes its own rows and its own partial parameter gradients, which are summed in
@@ -319,6 +319,15 @@ impl Config {
         }
     }
 
+    /// The softmax's maxima and scales kept per sample for forming the probabilities again
+    /// ([`rows::RowsShape::kept_len`]; none when the attention ran elsewhere).
+    fn kept_len(&self, dm: &Dims) -> usize {
+        match self.src {
+            Source::Attended => 0,
+            _ => self.shape(dm, 0).kept_len(),
+        }
+    }
+
     /// Samples per chunk.
     fn per_chunk(dm: &Dims) -> usize {
         (CHUNK_ROWS / dm.n.max(1)).max(1)
@@ -332,6 +341,9 @@ struct Saved<T> {
     /// mode only).
     q: Vec<T>,
     kv: Vec<T>,
+    /// Per sample, the attention softmax's per-query maxima and scales
+    /// ([`Config::kept_len`]), from which the backward forms the probabilities again.
+    kept: Vec<T>,
     /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
     /// [`BlockQkv::Attended`]).
     o: Vec<T>,
@@ -436,6 +448,7 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         let s = &self.saved;
         let n = s.q.len()
             + s.kv.len()
+            + s.kept.len()
             + s.o.len()
             + s.xhat1.len()
             + s.rstd1.len()

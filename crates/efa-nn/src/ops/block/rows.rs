@@ -31,7 +31,10 @@
 //! order, so results do not depend on the thread pool.
 
 use super::transpose::transpose_block;
-use efa_attn::micro::{ds_cols, gemm_checked, gemm_checked_into, padded, softmax_cols, PAD};
+use efa_attn::micro::{
+    ds_cols, gemm_checked, gemm_checked_into, padded, softmax_cols, softmax_cols_again,
+    softmax_cols_keep, PAD,
+};
 use efa_attn::AttnError;
 use efa_num::simd::Isa;
 use efa_num::Real;
@@ -91,6 +94,16 @@ impl RowsShape {
             (h * self.nk + j) * self.p_stride() + i
         } else {
             (h * self.nq + i) * self.p_stride() + j
+        }
+    }
+
+    /// Length of the softmax's per-query maxima and scales that [`forward_uninit_kept`] keeps
+    /// (`heads · 2 · p_stride` on the column path; 0 on the row-major path, which keeps none).
+    pub fn kept_len(&self) -> usize {
+        if self.p_transposed() {
+            self.heads * 2 * cols_p_stride(self)
+        } else {
+            0
         }
     }
 
@@ -347,25 +360,84 @@ pub fn forward_uninit<T: Real>(
     fits("o", o.data.len(), o.ld, s.nq, hdv)?;
     check_p(p.len(), s)?;
     if s.p_transposed() {
-        forward_cols(isa, s, q, k, Some((v, o)), p, scratch)
+        forward_cols(isa, s, q, k, Some((v, o)), p, Kept::No, scratch)
     } else {
         by_rows::forward_uninit(isa, s, q, k, Some((v, o)), p, scratch)
     }
 }
 
-/// The probabilities of [`forward`] alone, into a buffer not yet written: on success its first
-/// [`RowsShape::p_len`] elements are all written, each the bits [`forward`] writes for the
-/// same `q` and `k` (the same products, softmax and order; only `O = P·V` is skipped). The
-/// block op calls it in its backward rather than keeping `P` between the passes.
+/// [`forward_uninit`], also keeping the softmax's per-query maxima and scales in `kept`
+/// ([`RowsShape::kept_len`] elements, every one written) for [`probs_uninit`] to form `P`
+/// again with one exponential per element.
 ///
 /// # Errors
-/// `keys > nk`, a non-finite scale, or `q`, `k` or `p` too short for its rows (then `p` may be
+/// As [`forward_uninit`], or `kept` shorter than [`RowsShape::kept_len`].
+#[allow(clippy::too_many_arguments)]
+pub fn forward_uninit_kept<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    p: &mut [MaybeUninit<T>],
+    kept: &mut [T],
+    o: RowsMut<T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
+    check_p(p.len(), s)?;
+    check_kept(kept.len(), s)?;
+    if s.p_transposed() {
+        forward_cols(isa, s, q, k, Some((v, o)), p, Kept::Keep(kept), scratch)
+    } else {
+        by_rows::forward_uninit(isa, s, q, k, Some((v, o)), p, scratch)
+    }
+}
+
+/// What the column path's softmax keeps or reads (see [`forward_uninit_kept`]).
+enum Kept<'a, T> {
+    /// Nothing: the whole softmax.
+    No,
+    /// The whole softmax, its maxima and scales written here.
+    Keep(&'a mut [T]),
+    /// `exp(s − m)·r` from the maxima and scales kept here.
+    Again(&'a [T]),
+}
+
+/// Checks that a buffer of kept maxima and scales has [`RowsShape::kept_len`] elements.
+fn check_kept(len: usize, s: &RowsShape) -> Result<(), AttnError> {
+    if len < s.kept_len() {
+        return Err(attn_err(
+            "kept",
+            vec![len],
+            format!("needs {} elements", s.kept_len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The probabilities of [`forward`] alone, into a buffer not yet written: on success its first
+/// [`RowsShape::p_len`] elements are all written, each the bits [`forward`] writes for the
+/// same `q` and `k` (the same products, softmax and order; only `O = P·V` is skipped). With
+/// what [`forward_uninit_kept`] kept for these `q` and `k`, the column path forms each element
+/// as `exp(s − m)·r` from the kept maxima and scales, the operations the softmax applied to it,
+/// without the reductions. The block op calls it in its backward rather than keeping `P`
+/// between the passes.
+///
+/// # Errors
+/// `keys > nk`, a non-finite scale, or `q`, `k`, `p` or `kept` too short (then `p` may be
 /// partly written).
 pub fn probs_uninit<T: Real>(
     isa: Isa,
     s: &RowsShape,
     q: Rows<T>,
     k: Rows<T>,
+    kept: Option<&[T]>,
     p: &mut [MaybeUninit<T>],
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
@@ -374,15 +446,21 @@ pub fn probs_uninit<T: Real>(
     fits("q", q.data.len(), q.ld, s.nq, hdk)?;
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     check_p(p.len(), s)?;
+    if let Some(kept) = kept {
+        check_kept(kept.len(), s)?;
+    }
     if s.p_transposed() {
-        forward_cols(isa, s, q, k, None, p, scratch)
+        let kept = kept.map_or(Kept::No, Kept::Again);
+        forward_cols(isa, s, q, k, None, p, kept, scratch)
     } else {
         by_rows::forward_uninit(isa, s, q, k, None, p, scratch)
     }
 }
 
 /// The column path's forward: `P` kept transposed ([`cols_p_len`] elements), and `O = P·V`
-/// when the values and the output rows are given.
+/// when the values and the output rows are given; the softmax's maxima and scales kept, or
+/// read, as `kept` says (per head, `2·p_stride` of them).
+#[allow(clippy::too_many_arguments)]
 fn forward_cols<T: Real>(
     isa: Isa,
     s: &RowsShape,
@@ -390,6 +468,7 @@ fn forward_cols<T: Real>(
     k: Rows<T>,
     mut vo: Option<(Rows<T>, RowsMut<T>)>,
     p: &mut [MaybeUninit<T>],
+    mut kept: Kept<'_, T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     let isa = isa.or_scalar();
@@ -401,6 +480,12 @@ fn forward_cols<T: Real>(
     let vb = grow(&mut scratch.b, if whole { 0 } else { keys * dvp });
     let ob = grow(&mut scratch.c, nq * dvp);
     for h in 0..s.heads {
+        let at = h * 2 * ps..(h + 1) * 2 * ps;
+        if let Kept::Keep(st) = &mut kept {
+            // Every element written: the columns the softmax's blocks do not reach (and a head
+            // without visible keys) keep zeros.
+            st[at.clone()].fill(T::ZERO);
+        }
         let ph = &mut p[h * nk * ps..(h + 1) * nk * ps];
         // Rows [keys, nk) of Pᵀ: zeros (no probability on hidden keys).
         for x in &mut ph[keys * ps..] {
@@ -436,7 +521,11 @@ fn forward_cols<T: Real>(
         let pk = unsafe { written(pk) };
         // Pᵀ: per query column, the softmax over its visible keys with the row kernel's
         // operations in its order (one query per lane; the padding columns end as zeros).
-        softmax_cols(isa, pk, ps, keys, nq);
+        match &mut kept {
+            Kept::No => softmax_cols(isa, pk, ps, keys, nq),
+            Kept::Keep(st) => softmax_cols_keep(isa, pk, ps, keys, nq, &mut st[at]),
+            Kept::Again(st) => softmax_cols_again(isa, pk, ps, keys, nq, &st[at]),
+        }
         // O = P·V, P read through Pᵀ's strides.
         if let Some((v, o)) = vo.as_mut() {
             pv_out(isa, s, h, (pk, 1, ps), *v, o, (&mut *vb, &mut *ob));

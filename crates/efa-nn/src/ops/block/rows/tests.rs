@@ -106,7 +106,7 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
     let (q, k, v) = (pr.q(), pr.k(), pr.v());
     match path {
         Path::Rows => by_rows::forward_uninit(isa, s, q, k, Some((v, om)), &mut pu, &mut scratch),
-        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, Kept::No, &mut scratch),
         Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
     }
     .unwrap();
@@ -155,10 +155,46 @@ fn probs_only<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Vec<T> {
     let (q, k) = (pr.q(), pr.k());
     match path {
         Path::Rows => by_rows::forward_uninit(isa, s, q, k, None, &mut pu, &mut scratch),
-        Path::Cols => forward_cols(isa, s, q, k, None, &mut pu, &mut scratch),
-        Path::Auto => probs_uninit(isa, s, q, k, &mut pu, &mut scratch),
+        Path::Cols => forward_cols(isa, s, q, k, None, &mut pu, Kept::No, &mut scratch),
+        Path::Auto => probs_uninit(isa, s, q, k, None, &mut pu, &mut scratch),
     }
     .unwrap();
+    // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
+    pu.iter().map(|x| unsafe { x.assume_init() }).collect()
+}
+
+/// [`forward_uninit_kept`] into NaN-filled buffers as [`run`]'s: `P`, `O` and what it kept
+/// (NaN-filled too: on the column path every element must be written, and on the row-major
+/// path there are none).
+fn forward_kept<T: Real>(isa: Isa, pr: &Problem<T>) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let s = &pr.s;
+    let nan = T::from_f64(f64::NAN);
+    let ldo = s.heads * s.dv + 2;
+    let mut o = vec![nan; s.nq * ldo];
+    let mut pu = vec![MaybeUninit::new(nan); s.p_len() + 5];
+    let mut kept = vec![nan; s.kept_len()];
+    let mut scratch = RowsScratch::new();
+    let om = RowsMut {
+        data: &mut o,
+        ld: ldo,
+    };
+    let (q, k, v) = (pr.q(), pr.k(), pr.v());
+    forward_uninit_kept(isa, s, q, k, v, &mut pu, &mut kept, om, &mut scratch).unwrap();
+    assert!(
+        kept.iter().all(|x| !x.is_nan()),
+        "kept left unwritten ({s:?})"
+    );
+    // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
+    let p = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
+    (p, o, kept)
+}
+
+/// [`probs_uninit`] from what [`forward_kept`] kept, into a NaN-filled buffer.
+fn probs_again<T: Real>(isa: Isa, pr: &Problem<T>, kept: &[T]) -> Vec<T> {
+    let s = &pr.s;
+    let mut pu = vec![MaybeUninit::new(T::from_f64(f64::NAN)); s.p_len() + 5];
+    let mut scratch = RowsScratch::new();
+    probs_uninit(isa, s, pr.q(), pr.k(), Some(kept), &mut pu, &mut scratch).unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
     pu.iter().map(|x| unsafe { x.assume_init() }).collect()
 }
@@ -220,8 +256,14 @@ fn compare<T: Real>() {
                 let got = run(isa, &pr, path);
                 let ctx = format!("{path:?} {isa:?} {} {s:?}", T::NAME);
                 // The probabilities alone: the forward's buffer, bit for bit (padding and
-                // the untouched tail included).
+                // the untouched tail included), also formed from what the forward kept.
                 same("P alone", &probs_only(isa, &pr, path), &got.p, &ctx);
+                if path == Path::Auto {
+                    let (p, o, kept) = forward_kept(isa, &pr);
+                    same("P (kept)", &p, &got.p, &ctx);
+                    same("O (kept)", &o, &got.o, &ctx);
+                    same("P again", &probs_again(isa, &pr, &kept), &got.p, &ctx);
+                }
                 same("O", &got.o, &want.o, &ctx);
                 same("dQ", &got.dq, &want.dq, &ctx);
                 same("dK", &got.dk, &want.dk, &ctx);
@@ -340,7 +382,16 @@ fn rows_timing() {
                         ld: 32,
                     };
                     if cols {
-                        forward_cols(isa, &s, q, k, Some((v, om)), &mut pu, &mut scratch)
+                        forward_cols(
+                            isa,
+                            &s,
+                            q,
+                            k,
+                            Some((v, om)),
+                            &mut pu,
+                            Kept::No,
+                            &mut scratch,
+                        )
                     } else {
                         by_rows::forward_uninit(isa, &s, q, k, Some((v, om)), &mut pu, &mut scratch)
                     }
