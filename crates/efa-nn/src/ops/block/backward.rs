@@ -49,6 +49,7 @@ struct Chunk<'a, T> {
     q: &'a [T],
     kv: &'a [T],
     kept: &'a [T],
+    p: &'a [T],
     o: &'a [T],
     xhat1: &'a [T],
     rstd1: &'a [T],
@@ -171,6 +172,7 @@ pub(super) fn run<T: Real>(
     let mut chunks: Vec<Chunk<T>> = {
         let r = |buf, each| split_ref(buf, each, per, b).into_iter();
         let mut kept = r(&s.kept, cfg.kept_len(dm));
+        let mut p = r(&s.p, cfg.saved_p_len(dm));
         let (mut q, mut kv, mut o) = (r(&s.q, nq * ldhk), r(&s.kv, n * ldkv), r(o_all, nq * ldo));
         let (mut xhat1, mut rstd1, mut hid, mut xhat2, mut rstd2, mut dys) = (
             r(&s.xhat1, nq * ldd),
@@ -192,6 +194,7 @@ pub(super) fn run<T: Real>(
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
                 kept: kept.next().expect("chunk"),
+                p: p.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -459,10 +462,14 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         }
         return residual_only(cx, dm, s0, rq, dz, c.dx, part);
     }
-    // Attention per sample, its probabilities formed again from q, k and the kept maxima and
-    // scales (the forward's bits).
-    let p = grow(pbuf, cx.cfg.p_len(dm));
-    let nkept = cx.cfg.kept_len(dm);
+    // Attention per sample, from its kept probabilities or with them formed again from q, k
+    // and the kept maxima and scales (the forward's bits).
+    let (plen, nsp, nkept) = (
+        cx.cfg.p_len(dm),
+        cx.cfg.saved_p_len(dm),
+        cx.cfg.kept_len(dm),
+    );
+    let pbuf = grow(pbuf, if nsp > 0 { 0 } else { plen });
     let (dqb, dkb, dvb, ldg) = match cx.given {
         Some(_) => (dq_in, dk_in, dv_in, hk),
         None => (
@@ -479,14 +486,17 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             i * nq * ldg..(i + 1) * nq * ldg,
             i * n * ldg..(i + 1) * n * ldg,
         );
-        {
+        let p: &[T] = if nsp > 0 {
+            &c.p[i * nsp..(i + 1) * nsp]
+        } else {
             // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
             // initialised values through the view.
-            let pu = unsafe { &mut *(&mut *p as *mut [T] as *mut [MaybeUninit<T>]) };
+            let pu = unsafe { &mut *(&mut *pbuf as *mut [T] as *mut [MaybeUninit<T>]) };
             let kept = Some(&c.kept[i * nkept..(i + 1) * nkept]);
             rows::probs_uninit(isa, &shape, q, k, kept, pu, attn)
                 .map_err(|e| err(e.to_string()))?;
-        }
+            pbuf
+        };
         rows::backward(
             isa,
             &shape,

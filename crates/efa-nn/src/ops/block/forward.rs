@@ -54,6 +54,7 @@ struct Chunk<'a, T> {
     q: &'a mut [MaybeUninit<T>],
     kv: &'a mut [MaybeUninit<T>],
     kept: &'a mut [T],
+    p: &'a mut [MaybeUninit<T>],
     o: &'a mut [MaybeUninit<T>],
     xhat1: &'a mut [MaybeUninit<T>],
     rstd1: &'a mut [MaybeUninit<T>],
@@ -129,6 +130,8 @@ pub(super) fn run<T: Real>(
     let nkept = cfg.kept_len(dm);
     // Small (two numbers per query and head): zeroed here, every element then written.
     let mut skept = vec![T::ZERO; b * nkept];
+    let nsp = cfg.saved_p_len(dm);
+    let mut sp = uninit::<T>(b * nsp);
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
     // `uninit` and `Chunk`).
     let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
@@ -146,6 +149,7 @@ pub(super) fn run<T: Real>(
         let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
         let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
         let mut kept = split(&mut skept, nkept, per, b).into_iter();
+        let mut p = split(&mut sp, nsp, per, b).into_iter();
         let mut o = split(&mut so, nq * ldhk, per, b).into_iter();
         let mut xhat1 = split(&mut sx1, nq * ldd, per, b).into_iter();
         let mut rstd1 = split(&mut sr1, nq, per, b).into_iter();
@@ -161,6 +165,7 @@ pub(super) fn run<T: Real>(
                 q: q.next().expect("chunk"),
                 kv: kv.next().expect("chunk"),
                 kept: kept.next().expect("chunk"),
+                p: p.next().expect("chunk"),
                 o: o.next().expect("chunk"),
                 xhat1: xhat1.next().expect("chunk"),
                 rstd1: rstd1.next().expect("chunk"),
@@ -176,7 +181,8 @@ pub(super) fn run<T: Real>(
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
         .collect::<Result<Vec<()>, TapeError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
-    // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `hid`
+    // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `p`
+    // (`rows::forward_uninit_kept` on each sample's whole `saved_p_len` slice), `hid`
     // (`mm_bias_into`, whole pieces), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole
     // pieces) in full; on an error we returned above.
     let (s, y) = unsafe {
@@ -185,6 +191,7 @@ pub(super) fn run<T: Real>(
                 q: assume_init(sq),
                 kv: assume_init(skv),
                 kept: skept,
+                p: assume_init(sp),
                 o: assume_init(so),
                 xhat1: assume_init(sx1),
                 rstd1: assume_init(sr1),
@@ -254,8 +261,9 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         debug_assert!(c.q.is_empty() && c.kv.is_empty());
         (&[], &[])
     };
-    // Attention per sample, its probabilities in scratch (the backward forms them again); or
-    // the given attention output's rows. Then z = LN₁(x_q + o·W_o + b_o).
+    // Attention per sample, its probabilities kept (a few query rows) or in scratch (the
+    // backward forms them again); or the given attention output's rows. Then
+    // z = LN₁(x_q + o·W_o + b_o).
     let (o, ldo) = match cx.attended {
         Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
         None => {
@@ -263,7 +271,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
             // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
             // initialised values through the view.
             let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
-            let nkept = cx.cfg.kept_len(dm);
+            let (nkept, nsp) = (cx.cfg.kept_len(dm), cx.cfg.saved_p_len(dm));
             for i in 0..ns {
                 let shape = cx.cfg.shape(dm, s0 + i);
                 let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
@@ -272,7 +280,12 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
                     ld: ldhk,
                 };
                 let kept = &mut c.kept[i * nkept..(i + 1) * nkept];
-                rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
+                let p = if nsp > 0 {
+                    &mut c.p[i * nsp..(i + 1) * nsp]
+                } else {
+                    &mut *p
+                };
+                rows::forward_uninit_kept(isa, &shape, q, k, v, p, kept, o, attn)
                     .map_err(|e| err(e.to_string()))?;
             }
             (&*o, ldhk)

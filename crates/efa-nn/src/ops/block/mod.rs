@@ -17,11 +17,12 @@
 //! would compute it from `linear`, `attention_heads`, `add` and `layer_norm` nodes, but with
 //! the projections run on weights packed once per call, the attention on the
 //! [`rows`] kernel, biases, residuals and the ReLU applied in place, and the backward of the
-//! whole block in one pass per chunk. The attention probabilities are not kept: the backward
-//! forms them again per sample, in cache, from the kept `q` and `k` and the softmax's
-//! per-query maxima and scales ([`rows::probs_uninit`]: one score product and one
-//! exponential per element, the forward's bits). Keeping them would add a quarter to the
-//! saved state's bytes in the temperature model, all of it traffic to main memory.
+//! whole block in one pass per chunk. The attention probabilities of blocks whose every row is
+//! a query are not kept: the backward forms them again per sample, in cache, from the kept `q`
+//! and `k` and the softmax's per-query maxima and scales ([`rows::probs_uninit`]: one score
+//! product and one exponential per element, the forward's bits). Keeping them would add a
+//! quarter to the saved state's bytes in the temperature model, all of it traffic to main
+//! memory. Those of a few query rows (one per sample, at the targets) are small and kept.
 //!
 //! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
 //! each chunk writes its own rows and its own partial parameter gradients, which are summed in
@@ -319,8 +320,21 @@ impl Config {
         }
     }
 
+    /// The attention probabilities kept per sample: those of a few query rows (the
+    /// row-major path, e.g. one query per sample), which cost more to form again than to keep;
+    /// none on the column path (formed again from [`Config::kept_len`]) or when the attention
+    /// ran elsewhere.
+    fn saved_p_len(&self, dm: &Dims) -> usize {
+        match self.src {
+            Source::Attended => 0,
+            _ if self.shape(dm, 0).p_transposed() => 0,
+            _ => self.p_len(dm),
+        }
+    }
+
     /// The softmax's maxima and scales kept per sample for forming the probabilities again
-    /// ([`rows::RowsShape::kept_len`]; none when the attention ran elsewhere).
+    /// ([`rows::RowsShape::kept_len`]: on the column path only; none when the attention ran
+    /// elsewhere).
     fn kept_len(&self, dm: &Dims) -> usize {
         match self.src {
             Source::Attended => 0,
@@ -342,8 +356,10 @@ struct Saved<T> {
     q: Vec<T>,
     kv: Vec<T>,
     /// Per sample, the attention softmax's per-query maxima and scales
-    /// ([`Config::kept_len`]), from which the backward forms the probabilities again.
+    /// ([`Config::kept_len`]), from which the backward forms the probabilities again, or the
+    /// probabilities themselves ([`Config::saved_p_len`]).
     kept: Vec<T>,
+    p: Vec<T>,
     /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
     /// [`BlockQkv::Attended`]).
     o: Vec<T>,
@@ -449,6 +465,7 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         let n = s.q.len()
             + s.kv.len()
             + s.kept.len()
+            + s.p.len()
             + s.o.len()
             + s.xhat1.len()
             + s.rstd1.len()
