@@ -9,7 +9,7 @@
 //! unmaps whole once everything in one is free, whatever the trim threshold. A step whose
 //! buffers come and go in tens of megabytes (the lag-2 temperature model's saved state) can
 //! empty a heap at every step and fault the next one in: 2.9 million page faults in two
-//! epochs, a third of the run's time, once that model stopped keeping its attention
+//! epochs, 40% of the run's time, once that model stopped keeping its attention
 //! probabilities. With a top pad as large as a heap, glibc's test before deleting an empty
 //! heap always keeps it (it deletes only when the room it would keep exceeds the pad); the
 //! pad's other effect is that heaps grow in steps of up to 64 MiB of address space, which is

@@ -8,8 +8,9 @@
 //! from projected tables, continuous inputs run once per distinct input, and the last block
 //! runs its query (and everything after its attention) at the target rows only. What changes
 //! is how a block is computed: one node per block whose forward and backward run over
-//! cache-sized chunks of whole samples in parallel, on weights packed once per call, with the
-//! attention probabilities kept for the backward. When a batch holds several targets of one
+//! cache-sized chunks of whole samples in parallel, on weights packed once per call; the
+//! backward forms the attention probabilities again from kept softmax statistics where every
+//! row is a query (the last block's one-query rows keep theirs). When a batch holds several targets of one
 //! context (a day of the temperature data), the first block's attention runs once per context
 //! with a leave-one-out correction per target (`shared.rs`). The result is the same function
 //! up to round-off (tested against the general plan and the loop reference).

@@ -59,7 +59,7 @@ struct Chunk<'a, T> {
     dy: &'a [T],
     /// The next chunk's [`Chunk::bulk`] (empty for the last chunk), fetched ahead into the
     /// cache (see [`prefetch_saved`]).
-    ahead: [&'a [T]; 7],
+    ahead: [&'a [T]; 9],
     /// Input gradients not yet written: the chunk that owns them writes every row of `dx`
     /// (projection mode) or zeroes its pieces first (given `q, k, v`; see `super::uninit`).
     dx: &'a mut [MaybeUninit<T>],
@@ -69,11 +69,11 @@ struct Chunk<'a, T> {
 }
 
 impl<'a, T> Chunk<'a, T> {
-    /// The pieces of the buffers read in bulk: saved `kv, q, o, xhat1, hid, xhat2` and the
-    /// cotangent `dy`.
-    fn bulk(&self) -> [&'a [T]; 7] {
+    /// The pieces of the buffers read in bulk: saved `p` (row-major path), `kept`, `kv, q, o,
+    /// xhat1, hid, xhat2` and the cotangent `dy` (empty pieces cost nothing).
+    fn bulk(&self) -> [&'a [T]; 9] {
         [
-            self.kv, self.q, self.o, self.xhat1, self.hid, self.xhat2, self.dy,
+            self.p, self.kept, self.kv, self.q, self.o, self.xhat1, self.hid, self.xhat2, self.dy,
         ]
     }
 }
@@ -202,7 +202,7 @@ pub(super) fn run<T: Real>(
                 xhat2: xhat2.next().expect("chunk"),
                 rstd2: rstd2.next().expect("chunk"),
                 dy: dys.next().expect("chunk"),
-                ahead: [&[]; 7],
+                ahead: [&[]; 9],
                 dx: dxs.next().expect("chunk"),
                 dq: dqs.next().expect("chunk"),
                 dk: dks.next().expect("chunk"),
@@ -285,11 +285,12 @@ pub(super) fn run<T: Real>(
 
 /// Asks for this chunk's and the next chunk's saved rows (and cotangent rows) in the
 /// second-level cache when a sample has at most [`PREFETCH_MAX_ROWS`] positions. A
-/// micro-batch's saved state (29 MB at L = 4 in the temperature model) outgrows the caches
-/// between the forward and the backward, and the per-sample products that read it through
-/// short rows (`Pᵀ·dO`, `V·dOᵀ` per head: with 44 positions in f32, rows of one to three
-/// cache lines, twelve rows at a time) ran at a third of their in-cache speed, about the speed
-/// of the same calls on data in main memory. This chunk's rows arrive while its first products
+/// micro-batch's saved state (29 MB at L = 4 in the temperature model when it held the
+/// probabilities, about 25 MB since) outgrows the caches between the forward and the backward,
+/// and the per-sample products that read it through short rows (`V·dOᵀ` per head, and `Pᵀ·dO`
+/// when `P` was kept: with 44 positions in f32, rows of one to three cache lines, twelve rows
+/// at a time) ran at a third of their in-cache speed, about the speed of the same calls on data
+/// in main memory. This chunk's rows arrive while its first products
 /// run, the next chunk's while the rest of this one does (usually the same thread's next
 /// chunk: a thread runs a range of chunks in order unless another steals part of it). A hint:
 /// no value depends on it.

@@ -267,11 +267,11 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     let (o, ldo) = match cx.attended {
         Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
         None => {
-            let p = grow(pbuf, cx.cfg.p_len(dm));
+            let (nkept, nsp) = (cx.cfg.kept_len(dm), cx.cfg.saved_p_len(dm));
+            let p = grow(pbuf, if nsp > 0 { 0 } else { cx.cfg.p_len(dm) });
             // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
             // initialised values through the view.
             let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
-            let (nkept, nsp) = (cx.cfg.kept_len(dm), cx.cfg.saved_p_len(dm));
             for i in 0..ns {
                 let shape = cx.cfg.shape(dm, s0 + i);
                 let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);

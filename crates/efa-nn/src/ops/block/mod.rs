@@ -47,9 +47,9 @@ use std::sync::Arc;
 const NAME: &str = "fused:post_norm_block";
 
 /// Rows per parallel chunk (rounded to whole samples; at least one sample). 256 rows of the
-/// temperature model (d = 32, H·K = 32, FFN 64) keep a chunk's activations, about 0.3 MiB with
-/// the attention probabilities, inside a 1 MiB L2 cache while its chunk-sized products still
-/// run many register blocks.
+/// temperature model (d = 32, H·K = 32, FFN 64) keep a chunk's activations and one sample's
+/// attention probabilities, about 0.3 MiB, inside a 1 MiB L2 cache while its chunk-sized
+/// products still run many register blocks.
 pub const CHUNK_ROWS: usize = 256;
 
 /// Where a block's queries, keys and values come from.
@@ -355,10 +355,11 @@ struct Saved<T> {
     /// mode only).
     q: Vec<T>,
     kv: Vec<T>,
-    /// Per sample, the attention softmax's per-query maxima and scales
-    /// ([`Config::kept_len`]), from which the backward forms the probabilities again, or the
-    /// probabilities themselves ([`Config::saved_p_len`]).
+    /// Per sample on the column path, the attention softmax's per-query maxima and scales
+    /// ([`Config::kept_len`]), from which the backward forms the probabilities again.
     kept: Vec<T>,
+    /// Per sample on the row-major path (a few query rows), the probabilities themselves
+    /// ([`Config::saved_p_len`]).
     p: Vec<T>,
     /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
     /// [`BlockQkv::Attended`]).
@@ -479,7 +480,8 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
     /// mode), attention (`2·H·Nq·len·2K` per sample, none with [`BlockQkv::Attended`]), output projection
     /// (`2·B·Nq·HK·d`) and feed-forward (`2·2·B·Nq·d·F`); backward twice each (both operand
     /// gradients of every product; `dQ, dK, dV, dP` for attention). The backward's second
-    /// score product (the probabilities formed again, `2·H·Nq·len·K` per sample) is not
+    /// score product (the column path's probabilities formed again, `2·H·Nq·len·K` per
+    /// sample) is not
     /// counted: the op redoes it to save memory traffic, and counting it would raise the
     /// GFLOP/s figure without any more of the model's work done. Layer norms and element-wise
     /// work are not counted.

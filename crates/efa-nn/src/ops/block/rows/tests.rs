@@ -87,6 +87,16 @@ enum Path {
 }
 
 fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
+    run_with(isa, pr, path, &mut RowsScratch::new())
+}
+
+/// [`run`] on the caller's scratch.
+fn run_with<T: Real>(
+    isa: Isa,
+    pr: &Problem<T>,
+    path: Path,
+    scratch: &mut RowsScratch<T>,
+) -> Out<T> {
     let s = &pr.s;
     let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
     let (ldo, ldg) = (hdv + 2, hdk.max(hdv) + 1);
@@ -98,16 +108,15 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
         Path::Auto => s.p_len(),
     };
     let mut pu = vec![MaybeUninit::new(nan); plen + 5];
-    let mut scratch = RowsScratch::new();
     let om = RowsMut {
         data: &mut o,
         ld: ldo,
     };
     let (q, k, v) = (pr.q(), pr.k(), pr.v());
     match path {
-        Path::Rows => by_rows::forward_uninit(isa, s, q, k, Some((v, om)), &mut pu, &mut scratch),
-        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, Kept::No, &mut scratch),
-        Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, &mut scratch),
+        Path::Rows => by_rows::forward_uninit(isa, s, q, k, Some((v, om)), &mut pu, scratch),
+        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, Kept::No, scratch),
+        Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, scratch),
     }
     .unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
@@ -132,9 +141,9 @@ fn run<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Out<T> {
     let (a, b, c) = args;
     let g = pr.d_o();
     match path {
-        Path::Rows => by_rows::backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
-        Path::Cols => backward_cols(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
-        Path::Auto => backward(isa, s, q, k, v, &p, g, a, b, c, &mut scratch),
+        Path::Rows => by_rows::backward(isa, s, q, k, v, &p, g, a, b, c, scratch),
+        Path::Cols => backward_cols(isa, s, q, k, v, &p, g, a, b, c, scratch),
+        Path::Auto => backward(isa, s, q, k, v, &p, g, a, b, c, scratch),
     }
     .unwrap();
     Out { p, o, dq, dk, dv }
@@ -164,8 +173,7 @@ fn probs_only<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Vec<T> {
 }
 
 /// [`forward_uninit_kept`] into NaN-filled buffers as [`run`]'s: `P`, `O` and what it kept
-/// (NaN-filled too: on the column path every element must be written, and on the row-major
-/// path there are none).
+/// (checked through [`probs_again`]: wrong or missing maxima and scales give another `P`).
 fn forward_kept<T: Real>(isa: Isa, pr: &Problem<T>) -> (Vec<T>, Vec<T>, Vec<T>) {
     let s = &pr.s;
     let nan = T::from_f64(f64::NAN);
@@ -180,20 +188,29 @@ fn forward_kept<T: Real>(isa: Isa, pr: &Problem<T>) -> (Vec<T>, Vec<T>, Vec<T>) 
     };
     let (q, k, v) = (pr.q(), pr.k(), pr.v());
     forward_uninit_kept(isa, s, q, k, v, &mut pu, &mut kept, om, &mut scratch).unwrap();
-    assert!(
-        kept.iter().all(|x| !x.is_nan()),
-        "kept left unwritten ({s:?})"
-    );
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
     let p = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
     (p, o, kept)
 }
 
-/// [`probs_uninit`] from what [`forward_kept`] kept, into a NaN-filled buffer.
+/// [`probs_uninit`] from what [`forward_kept`] kept, into a NaN-filled buffer, with scratch
+/// left behind by the forward and backward of a larger problem (as the block op's backward
+/// reuses it from sample to sample): nothing a call reads may come from an earlier call.
 fn probs_again<T: Real>(isa: Isa, pr: &Problem<T>, kept: &[T]) -> Vec<T> {
     let s = &pr.s;
     let mut pu = vec![MaybeUninit::new(T::from_f64(f64::NAN)); s.p_len() + 5];
+    let big = RowsShape {
+        nq: s.nq + 19,
+        nk: s.nk + 23,
+        keys: s.nk + 23,
+        ..*s
+    };
     let mut scratch = RowsScratch::new();
+    let out = run_with(isa, &Problem::<T>::new(big, 99), Path::Auto, &mut scratch);
+    assert!(
+        out.dq.iter().any(|x| !x.is_nan()),
+        "the larger backward ran"
+    );
     probs_uninit(isa, s, pr.q(), pr.k(), Some(kept), &mut pu, &mut scratch).unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
     pu.iter().map(|x| unsafe { x.assume_init() }).collect()
