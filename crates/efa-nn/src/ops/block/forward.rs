@@ -280,13 +280,13 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
                     ld: ldhk,
                 };
                 let kept = &mut c.kept[i * nkept..(i + 1) * nkept];
-                let p = if nsp > 0 {
-                    &mut c.p[i * nsp..(i + 1) * nsp]
+                if nsp > 0 {
+                    let p = &mut c.p[i * nsp..(i + 1) * nsp];
+                    rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
                 } else {
-                    &mut *p
-                };
-                rows::forward_uninit_kept(isa, &shape, q, k, v, p, kept, o, attn)
-                    .map_err(|e| err(e.to_string()))?;
+                    rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
+                }
+                .map_err(|e| err(e.to_string()))?;
             }
             (&*o, ldhk)
         }

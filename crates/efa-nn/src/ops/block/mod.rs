@@ -159,6 +159,9 @@ struct Config {
     src: Source,
     lengths: Option<Arc<[usize]>>,
     queries: Option<Arc<[usize]>>,
+    /// Keep the column path's probabilities too instead of forming them again (only the
+    /// tests set it, to compare the two bit for bit).
+    keep_cols_p: bool,
 }
 
 /// Shapes of one call, read from the inputs.
@@ -327,7 +330,7 @@ impl Config {
     fn saved_p_len(&self, dm: &Dims) -> usize {
         match self.src {
             Source::Attended => 0,
-            _ if self.shape(dm, 0).p_transposed() => 0,
+            _ if self.shape(dm, 0).p_transposed() && !self.keep_cols_p => 0,
             _ => self.p_len(dm),
         }
     }
@@ -338,6 +341,7 @@ impl Config {
     fn kept_len(&self, dm: &Dims) -> usize {
         match self.src {
             Source::Attended => 0,
+            _ if self.keep_cols_p => 0,
             _ => self.shape(dm, 0).kept_len(),
         }
     }
@@ -551,6 +555,7 @@ pub(crate) fn post_norm_block<T: Real>(
             src,
             lengths: blk.key_lengths.map(Arc::from),
             queries: blk.queries.map(Arc::from),
+            keep_cols_p: false,
         },
         saved: Saved::default(),
     };

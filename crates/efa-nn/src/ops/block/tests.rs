@@ -308,12 +308,66 @@ fn the_block_passes_the_finite_difference_audit_in_every_mode() {
                 src: mode.src,
                 lengths: case.lengths.clone().map(Arc::from),
                 queries: mode.targets.then(|| Arc::from(case.queries())),
+                keep_cols_p: false,
             },
             saved: Saved::default(),
         };
         let values: Vec<ArrayD<f64>> = inputs.into_iter().map(|(_, x)| x).collect();
         let report = audit_fused(&op, &values, 3, &AuditOptions::default()).unwrap();
         assert!(report.passed(), "{mode:?}:\n{report}");
+    }
+}
+
+/// The op's output and input gradients for a seeded cotangent, run directly, with the column
+/// path's probabilities formed again in the backward or kept (`keep_cols_p`).
+fn op_run<T: Real>(case: &Case, mode: Mode, keep_cols_p: bool) -> Vec<u64> {
+    let values: Vec<ArrayD<T>> = case
+        .inputs(mode, 11)
+        .into_iter()
+        .map(|(_, x)| x.mapv(T::from_f64))
+        .collect();
+    let inputs: Vec<&ArrayD<T>> = values.iter().collect();
+    let mut op = BlockOp::<T> {
+        cfg: Config {
+            heads: case.heads,
+            scale: 1.0 / (case.kd as f64).sqrt(),
+            eps: 1e-3,
+            src: mode.src,
+            lengths: case.lengths.clone().map(Arc::from),
+            queries: mode.targets.then(|| Arc::from(case.queries())),
+            keep_cols_p,
+        },
+        saved: Saved::default(),
+    };
+    let y = op.forward(&inputs).unwrap().remove(0);
+    let dy = rand_array(y.shape(), 12, -1.0, 1.0).mapv(T::from_f64);
+    let needs = vec![true; inputs.len()];
+    let grads = op.backward(&inputs, &[&y], &[Some(&dy)], &needs).unwrap();
+    std::iter::once(y)
+        .chain(grads.into_iter().map(|g| g.unwrap()))
+        .flat_map(|a| a.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>())
+        .collect()
+}
+
+/// Forming the column path's probabilities again in the backward (from the kept maxima and
+/// scales) gives the bits of keeping them: output and every input gradient, f32 and f64, every
+/// mode (the one-query modes keep theirs either way), over several chunks, key padding and a
+/// sample without keys.
+#[test]
+fn probabilities_formed_again_give_the_bits_of_kept_ones() {
+    for case in &cases()[2..] {
+        for mode in MODES {
+            assert_eq!(
+                op_run::<f32>(case, mode, false),
+                op_run::<f32>(case, mode, true),
+                "f32 {mode:?} {case:?}"
+            );
+            assert_eq!(
+                op_run::<f64>(case, mode, false),
+                op_run::<f64>(case, mode, true),
+                "f64 {mode:?} {case:?}"
+            );
+        }
     }
 }
 
