@@ -335,3 +335,71 @@ fn slices_that_do_not_fit_are_errors_naming_the_tensor() {
     .unwrap_err();
     assert!(e.to_string().contains("4 visible keys of 3"), "{e}");
 }
+
+/// The entry points that keep or read the softmax's maxima and scales check that buffer and
+/// the slices they read, naming the tensor: on the column path (9 queries or more), a `kept`
+/// one element short; for the probabilities alone, a `q` one row short.
+#[test]
+fn kept_statistics_and_slices_that_do_not_fit_are_errors_naming_the_tensor() {
+    let s = RowsShape {
+        nq: 10,
+        nk: 10,
+        keys: 10,
+        heads: 2,
+        dk: 2,
+        dv: 2,
+        scale: 1.0,
+    };
+    assert!(s.p_transposed() && s.kept_len() > 0);
+    let x = vec![0.5f64; 40];
+    let rows = |n: usize| Rows {
+        data: &x[..n * 4],
+        ld: 4,
+    };
+    let mut p = vec![std::mem::MaybeUninit::new(0.0f64); s.p_len()];
+    let mut o = vec![0.0; 40];
+    let mut short = vec![0.0; s.kept_len() - 1];
+    let e = rows::forward_uninit_kept(
+        Isa::Scalar,
+        &s,
+        rows(10),
+        rows(10),
+        rows(10),
+        &mut p,
+        &mut short,
+        RowsMut {
+            data: &mut o,
+            ld: 4,
+        },
+        &mut RowsScratch::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.tensor, "kept", "{e}");
+    assert!(
+        e.to_string().contains(&format!("needs {}", s.kept_len())),
+        "{e}"
+    );
+    let e = rows::probs_uninit(
+        Isa::Scalar,
+        &s,
+        rows(10),
+        rows(10),
+        Some(&short),
+        &mut p,
+        &mut RowsScratch::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.tensor, "kept", "{e}");
+    let kept = vec![0.0; s.kept_len()];
+    let e = rows::probs_uninit(
+        Isa::Scalar,
+        &s,
+        rows(9),
+        rows(10),
+        Some(&kept),
+        &mut p,
+        &mut RowsScratch::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.tensor, "q", "{e}");
+}

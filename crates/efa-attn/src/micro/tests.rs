@@ -303,13 +303,35 @@ fn products_from_start_rows_give_the_bits_of_the_definition() {
     gemm_from_matches::<f64>();
 }
 
+/// `softmax_cols_keep` and `softmax_cols_again` (from what the first kept, NaN-filled
+/// beforehand: every entry read must be written) on the scores `t` give the bits of
+/// `softmax_cols` on them, element by element.
+fn keep_and_again_match<T: Real>(
+    isa: Isa,
+    t: &[T],
+    (ld, n, cols): (usize, usize, usize),
+    what: &str,
+) {
+    use super::{softmax_cols, softmax_cols_again, softmax_cols_keep};
+    let (mut want, mut kept, mut again) = (t.to_vec(), t.to_vec(), t.to_vec());
+    let mut stats = vec![T::from_f64(f64::NAN); 2 * ld];
+    softmax_cols(isa, &mut want, ld, n, cols);
+    softmax_cols_keep(isa, &mut kept, ld, n, cols, &mut stats);
+    softmax_cols_again(isa, &mut again, ld, n, cols, &stats);
+    for (at, ((x, y), z)) in want.iter().zip(&kept).zip(&again).enumerate() {
+        let ctx = format!("{what} {isa:?} {} cols {cols} n {n} at {at}", T::NAME);
+        assert_eq!(x.to_f64().to_bits(), y.to_f64().to_bits(), "kept {ctx}");
+        assert_eq!(x.to_f64().to_bits(), z.to_f64().to_bits(), "again {ctx}");
+    }
+}
+
 /// The column kernels on a transposed block against the row kernels on the block itself: the
 /// same bits per element, for every instruction set, both element types, row (key) counts
 /// around the vector widths and column (query) counts that leave partial vector blocks, with
 /// −∞ scores (masked keys), large magnitudes and ties among the inputs; the padding columns end
 /// as zeros.
 fn cols_match<T: Real>() {
-    use super::{ds_cols, padded, softmax_cols, softmax_cols_again, softmax_cols_keep};
+    use super::{ds_cols, padded, softmax_cols};
     for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
         for cols in [1, 3, 8, 13, 16, 17, 44, 50] {
             for n in [
@@ -330,37 +352,18 @@ fn cols_match<T: Real>() {
                         t[j * ld + i] = s[i * n + j];
                     }
                 }
-                // The same scores through `softmax_cols_keep`, and formed again from them with
-                // what it kept (NaN-filled beforehand: every entry read must be written); also
-                // with a column of −∞ only, a NaN and a +∞ among the real columns.
+                // The same scores through `softmax_cols_keep`, and formed again from what it
+                // kept; also with a column of −∞ only, a NaN and a +∞ among the real columns.
+                keep_and_again_match(isa, &t, (ld, n, cols), "finite");
                 let mut odd = t.clone();
                 for j in 0..n {
                     odd[j * ld] = T::NEG_INFINITY;
                 }
                 odd[(n / 2) * ld + cols / 2] = T::from_f64(f64::NAN);
                 odd[(n - 1) * ld + cols - 1] = T::INFINITY;
-                let mut kept_odd = odd.clone();
-                let mut again_odd = odd.clone();
-                let mut stats_odd = vec![T::from_f64(f64::NAN); 2 * ld];
-                softmax_cols(isa, &mut odd, ld, n, cols);
-                softmax_cols_keep(isa, &mut kept_odd, ld, n, cols, &mut stats_odd);
-                softmax_cols_again(isa, &mut again_odd, ld, n, cols, &stats_odd);
-                for (at, ((x, y), z)) in odd.iter().zip(&kept_odd).zip(&again_odd).enumerate() {
-                    let ctx = format!("non-finite {isa:?} {} cols {cols} n {n} at {at}", T::NAME);
-                    assert_eq!(x.to_f64().to_bits(), y.to_f64().to_bits(), "kept {ctx}");
-                    assert_eq!(x.to_f64().to_bits(), z.to_f64().to_bits(), "again {ctx}");
-                }
-                let (mut kept, mut again) = (t.clone(), t.clone());
-                let mut stats = vec![T::from_f64(f64::NAN); 2 * ld];
+                keep_and_again_match(isa, &odd, (ld, n, cols), "non-finite");
                 softmax_rows(isa, &mut s, n, cols, n);
                 softmax_cols(isa, &mut t, ld, n, cols);
-                softmax_cols_keep(isa, &mut kept, ld, n, cols, &mut stats);
-                softmax_cols_again(isa, &mut again, ld, n, cols, &stats);
-                for (at, ((x, y), z)) in t.iter().zip(&kept).zip(&again).enumerate() {
-                    let ctx = format!("{isa:?} {} cols {cols} n {n} at {at}", T::NAME);
-                    assert_eq!(x.to_f64().to_bits(), y.to_f64().to_bits(), "kept {ctx}");
-                    assert_eq!(x.to_f64().to_bits(), z.to_f64().to_bits(), "again {ctx}");
-                }
                 let dp = values::<T>(cols * n, seed + 7, 3.0);
                 let mut dpt = vec![T::ZERO; n * ld];
                 for i in 0..cols {

@@ -216,20 +216,30 @@ simd_variants!(softmax_cols_again_body, softmax_cols_again_d, (x: *mut E, ld: us
 /// If `ld` is not a multiple of [`PAD`], `cols > ld`, or `x` holds fewer than `n·ld` elements.
 #[track_caller]
 pub fn softmax_cols<T: Real>(isa: Isa, x: &mut [T], ld: usize, n: usize, cols: usize) {
-    if n == 0 || cols == 0 {
+    if !checked("softmax_cols", x.len(), ld, n, cols, None) {
         return;
     }
-    assert!(
-        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len(),
-        "softmax_cols: {n} rows of {cols} at stride {ld} in {} elements",
-        x.len()
-    );
     let isa = isa.or_scalar();
     // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
-    // `ld`, and the assert keeps the `n` rows inside `x`; `isa` is supported.
+    // `ld`, and `checked` keeps the `n` rows inside `x`; `isa` is supported.
     simd_by_kind!(T, E => unsafe {
         softmax_cols_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols, std::ptr::null_mut())
     })
+}
+
+/// Whether a column kernel has work (`n` rows and `cols` columns, both nonzero), after
+/// asserting that `ld` is a multiple of [`PAD`] at least `cols`, that `x` holds the `n` rows
+/// and that the kept maxima and scales, when given, hold `2·ld` elements.
+#[track_caller]
+fn checked(what: &str, x: usize, ld: usize, n: usize, cols: usize, kept: Option<usize>) -> bool {
+    if n == 0 || cols == 0 {
+        return false;
+    }
+    assert!(
+        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x && kept.is_none_or(|k| 2 * ld <= k),
+        "{what}: {n} rows of {cols} at stride {ld} in {x} elements, {kept:?} kept"
+    );
+    true
 }
 
 /// [`softmax_cols`], keeping each column's maximum in `stats[c]` and its scale (`1/Σ`, or 0
@@ -247,15 +257,9 @@ pub fn softmax_cols_keep<T: Real>(
     cols: usize,
     stats: &mut [T],
 ) {
-    if n == 0 || cols == 0 {
+    if !checked("softmax_cols_keep", x.len(), ld, n, cols, Some(stats.len())) {
         return;
     }
-    assert!(
-        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len() && 2 * ld <= stats.len(),
-        "softmax_cols_keep: {n} rows of {cols} at stride {ld} in {} elements, {} kept",
-        x.len(),
-        stats.len()
-    );
     let isa = isa.or_scalar();
     // SAFETY: as `softmax_cols`; the blocks' columns end within `ld`, so their maxima and
     // scales within `stats[..2·ld]`.
@@ -280,18 +284,19 @@ pub fn softmax_cols_again<T: Real>(
     cols: usize,
     stats: &[T],
 ) {
-    if n == 0 || cols == 0 {
+    if !checked(
+        "softmax_cols_again",
+        x.len(),
+        ld,
+        n,
+        cols,
+        Some(stats.len()),
+    ) {
         return;
     }
-    assert!(
-        ld.is_multiple_of(PAD) && cols <= ld && n * ld <= x.len() && 2 * ld <= stats.len(),
-        "softmax_cols_again: {n} rows of {cols} at stride {ld} in {} elements, {} kept",
-        x.len(),
-        stats.len()
-    );
     let isa = isa.or_scalar();
     // SAFETY: every variant's lane count divides PAD, so the blocks covering `cols` end within
-    // `ld` (rows of `x`, and both halves of `stats`); the assert keeps them inside the slices.
+    // `ld` (rows of `x`, and both halves of `stats`); `checked` keeps them inside the slices.
     simd_by_kind!(T, E => unsafe {
         softmax_cols_again_d::<E>(isa, x.as_mut_ptr().cast(), ld, n, cols, stats.as_ptr().cast())
     })

@@ -352,18 +352,7 @@ pub fn forward_uninit<T: Real>(
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    check_shape(s)?;
-    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
-    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
-    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
-    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
-    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    check_p(p.len(), s)?;
-    if s.p_transposed() {
-        forward_cols(isa, s, q, k, Some((v, o)), p, Kept::No, scratch)
-    } else {
-        by_rows::forward_uninit(isa, s, q, k, Some((v, o)), p, scratch)
-    }
+    checked_forward(isa, s, (q, k), Some((v, o)), p, Kept::No, scratch)
 }
 
 /// [`forward_uninit`], also keeping the softmax's per-query maxima and scales in `kept`
@@ -384,19 +373,7 @@ pub fn forward_uninit_kept<T: Real>(
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    check_shape(s)?;
-    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
-    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
-    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
-    fits("v", v.data.len(), v.ld, s.nk, hdv)?;
-    fits("o", o.data.len(), o.ld, s.nq, hdv)?;
-    check_p(p.len(), s)?;
-    check_kept(kept.len(), s)?;
-    if s.p_transposed() {
-        forward_cols(isa, s, q, k, Some((v, o)), p, Kept::Keep(kept), scratch)
-    } else {
-        by_rows::forward_uninit(isa, s, q, k, Some((v, o)), p, scratch)
-    }
+    checked_forward(isa, s, (q, k), Some((v, o)), p, Kept::Keep(kept), scratch)
 }
 
 /// What the column path's softmax keeps or reads (see [`forward_uninit_kept`]).
@@ -409,16 +386,44 @@ enum Kept<'a, T> {
     Again(&'a [T]),
 }
 
-/// Checks that a buffer of kept maxima and scales has [`RowsShape::kept_len`] elements.
-fn check_kept(len: usize, s: &RowsShape) -> Result<(), AttnError> {
-    if len < s.kept_len() {
+/// The entry points' checks (shape; `q`, `k`, and `v`, `o` when given; `p`; the kept
+/// maxima and scales when given), then the path for the shape: the column path with `kept`, or
+/// the row-major path, which keeps none.
+fn checked_forward<T: Real>(
+    isa: Isa,
+    s: &RowsShape,
+    (q, k): (Rows<T>, Rows<T>),
+    vo: Option<(Rows<T>, RowsMut<T>)>,
+    p: &mut [MaybeUninit<T>],
+    kept: Kept<'_, T>,
+    scratch: &mut RowsScratch<T>,
+) -> Result<(), AttnError> {
+    check_shape(s)?;
+    let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
+    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
+    if let Some((v, o)) = &vo {
+        fits("v", v.data.len(), v.ld, s.nk, hdv)?;
+        fits("o", o.data.len(), o.ld, s.nq, hdv)?;
+    }
+    check_p(p.len(), s)?;
+    let kept_len = match &kept {
+        Kept::No => None,
+        Kept::Keep(x) => Some(x.len()),
+        Kept::Again(x) => Some(x.len()),
+    };
+    if let Some(len) = kept_len.filter(|&len| len < s.kept_len()) {
         return Err(attn_err(
             "kept",
             vec![len],
             format!("needs {} elements", s.kept_len()),
         ));
     }
-    Ok(())
+    if s.p_transposed() {
+        forward_cols(isa, s, q, k, vo, p, kept, scratch)
+    } else {
+        by_rows::forward_uninit(isa, s, q, k, vo, p, scratch)
+    }
 }
 
 /// The probabilities of [`forward`] alone, into a buffer not yet written: on success its first
@@ -441,20 +446,8 @@ pub fn probs_uninit<T: Real>(
     p: &mut [MaybeUninit<T>],
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    check_shape(s)?;
-    let hdk = s.heads * s.dk;
-    fits("q", q.data.len(), q.ld, s.nq, hdk)?;
-    fits("k", k.data.len(), k.ld, s.nk, hdk)?;
-    check_p(p.len(), s)?;
-    if let Some(kept) = kept {
-        check_kept(kept.len(), s)?;
-    }
-    if s.p_transposed() {
-        let kept = kept.map_or(Kept::No, Kept::Again);
-        forward_cols(isa, s, q, k, None, p, kept, scratch)
-    } else {
-        by_rows::forward_uninit(isa, s, q, k, None, p, scratch)
-    }
+    let kept = kept.map_or(Kept::No, Kept::Again);
+    checked_forward(isa, s, (q, k), None, p, kept, scratch)
 }
 
 /// The column path's forward: `P` kept transposed ([`cols_p_len`] elements), and `O = P·V`

@@ -44,6 +44,23 @@ struct Case {
 }
 
 impl Case {
+    /// The op for `mode` (ε 10⁻³, Keras's scale), run directly; `keep_cols_p` keeps the
+    /// column path's probabilities instead of forming them again.
+    fn op<T: Real>(&self, mode: Mode, keep_cols_p: bool) -> BlockOp<T> {
+        BlockOp {
+            cfg: Config {
+                heads: self.heads,
+                scale: 1.0 / (self.kd as f64).sqrt(),
+                eps: 1e-3,
+                src: mode.src,
+                lengths: self.lengths.clone().map(Arc::from),
+                queries: mode.targets.then(|| Arc::from(self.queries())),
+                keep_cols_p,
+            },
+            saved: Saved::default(),
+        }
+    }
+
     fn queries(&self) -> Vec<usize> {
         (0..self.b).map(|s| (3 * s + 1) % self.n).collect()
     }
@@ -275,24 +292,33 @@ fn the_block_equals_its_composition_from_tape_ops_in_every_mode() {
     }
 }
 
+/// Both attention paths: 4 positions (the row-major path, `P` kept) and 10 (from 9 queries on,
+/// the column path, whose backward forms `P` again from the kept maxima and scales).
 #[test]
 fn the_block_passes_the_finite_difference_audit_in_every_mode() {
-    let case = Case {
-        b: 2,
-        n: 4,
-        d: 5,
-        heads: 2,
-        kd: 2,
-        f: 3,
-        lengths: Some(vec![4, 3]),
-    };
+    for n in [4, 10] {
+        let case = Case {
+            b: 2,
+            n,
+            d: 5,
+            heads: 2,
+            kd: 2,
+            f: 3,
+            lengths: Some(vec![n, n - 1]),
+        };
+        audit_case(&case);
+    }
+}
+
+fn audit_case(case: &Case) {
+    let n = case.n;
     for (i, mode) in MODES.into_iter().enumerate() {
         let inputs = case.inputs(mode, 50 + i as u64);
         let params: Vec<(&str, ArrayD<f64>)> = inputs
             .iter()
             .map(|(n, x)| (n.as_str(), x.clone()))
             .collect();
-        let c = rand_array(&[2, if mode.targets { 1 } else { 4 }, 5], 7, -1.0, 1.0);
+        let c = rand_array(&[2, if mode.targets { 1 } else { n }, 5], 7, -1.0, 1.0);
         assert_audit(&params, |t, v| {
             let y = t.post_norm_block(case.args(mode, v))?;
             let c = t.constant(c.clone());
@@ -300,21 +326,10 @@ fn the_block_passes_the_finite_difference_audit_in_every_mode() {
             t.sum_all(p)
         });
         // The op on its own (seeded cotangent), as `audit_fused` checks every fused op.
-        let op = BlockOp::<f64> {
-            cfg: Config {
-                heads: case.heads,
-                scale: 1.0 / (case.kd as f64).sqrt(),
-                eps: 1e-3,
-                src: mode.src,
-                lengths: case.lengths.clone().map(Arc::from),
-                queries: mode.targets.then(|| Arc::from(case.queries())),
-                keep_cols_p: false,
-            },
-            saved: Saved::default(),
-        };
+        let op = case.op::<f64>(mode, false);
         let values: Vec<ArrayD<f64>> = inputs.into_iter().map(|(_, x)| x).collect();
         let report = audit_fused(&op, &values, 3, &AuditOptions::default()).unwrap();
-        assert!(report.passed(), "{mode:?}:\n{report}");
+        assert!(report.passed(), "{mode:?} N = {n}:\n{report}");
     }
 }
 
@@ -327,18 +342,7 @@ fn op_run<T: Real>(case: &Case, mode: Mode, keep_cols_p: bool) -> Vec<u64> {
         .map(|(_, x)| x.mapv(T::from_f64))
         .collect();
     let inputs: Vec<&ArrayD<T>> = values.iter().collect();
-    let mut op = BlockOp::<T> {
-        cfg: Config {
-            heads: case.heads,
-            scale: 1.0 / (case.kd as f64).sqrt(),
-            eps: 1e-3,
-            src: mode.src,
-            lengths: case.lengths.clone().map(Arc::from),
-            queries: mode.targets.then(|| Arc::from(case.queries())),
-            keep_cols_p,
-        },
-        saved: Saved::default(),
-    };
+    let mut op = case.op::<T>(mode, keep_cols_p);
     let y = op.forward(&inputs).unwrap().remove(0);
     let dy = rand_array(y.shape(), 12, -1.0, 1.0).mapv(T::from_f64);
     let needs = vec![true; inputs.len()];
