@@ -19,17 +19,29 @@
 //! are read and written in full at every step, so translating their addresses costs a miss
 //! per 4 KiB page. Where the kernel gives transparent huge pages only to memory that asks for
 //! them (`/sys/kernel/mm/transparent_hugepage/enabled` set to `madvise`, as on the development
-//! machines), [`Advised`] asks for them when it hands out a block of at least 128 KiB: on the
-//! heap from that block's 2 MiB page to the end of its 64 MiB-aligned window (a thread arena's
-//! heap is that window; the main heap grows into it), where the blocks after it will come
-//! from, before they are touched; or on a block from `mmap` itself. Each 2 MiB page is asked
-//! for once. Paired at two threads, the temperature epochs ran ×1.043 (L = 2), ×1.030 (L = 4,
-//! lag 2) and ×1.004 (L = 4). The arithmetic is unchanged; where the kernel has no transparent
-//! huge pages, or gives them to all memory, the request changes nothing. Like glibc's own
-//! `glibc.malloc.hugetlb=1`, which does the same from the environment, it lets page faults in
-//! those ranges compact memory for a huge page (`defrag` = `madvise`).
+//! machines), [`Advised`] asks for them (`madvise(MADV_HUGEPAGE)`) when it hands out a block of
+//! at least 128 KiB, by where glibc put the block (the flags of its chunk header):
+//! - from a thread arena's heap (a 64 MiB mapping aligned to 64 MiB, glibc's own rule for
+//!   finding a heap): from the block's 2 MiB page to the end of the heap, the room the blocks
+//!   after it will come from, before they are touched; once per page;
+//! - from `mmap`: the whole 2 MiB pages inside the block, each time (a new mapping);
+//! - from the main heap: the whole 2 MiB pages inside the block, once per page.
+//!
+//! The pool threads that run training allocate from thread arenas. Paired at two threads, the
+//! temperature epochs ran ×1.027–1.043 (L = 2), ×1.032 (L = 4, lag 1), ×1.005–1.030 (lag 2)
+//! and ×1.004–1.005 (L = 4, within noise). The arithmetic is unchanged. Where the kernel has no transparent huge pages the
+//! request fails and changes nothing; where it gives them to all memory, the advised ranges
+//! differ only in that their page faults may compact memory for a huge page (`defrag` =
+//! `madvise`), as with glibc's own `glibc.malloc.hugetlb=1` from the environment. A heap that
+//! glibc deletes and maps again at the same address is not asked for again (with the top pad
+//! above glibc keeps its heaps). Only on 64-bit Linux with glibc; elsewhere [`Advised`] is the
+//! system allocator.
 
-/// Blocks from this size up come straight from `mmap` ([`tune`]), fresh and zero.
+use std::alloc::{GlobalAlloc, Layout, System};
+
+/// Blocks from this size up are served from `mmap` once [`tune`] has run, unless free room
+/// of a heap (kept by the top pad) holds them.
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 const MMAP_THRESHOLD: usize = 32 << 20;
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -52,100 +64,155 @@ pub fn tune() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn tune() {}
 
-/// Size of a transparent huge page with 4 KiB base pages (x86-64).
-const HUGE: usize = 2 << 20;
-
-/// Size and alignment of the heaps of glibc's per-thread arenas on 64-bit targets.
-const HEAP: usize = 64 << 20;
-
 /// Smallest block that makes the allocator look at its huge pages.
+#[cfg_attr(
+    not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")),
+    allow(dead_code)
+)]
 const ADVISE_MIN: usize = 128 << 10;
 
-/// Huge pages already asked for, by page number (`address / HUGE + 1`; 0 is empty), in a
-/// direct-mapped table: blocks come back at the same addresses step after step, so a page is
-/// asked for once, and a page pushed out by another only costs one more request.
-#[cfg(target_os = "linux")]
-static ASKED: [std::sync::atomic::AtomicUsize; 4096] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; 4096];
-
-/// The system allocator, asking for transparent huge pages on large blocks and the heap
-/// room after them (see the module documentation).
+/// The system allocator, asking for transparent huge pages on large blocks and the heap room
+/// after them (see the module documentation).
 pub struct Advised;
 
-/// After a block of `size` bytes at `p`: asks for huge pages from the huge page holding `p`
-/// to the end of its 64 MiB-aligned window (where a heap's next blocks will come from; a
-/// thread arena's heap is that window), or on the whole huge pages inside `p`'s own mapping
-/// for a block from `mmap`. Nothing when that page was asked for already.
-#[cfg(target_os = "linux")]
-fn advise(p: *mut u8, size: usize) {
-    use std::sync::atomic::Ordering::Relaxed;
-    extern "C" {
-        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-    }
-    const MADV_HUGEPAGE: i32 = 14;
-    let at = p as usize;
-    let (lo, hi) = if size >= MMAP_THRESHOLD {
-        (at.next_multiple_of(HUGE), (at + size) / HUGE * HUGE)
-    } else {
-        (at / HUGE * HUGE, (at / HEAP + 1) * HEAP)
-    };
-    if lo >= hi {
-        return;
-    }
-    let slot = |page: usize| &ASKED[page % ASKED.len()];
-    if slot(lo / HUGE).load(Relaxed) == lo / HUGE + 1 {
-        return;
-    }
-    // SAFETY: MADV_HUGEPAGE only changes how the kernel backs anonymous pages of the range
-    // (contents are kept); addresses not mapped are skipped (the call then returns an error,
-    // as does a kernel without transparent huge pages, and nothing else changes).
-    unsafe { madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE) };
-    for page in lo / HUGE..hi / HUGE {
-        slot(page).store(page + 1, Relaxed);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise(_: *mut u8, _: usize) {}
-
-// SAFETY: every call is forwarded to the system allocator with the same layout; `advise`
-// neither allocates nor touches the contents of any block.
-unsafe impl std::alloc::GlobalAlloc for Advised {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+// SAFETY: every call is forwarded to the system allocator with the same layout; `thp::advise`
+// neither allocates nor writes to any block, and leaves `errno` as it found it.
+unsafe impl GlobalAlloc for Advised {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { std::alloc::System.alloc(layout) };
-        if !p.is_null() && layout.size() >= ADVISE_MIN {
-            advise(p, layout.size());
-        }
+        let p = unsafe { System.alloc(layout) };
+        thp::advise(p, layout.size());
         p
     }
 
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
-        if !p.is_null() && layout.size() >= ADVISE_MIN {
-            advise(p, layout.size());
-        }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        thp::advise(p, layout.size());
         p
     }
 
-    unsafe fn dealloc(&self, p: *mut u8, layout: std::alloc::Layout) {
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { std::alloc::System.dealloc(p, layout) }
+        unsafe { System.dealloc(p, layout) }
     }
 
-    unsafe fn realloc(&self, p: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
         // SAFETY: forwarded with the caller's pointer, layout and size.
-        let q = unsafe { std::alloc::System.realloc(p, layout, size) };
-        if !q.is_null() && size >= ADVISE_MIN {
-            advise(q, size);
-        }
+        let q = unsafe { System.realloc(p, layout, size) };
+        thp::advise(q, size);
         q
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+mod thp {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    /// Size of a transparent huge page with 4 KiB base pages (x86-64).
+    pub(super) const HUGE: usize = 2 << 20;
+
+    /// Size and alignment of the heaps of glibc's thread arenas on 64-bit targets.
+    pub(super) const HEAP: usize = 64 << 20;
+
+    /// Where glibc put a block.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) enum Home {
+        /// A mapping of its own (`mmap`).
+        Mapped,
+        /// The heap of a thread arena.
+        ThreadHeap,
+        /// The main arena's heap.
+        MainHeap,
+    }
+
+    /// Where glibc put the block at `p`, from the size word of its chunk header (the word
+    /// before the block): bit 1 for a block from `mmap`, bit 2 for a thread arena's.
+    ///
+    /// # Safety
+    /// `p` is a block glibc's `malloc` family returned and not yet freed.
+    pub(super) unsafe fn home(p: *const u8) -> Home {
+        // SAFETY: glibc keeps a block's size word in the word before it (caller's contract).
+        let size_word = unsafe { p.cast::<usize>().sub(1).read() };
+        if size_word & 2 != 0 {
+            Home::Mapped
+        } else if size_word & 4 != 0 {
+            Home::ThreadHeap
+        } else {
+            Home::MainHeap
+        }
+    }
+
+    /// The range `[lo, hi)` to ask for after a block of `size` bytes at `at`, and whether it
+    /// is asked for once (remembered in [`ASKED`]): see the module documentation.
+    pub(super) fn span(home: Home, at: usize, size: usize) -> (usize, usize, bool) {
+        match home {
+            Home::ThreadHeap => (at / HUGE * HUGE, (at / HEAP + 1) * HEAP, true),
+            Home::Mapped => (at.next_multiple_of(HUGE), (at + size) / HUGE * HUGE, false),
+            Home::MainHeap => (at.next_multiple_of(HUGE), (at + size) / HUGE * HUGE, true),
+        }
+    }
+
+    /// Huge pages already asked for, by page number (`address / HUGE + 1`; 0 is empty), in a
+    /// direct-mapped table: blocks come back at the same addresses step after step, so a
+    /// page is asked for once, and a page pushed out by another costs one more request.
+    static ASKED: [AtomicUsize; 4096] = [const { AtomicUsize::new(0) }; 4096];
+
+    fn slot(page: usize) -> &'static AtomicUsize {
+        &ASKED[page % ASKED.len()]
+    }
+
+    /// Asks for huge pages after the system allocator returned `p` (null: it failed) for
+    /// `size` bytes.
+    pub(super) fn advise(p: *mut u8, size: usize) {
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+            fn __errno_location() -> *mut i32;
+        }
+        const MADV_HUGEPAGE: i32 = 14;
+        if p.is_null() || size < super::ADVISE_MIN {
+            return;
+        }
+        // SAFETY: `p` is the block the system allocator (glibc's malloc family) just returned.
+        let home = unsafe { home(p) };
+        let (lo, hi, once) = span(home, p as usize, size);
+        if lo >= hi || (once && slot(lo / HUGE).load(Relaxed) == lo / HUGE + 1) {
+            return;
+        }
+        // SAFETY: [lo, hi) lies inside the block's own mapping (the heap's 64 MiB window, or
+        // the block), which glibc owns for this process; MADV_HUGEPAGE keeps every page's
+        // contents and only sets how the kernel backs that mapping (it may split it in two).
+        // A kernel without transparent huge pages fails the call and nothing changes. The
+        // call's errno is put back, so the allocation does not change the caller's.
+        let done = unsafe {
+            let errno = __errno_location();
+            let saved = *errno;
+            let r = madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
+            *errno = saved;
+            r == 0
+        };
+        if once && done {
+            for page in lo / HUGE..hi / HUGE {
+                slot(page).store(page + 1, Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+mod thp {
+    pub(super) fn advise(_: *mut u8, _: usize) {}
+}
+
+#[cfg(all(
+    test,
+    target_os = "linux",
+    target_env = "gnu",
+    target_pointer_width = "64"
+))]
 mod tests {
+    use super::thp::{home, span, Home, HEAP, HUGE};
+
     /// The `VmFlags` line of the mapping that holds `addr`, from `/proc/self/smaps` (`None`
     /// when nothing is mapped there).
     fn flags_at(addr: usize) -> Option<String> {
@@ -173,30 +240,81 @@ mod tests {
         flags_at(addr).map(|f| f.split_whitespace().any(|f| f == "hg"))
     }
 
+    #[test]
+    fn the_ranges_asked_for_stay_inside_the_blocks_heap_or_mapping() {
+        const MIB: usize = 1 << 20;
+        let heap = 0x7f00_0000_0000usize; // 64 MiB-aligned
+        assert_eq!(heap % HEAP, 0);
+        // A thread arena's block: from its page to the end of its heap, once.
+        let at = heap + 5 * MIB + 16;
+        assert_eq!(
+            span(Home::ThreadHeap, at, 300 << 10),
+            (heap + 4 * MIB, heap + HEAP, true)
+        );
+        // The last page of a heap: that page alone.
+        let at = heap + HEAP - MIB;
+        assert_eq!(
+            span(Home::ThreadHeap, at, 200 << 10),
+            (heap + HEAP - HUGE, heap + HEAP, true)
+        );
+        // A block from mmap (16 bytes past its page-aligned header): its whole pages, each
+        // time; the main heap's: its whole pages, once; a block within one page: nothing.
+        let at = heap + 3 * MIB + 16;
+        assert_eq!(
+            span(Home::Mapped, at, 40 * MIB),
+            (heap + 4 * MIB, heap + 42 * MIB, false)
+        );
+        assert_eq!(
+            span(Home::MainHeap, at, 40 * MIB),
+            (heap + 4 * MIB, heap + 42 * MIB, true)
+        );
+        let (lo, hi, _) = span(Home::MainHeap, at, 600 << 10);
+        assert!(lo >= hi, "{lo:#x}..{hi:#x}");
+    }
+
     /// The program's allocator (this crate's `#[global_allocator]`, also in its test harness)
-    /// asks for huge pages on a large heap block, on the heap room after it, and on a block
-    /// from `mmap`; the kernel records the request as the mapping's `hg` flag.
+    /// asks for huge pages on a large block and, in a thread arena, the heap after it; and on
+    /// a block from `mmap` each time one is mapped, also again at the same address. The
+    /// kernel records the request as the mapping's `hg` flag (whatever the mode in
+    /// `transparent_hugepage/enabled`).
     #[test]
     fn large_blocks_and_the_heap_after_them_ask_for_huge_pages() {
         if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
             // A kernel without transparent huge pages: there is nothing to ask for.
             return;
         }
-        // A thread of its own allocates from an arena heap (a 64 MiB-aligned window) when
-        // one is free, or else from a heap another thread used.
+        // The binary's thresholds, so that a block of 8 MiB comes from a heap.
+        super::tune();
         std::thread::spawn(|| {
-            let heap_block = vec![1u8; 8 << 20];
-            let mid = heap_block.as_ptr() as usize + heap_block.len() / 2;
-            assert_eq!(asked(mid), Some(true), "8 MiB block: {:?}", flags_at(mid));
-            // The room after it, where that heap is mapped (a thread arena's whole window;
-            // the main heap's end may come first).
-            let end = heap_block.as_ptr() as usize + heap_block.len();
-            let room = (end / super::HEAP + 1) * super::HEAP - super::HUGE / 2;
-            assert_ne!(asked(room), Some(false), "heap room: {:?}", flags_at(room));
-            let mapped = vec![2u8; super::MMAP_THRESHOLD + (16 << 20)];
-            let mid = mapped.as_ptr() as usize + mapped.len() / 2;
-            assert_eq!(asked(mid), Some(true), "48 MiB block: {:?}", flags_at(mid));
-            assert_eq!((heap_block[12345], mapped[54321]), (1, 2));
+            let block = vec![1u8; 8 << 20];
+            let at = block.as_ptr() as usize;
+            // SAFETY: a live block from the program's allocator (glibc's malloc).
+            let kind = unsafe { home(block.as_ptr()) };
+            assert_ne!(kind, Home::Mapped, "8 MiB block below the mmap threshold");
+            let mid = at + block.len() / 2;
+            assert_eq!(
+                asked(mid),
+                Some(true),
+                "8 MiB block ({kind:?}): {:?}",
+                flags_at(mid)
+            );
+            if kind == Home::ThreadHeap {
+                let room = (at / HEAP + 1) * HEAP - HUGE / 2;
+                assert_eq!(asked(room), Some(true), "heap room: {:?}", flags_at(room));
+            }
+            for round in 0..2 {
+                let mapped = vec![2u8; super::MMAP_THRESHOLD + (16 << 20)];
+                // SAFETY: as above.
+                assert_eq!(unsafe { home(mapped.as_ptr()) }, Home::Mapped);
+                let mid = mapped.as_ptr() as usize + mapped.len() / 2;
+                assert_eq!(
+                    asked(mid),
+                    Some(true),
+                    "48 MiB block, round {round}: {:?}",
+                    flags_at(mid)
+                );
+            }
+            assert_eq!(block[12345], 1);
         })
         .join()
         .expect("thread");
