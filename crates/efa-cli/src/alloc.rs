@@ -274,7 +274,8 @@ mod tests {
 
     /// The program's allocator (this crate's `#[global_allocator]`, also in its test harness)
     /// asks for huge pages on a large block and, in a thread arena, the heap after it; and on
-    /// a block from `mmap` each time one is mapped, also again at the same address. The
+    /// a block from `mmap` each time one is mapped, also again at the same address (a block
+    /// larger than a heap, which a thread arena maps on its own). The
     /// kernel records the request as the mapping's `hg` flag (whatever the mode in
     /// `transparent_hugepage/enabled`).
     #[test]
@@ -302,17 +303,23 @@ mod tests {
                 let room = (at / HEAP + 1) * HEAP - HUGE / 2;
                 assert_eq!(asked(room), Some(true), "heap room: {:?}", flags_at(room));
             }
+            // Larger than a heap, so a thread arena serves it from `mmap`: twice, the second
+            // mapping usually at the first one's address, and each asked for.
             for round in 0..2 {
-                let mapped = vec![2u8; super::MMAP_THRESHOLD + (16 << 20)];
+                let big = vec![2u8; HEAP + (32 << 20)];
                 // SAFETY: as above.
-                assert_eq!(unsafe { home(mapped.as_ptr()) }, Home::Mapped);
-                let mid = mapped.as_ptr() as usize + mapped.len() / 2;
+                let big_kind = unsafe { home(big.as_ptr()) };
+                if kind == Home::ThreadHeap {
+                    assert_eq!(big_kind, Home::Mapped, "96 MiB block, round {round}");
+                }
+                let mid = big.as_ptr() as usize + big.len() / 2;
                 assert_eq!(
                     asked(mid),
                     Some(true),
-                    "48 MiB block, round {round}: {:?}",
+                    "96 MiB block ({big_kind:?}), round {round}: {:?}",
                     flags_at(mid)
                 );
+                assert_eq!(big[big.len() - 1], 2);
             }
             assert_eq!(block[12345], 1);
         })
