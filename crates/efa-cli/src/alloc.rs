@@ -39,11 +39,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-/// Blocks from this size up are served from `mmap` once [`tune`] has run, unless free room
-/// of a heap (kept by the top pad) holds them.
-#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
-const MMAP_THRESHOLD: usize = 32 << 20;
-
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune() {
     extern "C" {
@@ -55,7 +50,7 @@ pub fn tune() {
     // SAFETY: mallopt only adjusts allocator parameters; it is called before any other thread
     // exists, and failure (return 0) leaves the defaults in place.
     unsafe {
-        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD as i32);
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
         mallopt(M_TRIM_THRESHOLD, 1 << 30);
         mallopt(M_TOP_PAD, 64 << 20);
     }
@@ -63,13 +58,6 @@ pub fn tune() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn tune() {}
-
-/// Smallest block that makes the allocator look at its huge pages.
-#[cfg_attr(
-    not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")),
-    allow(dead_code)
-)]
-const ADVISE_MIN: usize = 128 << 10;
 
 /// The system allocator, asking for transparent huge pages on large blocks and the heap room
 /// after them (see the module documentation).
@@ -114,6 +102,9 @@ mod thp {
 
     /// Size and alignment of the heaps of glibc's thread arenas on 64-bit targets.
     pub(super) const HEAP: usize = 64 << 20;
+
+    /// Smallest block that makes the allocator look at its huge pages.
+    const ADVISE_MIN: usize = 128 << 10;
 
     /// Where glibc put a block.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +161,7 @@ mod thp {
             fn __errno_location() -> *mut i32;
         }
         const MADV_HUGEPAGE: i32 = 14;
-        if p.is_null() || size < super::ADVISE_MIN {
+        if p.is_null() || size < ADVISE_MIN {
             return;
         }
         // SAFETY: `p` is the block the system allocator (glibc's malloc family) just returned.
