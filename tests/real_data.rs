@@ -12,10 +12,7 @@ use efa::train::TrainConfig;
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {
-    let dir = std::env::var_os("EFA_DATA")
-        .map(PathBuf::from)
-        .or_else(efa::data::default_data_dir);
-    dir.unwrap_or_else(|| panic!("these tests read the real data: set EFA_DATA=DIR or run from a checkout beside ../shared/data"))
+    efa_testkit::paper_data()
 }
 
 fn cfg() -> TrainConfig {
@@ -41,6 +38,7 @@ fn reals(s: &Samples) -> &[f64] {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn movielens_exp1_matches_the_notebooks_split_samples_and_models() {
     let data = ml::exp1_data(&data_dir(), Protocol::Paper).unwrap();
     assert_eq!(
@@ -107,6 +105,7 @@ fn movielens_exp1_matches_the_notebooks_split_samples_and_models() {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn movielens_clean_protocol_uses_every_user() {
     let data = ml::exp1_data(&data_dir(), Protocol::Clean).unwrap();
     // 902 users: 676 train+val (split 507 / 169 by user) and 226 test, 13,757 ratings in all.
@@ -123,6 +122,7 @@ fn movielens_clean_protocol_uses_every_user() {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn movielens_exp2_matches_the_notebooks_split_and_first_sample() {
     let data = ml::exp2_data(&data_dir(), Protocol::Paper).unwrap();
     assert_eq!(
@@ -147,6 +147,7 @@ fn movielens_exp2_matches_the_notebooks_split_and_first_sample() {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn instacart_matches_the_notebooks_sizes_and_third_training_sample() {
     let exp = instacart::load(&data_dir()).unwrap();
     assert_eq!(&exp.val_order_ids[..2], &[1_536_267, 585_862]);
@@ -188,6 +189,7 @@ fn instacart_matches_the_notebooks_sizes_and_third_training_sample() {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn temperature_matches_the_notebooks_sizes_values_and_parameter_counts() {
     let dir = data_dir();
     let data = temperature::load(&dir, 0).unwrap();

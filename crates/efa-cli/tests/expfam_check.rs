@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn reference() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/expfam_reference.json")
+    efa_testkit::expfam_reference()
 }
 
 fn efa(args: &[&str]) -> (i32, String, String) {
@@ -27,6 +27,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]
 fn shared_reference_passes_in_table_and_json() {
     let path = reference();
     let (code, out, err) = efa(&["expfam", "check", "--reference", path.to_str().unwrap()]);
@@ -74,6 +75,7 @@ fn corrupted_copy(dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]
 fn corrupted_value_fails_naming_the_case() {
     let dir = temp_dir("value");
     let path = corrupted_copy(&dir);

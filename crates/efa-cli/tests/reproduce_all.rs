@@ -10,10 +10,11 @@ use std::process::Command;
 mod scratch;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+    efa_testkit::paper_data()
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn every_experiment_runs_with_spreads_under_both_protocols() {
     let out = scratch::scratch("efa-all");
     let o = Command::new(env!("CARGO_BIN_EXE_efa"))

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 mod scratch;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+    efa_testkit::paper_data()
 }
 
 fn reproduce(out: &Path, extra: &[&str]) -> Output {
@@ -28,6 +28,7 @@ fn results(out: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn seeds_run_once_each_and_their_spread_is_reported() {
     let dir = scratch::scratch("efa-seeds");
     let (many, one) = (dir.join("many"), dir.join("one"));

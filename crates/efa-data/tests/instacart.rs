@@ -4,12 +4,9 @@ use efa_data::instacart::*;
 use std::path::PathBuf;
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn instacart_split_check_values() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/instacart");
-    if !dir.exists() {
-        eprintln!("skipping: {} not found", dir.display());
-        return;
-    }
+    let dir = efa_testkit::paper_file("instacart");
     let d = load_instacart(&dir).unwrap();
     assert_eq!(d.items.len(), 63);
     assert_eq!(

@@ -4,19 +4,14 @@ use efa_data::movielens::*;
 use efa_data::{Direction, Split};
 use std::path::PathBuf;
 
-fn u_data() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/movielens/u.data");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+fn u_data() -> PathBuf {
+    efa_testkit::paper_file("movielens/u.data")
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn exp1_preprocessing_and_split() {
-    let Some(p) = u_data() else { return };
+    let p = u_data();
     let raw = load_u_data(&p).unwrap();
     assert_eq!(
         (raw.rows.len(), raw.n_users, raw.n_items),
@@ -93,8 +88,9 @@ fn exp1_preprocessing_and_split() {
 }
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn exp2_preprocessing_split_and_samples() {
-    let Some(p) = u_data() else { return };
+    let p = u_data();
     let raw = load_u_data(&p).unwrap();
     let prep = preprocess(&raw, MlExperiment::Exp2).unwrap();
     assert_eq!(raw.rows.len() - prep.report.rows_low_rating, 82_520);
@@ -219,8 +215,9 @@ const EXP2_TEST: [u32; 211] = [
 ];
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn appendix_b_user_lists_in_full() {
-    let Some(p) = u_data() else { return };
+    let p = u_data();
     let raw = load_u_data(&p).unwrap();
     let prep1 = preprocess(&raw, MlExperiment::Exp1).unwrap();
     let s1 = buggy_user_split(&prep1, 42);

@@ -7,12 +7,9 @@ use std::path::PathBuf;
 mod scratch;
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn october_table_and_splits() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/temperature");
-    if !dir.exists() {
-        eprintln!("skipping: {} not found", dir.display());
-        return;
-    }
+    let dir = efa_testkit::paper_file("temperature");
     let d = load_temperature(&dir, 2).unwrap();
     let t = &d.table;
     assert_eq!(t.cities.len(), 44);

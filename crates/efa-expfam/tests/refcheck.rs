@@ -74,6 +74,7 @@ fn underflow_floor_applies_to_nll_and_dnll() {
 }
 
 #[test]
+#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]
 fn the_current_reference_file_has_the_corrected_beta_value() {
     // beta-p05: y = 1e-300, t[1] = ln(1 − y) = −1e-300 (to 600 digits −1e-300 − 5e-601); the
     // checker must pass it as the file gives it, with nothing special-cased.

@@ -39,11 +39,13 @@ fn run<T: Real>(only_f32_exact: bool) -> usize {
 }
 
 #[test]
+#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]
 fn all_cases_pass_in_f64() {
     assert_eq!(run::<f64>(false), 146);
 }
 
 #[test]
+#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]
 fn f32_exact_cases_pass_in_f32() {
     assert!(run::<f32>(true) > 50);
 }

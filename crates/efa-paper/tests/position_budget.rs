@@ -7,53 +7,54 @@ use efa_paper::{
     instacart, movielens, synthetic, temperature, DataOptions, ExperimentOptions, RunSettings,
 };
 use efa_train::evaluator::{eval_positions, MICRO_BATCH, MICRO_POSITIONS};
-use std::path::Path;
 
-/// The paper's experiments (the synthetic one always, the real-data ones where the data are
-/// present under `../shared/data`): every sample is at most 512 positions long, so
-/// micro-batches of 128 and evaluation chunks of any size are never cut by the position
-/// budget and every result is the same as with count-only batches.
+/// The synthetic experiment: every sample is at most 512 positions long, so micro-batches of
+/// 128 and evaluation chunks of any size are never cut by the position budget and every result
+/// is the same as with count-only batches.
 #[test]
-fn the_position_budget_never_binds_for_the_paper_experiments() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+fn the_position_budget_never_binds_for_the_synthetic_experiment() {
+    check(&[ExperimentOptions::Synthetic(synthetic::Options::default())]);
+}
+
+/// The same for the real-data experiments.
+#[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
+fn the_position_budget_never_binds_for_the_real_data_experiments() {
     let data_options = DataOptions {
-        data: Some(data.clone()),
+        data: Some(efa_testkit::paper_data()),
         ..Default::default()
     };
-    let mut experiments = vec![ExperimentOptions::Synthetic(synthetic::Options::default())];
-    if data.join("movielens/u.data").is_file() {
-        experiments.push(ExperimentOptions::MovielensItems(movielens::ItemsOptions {
-            data: data_options.clone(),
-            ..Default::default()
-        }));
-        for variant in [movielens::Variant::V1, movielens::Variant::V2] {
-            experiments.push(ExperimentOptions::MovielensRatings(
-                movielens::RatingsOptions {
-                    variant,
-                    data: data_options.clone(),
-                    ..Default::default()
-                },
-            ));
-        }
-    }
-    if data.join("instacart/baskets_train.csv").is_file() {
-        experiments.push(ExperimentOptions::Instacart(instacart::Options {
-            data: data_options.clone(),
-            ..Default::default()
-        }));
-    }
-    if data.join("temperature/cities.csv").is_file() {
-        for lag in [0, 2] {
-            experiments.push(ExperimentOptions::Temperature(temperature::Options {
-                lag,
-                k: vec![1, 40],
+    let mut experiments = vec![ExperimentOptions::MovielensItems(movielens::ItemsOptions {
+        data: data_options.clone(),
+        ..Default::default()
+    })];
+    for variant in [movielens::Variant::V1, movielens::Variant::V2] {
+        experiments.push(ExperimentOptions::MovielensRatings(
+            movielens::RatingsOptions {
+                variant,
                 data: data_options.clone(),
                 ..Default::default()
-            }));
-        }
+            },
+        ));
     }
+    experiments.push(ExperimentOptions::Instacart(instacart::Options {
+        data: data_options.clone(),
+        ..Default::default()
+    }));
+    for lag in [0, 2] {
+        experiments.push(ExperimentOptions::Temperature(temperature::Options {
+            lag,
+            k: vec![1, 40],
+            data: data_options.clone(),
+            ..Default::default()
+        }));
+    }
+    check(&experiments);
+}
+
+fn check(experiments: &[ExperimentOptions]) {
     let mut widest = 0;
-    for e in &experiments {
+    for e in experiments {
         let exp = e.build().unwrap();
         for spec in exp.runs(&RunSettings::default()).unwrap() {
             for s in [&spec.train, &spec.val, &spec.test] {

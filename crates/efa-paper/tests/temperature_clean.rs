@@ -127,17 +127,11 @@ fn standardised_mse_is_the_raw_mse_of_the_back_transformed_prediction() {
     assert!(e.to_string().contains("belongs to tape"), "{e}");
 }
 
-fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    p.join("temperature").is_dir().then_some(p)
-}
 
 #[test]
+#[ignore = "needs the paper data (EFA_DATA)"]
 fn clean_runs_are_standardised_day_batched_and_early_stopped() {
-    let Some(dir) = shared() else {
-        eprintln!("shared data not found: skipped");
-        return;
-    };
+    let dir = efa_testkit::paper_data();
     let options = Options {
         layers: Some(1),
         k: vec![3],

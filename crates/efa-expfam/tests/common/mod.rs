@@ -4,10 +4,9 @@
 
 use efa_expfam::refcheck::{format, RefCase};
 
-/// Path of the shared reference file, relative to this crate.
+/// Path of the reference file (`EFA_REFERENCE`, or beside the repository).
 pub fn reference_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/expfam_reference.json")
+    efa_testkit::expfam_reference()
 }
 
 /// Loads every case of the reference file (each one validated).
