@@ -19,7 +19,7 @@
 //! unidirectional samples hold the rows up to their target. One sequence per sample is what
 //! keeps the order of the samples, and so the minibatches of every epoch, the paper's. The
 //! model is [`crate::synthetic::efa_config`] with the 5-row rating table (row `value + 1` =
-//! the rating, row 4 the [MASK]), the loss the paper's v1 loss on the counts (`loss =
+//! the rating, row 4 the \[MASK\]), the loss the paper's v1 loss on the counts (`loss =
 //! "poisson_v1"`, a `poisson` family), and the recipe `TrainConfig::paper`.
 
 use crate::movielens::{exp2_data, Protocol, Variant};
