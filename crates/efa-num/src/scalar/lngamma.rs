@@ -1,5 +1,5 @@
 //! ln Γ and ln B with full relative accuracy where the result is small because an argument is
-//! near 1 or 2 (DESIGN §4).
+//! near 1 or 2 (docs/design.md §4).
 //!
 //! lnΓ vanishes at 1 and 2. A caller holding a shape as `x = shape − 1` (the natural parameter of
 //! the Gamma and Beta families) must not form `1 + x` first: rounding `1 + x` moves the argument
