@@ -189,7 +189,7 @@ mod tests {
     use std::path::Path;
 
     /// The committed fixture is exactly this generator's output with the default settings,
-    /// and the references lie where the README says.
+    /// and the references lie where docs/user-data.md says.
     #[test]
     fn the_committed_fixture_is_this_generators_output() {
         let out = std::env::temp_dir().join(format!("efa-mixed-gen-{}", std::process::id()));

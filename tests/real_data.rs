@@ -1,5 +1,5 @@
 //! The real-data experiments' builders on the real files (../shared/data, or `EFA_DATA`),
-//! against the check values of PAPER.md (§3.2, §4.2, §5.2, §6.1, Appendix B) and the
+//! against the check values of docs/paper.md (§3.2, §4.2, §5.2, §6.1, Appendix B) and the
 //! parameter counts the notebooks printed or that follow from their layer shapes.
 
 use efa::data::samples::Direction::{Bi, Uni};

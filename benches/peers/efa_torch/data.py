@@ -1,6 +1,6 @@
 """The training samples of the benchmarked models, built in numpy exactly as efa builds them.
 
-* synthetic (PAPER.md §2): regenerated from numpy's legacy ``RandomState(42)`` (one
+* synthetic (docs/paper.md §2): regenerated from numpy's legacy ``RandomState(42)`` (one
   ``permutation(5)`` then five ``normal(mean, 1)`` draws per user), users 1..7500 train+val,
   the per-sample ``train_test_split(0.25, 42)``; EFA samples with the split frame's MASK value
   and the compact rating table of ``efa_data::samples::CompactRatingTable`` (one row per

@@ -1,4 +1,4 @@
-"""PyTorch versions of the EFA models efa trains (PAPER.md §2.3, §3.4/§5.3, §6.2–§6.3).
+"""PyTorch versions of the EFA models efa trains (docs/paper.md §2.3, §3.4/§5.3, §6.2–§6.3).
 
 Each model's ``forward`` takes one minibatch and returns the mean training loss, so a training
 step is ``loss = model(*batch); loss.backward(); adam.step()``. The parameters are those of

@@ -1,4 +1,4 @@
-//! Fused masked-softmax attention on the CPU, FlashAttention-2 style (DESIGN §3).
+//! Fused masked-softmax attention on the CPU, FlashAttention-2 style (docs/design.md §3).
 //!
 //! For each batch row `b` and head `h`, with scores `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩` over the keys
 //! `j ∈ V(i)` the [`Mask`] shows query `i`:

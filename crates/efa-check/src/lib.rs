@@ -68,7 +68,7 @@ pub struct Tolerance {
 }
 
 impl Default for Tolerance {
-    /// `abs = 1e-5`, `rel = 1e-3` (DESIGN §7).
+    /// `abs = 1e-5`, `rel = 1e-3` (docs/design.md §7).
     fn default() -> Self {
         Tolerance {
             abs: 1e-5,

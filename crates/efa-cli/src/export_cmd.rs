@@ -32,7 +32,7 @@ pub struct ExportArgs {
 /// The data sets `efa export` writes.
 #[derive(Subcommand)]
 enum ExportSet {
-    /// U.S. city temperatures (PAPER.md §6): the temperature EFA with coordinates as item
+    /// U.S. city temperatures (docs/paper.md §6): the temperature EFA with coordinates as item
     /// features.
     Temperature {
         /// EFA blocks.
@@ -42,7 +42,7 @@ enum ExportSet {
         #[arg(long, default_value_t = 0)]
         lag: usize,
     },
-    /// MovieLens exp-2 (PAPER.md §4): the rating EFA with the v1 loss on counts (rating − 1),
+    /// MovieLens exp-2 (docs/paper.md §4): the rating EFA with the v1 loss on counts (rating − 1),
     /// one sequence per sample in the paper's sample order.
     MovielensRatings {
         /// Loss variant (only v1 has a user layout; see `efa_paper::export`).

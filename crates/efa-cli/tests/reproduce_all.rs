@@ -1,6 +1,6 @@
 //! `efa reproduce all`: every experiment of the paper in one queue, one epoch each here.
 //! Checks that every experiment and every run the paper reports is there (counted from
-//! PAPER.md, not from the code), with a finite value and the paper's figure beside it, the
+//! docs/paper.md, not from the code), with a finite value and the paper's figure beside it, the
 //! temperature seed spreads under both protocols, and each experiment's own outputs.
 
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ fn every_experiment_runs_with_spreads_under_both_protocols() {
             "temperature-lag0-clean",
         ]
     );
-    // PAPER.md: synthetic, MovieLens items, both rating variants and Instacart each have
+    // docs/paper.md: synthetic, MovieLens items, both rating variants and Instacart each have
     // EFA and FM in both directions (4 rows); temperature without lags has L = 1, 2, 4 (here
     // two seeds each) and the FM at 12 values of k; each lag model is one EFA.
     let rows: Vec<usize> = exps
@@ -64,7 +64,7 @@ fn every_experiment_runs_with_spreads_under_both_protocols() {
             let v = r["value"].as_f64().unwrap();
             assert!(v.is_finite() && v > 0.0, "{name}: {r}");
             assert_eq!(r["epochs"].as_u64(), Some(1), "{name}: {r}");
-            // Every run has the paper's figure beside it (PAPER.md §0).
+            // Every run has the paper's figure beside it (docs/paper.md §0).
             assert!(r["paper"].as_f64().is_some(), "{name}: {r}");
         }
         assert!(out.join(name).join("results.json").is_file(), "{name}");

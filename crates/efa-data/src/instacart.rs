@@ -1,4 +1,4 @@
-//! Instacart baskets (PAPER §5): `items.csv` and `baskets_{train,test}.csv`.
+//! Instacart baskets (docs/paper.md §5): `items.csv` and `baskets_{train,test}.csv`.
 
 use crate::csvfile::read_records;
 use crate::error::parse_field;

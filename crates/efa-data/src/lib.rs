@@ -2,7 +2,7 @@
 //!
 //! * [`rng`]: numpy-compatible MT19937 (`RandomState`), sklearn's `train_test_split`, pandas'
 //!   one-row group sample.
-//! * [`synthetic`]: the synthetic movie-rating generator (PAPER §2.1).
+//! * [`synthetic`]: the synthetic movie-rating generator (docs/paper.md §2.1).
 //! * [`samples`]: per-position EFA / FM samples for the rating experiments (§2.2, §4.3) and the
 //!   rating → embedding-row mappings (§2.3).
 //! * [`item_samples`]: per-position samples for the categorical item experiments (§3.3, §5).

@@ -1,4 +1,4 @@
-//! MovieLens-100K `u.data` and the preprocessing / buggy splits of PAPER §3–§4.
+//! MovieLens-100K `u.data` and the preprocessing / buggy splits of docs/paper.md §3–§4.
 
 use crate::error::parse_field;
 use crate::rng::{pandas_sample_one, train_test_split, NumpyRng};
@@ -199,7 +199,7 @@ pub const EXP2_TOP50: [u32; 50] = [
     151, 183, 168, 423, 98, 302, 22, 318, 56, 117,
 ];
 
-/// Counts of everything preprocessing removed, by reason (each a step of PAPER §3.1 / §4.1).
+/// Counts of everything preprocessing removed, by reason (each a step of docs/paper.md §3.1/§4.1).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MlReport {
     /// Rows read.

@@ -232,7 +232,7 @@ pub fn train_test_split(n: usize, seed: u32) -> Result<(Vec<usize>, Vec<usize>),
 /// The row pandas' `groupby(...).sample(n=1, random_state=seed)` keeps from a group of `n`
 /// rows (in original order): the first element of `RandomState(seed).permutation(n)`.
 ///
-/// For `seed = 42` and `n = 2..=8` this is `1 0 1 1 0 0 1` (PAPER §3.1).
+/// For `seed = 42` and `n = 2..=8` this is `1 0 1 1 0 0 1` (docs/paper.md §3.1).
 pub fn pandas_sample_one(n: usize, seed: u32) -> usize {
     if n <= 1 {
         return 0;

@@ -1,4 +1,4 @@
-//! The synthetic movie-rating data of PAPER §2.1, reproduced bit for bit.
+//! The synthetic movie-rating data of docs/paper.md §2.1, reproduced bit for bit.
 //!
 //! One global `RandomState(42)`; for each user in turn: the watch order is
 //! `permutation(5) + 1`, then each position's rating is one `normal(mean, 1)` draw, in position

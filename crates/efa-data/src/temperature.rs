@@ -1,4 +1,4 @@
-//! U.S. city temperatures (PAPER §6.1): `us_cities_fall.csv` + `cities.csv` → the 44-city
+//! U.S. city temperatures (docs/paper.md §6.1): `us_cities_fall.csv` + `cities.csv` → the 44-city
 //! October table, year splits, and lagged previous days.
 
 use crate::csvfile::read_records;
@@ -116,7 +116,7 @@ pub const ABSOLUTE_ZERO_F: f64 = -459.67;
 /// month; `avg_temp_f` a number finite in f32 ([`parse_real`]) and not below absolute zero
 /// (−99 is the archive's missing-day marker, kept as `None`); a city that is not in
 /// `cities.csv` (naming both files) unless its state is one of [`EXCLUDED_STATES`], whose rows
-/// are counted in [`TemperatureTable::rows_excluded_state`] (PAPER §6.1 removes those states);
+/// are counted in [`TemperatureTable::rows_excluded_state`] (docs/paper.md §6.1 drops them);
 /// the same city and day twice with different values (exact repeats are counted in
 /// [`TemperatureTable::rows_duplicate`]); a file without data rows.
 pub fn load_temperature_table(temps: &Path, cities: &Path) -> Result<TemperatureTable, DataError> {

@@ -1,4 +1,4 @@
-//! Instacart check values (PAPER §5.2) and malformed-input errors.
+//! Instacart check values (docs/paper.md §5.2) and malformed-input errors.
 
 use efa_data::instacart::*;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! MovieLens check values (PAPER §3–§4, Appendix B) on the shared u.data.
+//! MovieLens check values (docs/paper.md §3–§4, Appendix B) on the shared u.data.
 
 use efa_data::movielens::*;
 use efa_data::{Direction, Split};

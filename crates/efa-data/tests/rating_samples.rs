@@ -1,4 +1,4 @@
-//! Synthetic split and per-position samples (PAPER §2.1–§2.3).
+//! Synthetic split and per-position samples (docs/paper.md §2.1–§2.3).
 
 use efa_data::*;
 

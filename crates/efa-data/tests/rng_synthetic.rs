@@ -1,4 +1,4 @@
-//! numpy RandomState, sklearn split and synthetic-data check values (PAPER Appendix A, §2.1).
+//! numpy RandomState, sklearn split and synthetic check values (docs/paper.md Appendix A, §2.1).
 
 use efa_data::*;
 
@@ -70,7 +70,7 @@ fn train_test_split_table() {
 
 #[test]
 fn pandas_sample_table() {
-    // PAPER §3.1: group size n = 2..8 keeps position 1 0 1 1 0 0 1.
+    // docs/paper.md §3.1: group size n = 2..8 keeps position 1 0 1 1 0 0 1.
     let kept: Vec<usize> = (2..=8).map(|n| pandas_sample_one(n, 42)).collect();
     assert_eq!(kept, vec![1, 0, 1, 1, 0, 0, 1]);
     assert_eq!(pandas_sample_one(1, 42), 0);

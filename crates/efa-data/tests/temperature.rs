@@ -1,4 +1,4 @@
-//! Temperature table check values (PAPER §6.1, SOURCE.md) and malformed-input errors.
+//! Temperature table check values (docs/paper.md §6.1, SOURCE.md) and malformed-input errors.
 
 use efa_data::temperature::*;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Exponential families for efa (DESIGN §4).
+//! Exponential families for efa (docs/design.md §4).
 //!
 //! A density p(y | η) = h(y) exp(⟨t(y), η⟩ − A(η)) is described by its log-partition A(η),
 //! the mean ∇A(η) = E t(y), the covariance ∇²A(η) (Fisher information in η), the sufficient

@@ -55,7 +55,7 @@ pub fn hessian<T: Real>(r: T, eta: T) -> T {
 /// (h = C(y + r − 1, y) = 1). For ½ ≤ r ≤ 2, with ρ = r − 1 (exact there), log h ≈ ρ·H_y is
 /// small and is computed without forming lgamma of 1 + ρ or y + 1 + ρ:
 /// * y < 16: Σ_{j=1..y} ln_1p(ρ/j) (h = Π_{j=1..y} (j + ρ)/j, terms of one sign);
-/// * y ≥ 16: [`lgamma_diff`](y + 1, ρ) − [`lgamma1p`](ρ) ≈ ρ(ψ(y + 1) + γ), two terms of the
+/// * y ≥ 16: [`lgamma_diff`]\(y + 1, ρ) − [`lgamma1p`]\(ρ) ≈ ρ(ψ(y + 1) + γ), two terms of the
 ///   sign of ρ.
 ///
 /// Otherwise −lβ(r, y + 1) − ln(y + r) with the stable lβ.

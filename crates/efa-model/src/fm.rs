@@ -1,5 +1,5 @@
 //! Linear factor-model baselines (exponential-family embeddings; the paper's Propositions 1–3
-//! as its reference code ran them, PAPER.md §2.4, §3.4).
+//! as its reference code ran them, docs/paper.md §2.4, §3.4).
 
 use crate::batch::Samples;
 use crate::ModelError;

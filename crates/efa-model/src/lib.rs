@@ -14,7 +14,7 @@
 //! use efa_model::{Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Positions};
 //! use efa_model::{Samples, Targets};
 //! use efa_tape::Tape;
-//! // The paper's item EFA (PAPER.md §3.4) for 4 items and baskets of up to 3, bidirectional:
+//! // The paper's item EFA (docs/paper.md §3.4) for 4 items and baskets of up to 3, bidirectional:
 //! // item table with padding (0) and [MASK] (5) rows, positions at valid positions, two
 //! // blocks of 2 heads × 16, logits over the 4 items.
 //! let model = ModelConfig::Efa(EfaConfig {

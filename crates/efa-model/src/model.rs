@@ -59,7 +59,7 @@ impl ModelConfig {
         })
     }
 
-    /// Creates seeded parameters (Keras default initialisers, PAPER.md §1).
+    /// Creates seeded parameters (Keras default initialisers, docs/paper.md §1).
     ///
     /// # Panics
     /// Never for a configuration that passed [`ModelConfig::validate`]: declaring to an

@@ -26,9 +26,9 @@ pub enum Objective {
     },
     /// mean −log softmax(η)\[y\] (categorical nll).
     CrossEntropy,
-    /// PAPER.md §4.3 v1: λ = e^η, mean(λ − (y−1)·ln(λ + 1e-8)) (Poisson on y − 1, no ln y!).
+    /// docs/paper.md §4.3 v1: λ = e^η, mean(λ − (y−1)·ln(λ + 1e-8)) (Poisson on y − 1, no ln y!).
     PoissonShifted,
-    /// PAPER.md §4.3 v2: μ = 1 + e^η, mean(μ − y·ln μ) (Poisson with mean 1 + e^η, no ln y!).
+    /// docs/paper.md §4.3 v2: μ = 1 + e^η, mean(μ − y·ln μ) (Poisson with mean 1 + e^η, no ln y!).
     PoissonOnePlus,
     /// λ = e^η, mean(λ − y·ln(λ + 1e-8)): [`Objective::PoissonShifted`] on the count `y`
     /// itself (the v1 data written as counts `rating − 1`; the same values bit for bit).

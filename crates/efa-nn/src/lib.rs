@@ -1,4 +1,4 @@
-//! Building blocks on the efa tape (DESIGN §1, §2): the fused ops a model records, the
+//! Building blocks on the efa tape (docs/design.md §1, §2): the fused ops a model records, the
 //! parameter declaration every model goes through, and the layers built from both.
 //!
 //! - [`TapeNn`], an extension trait on [`efa_tape::Tape`]: `linear` (`y = x·W + b`),

@@ -97,7 +97,7 @@ impl<T: Real> Params<T> {
     }
 }
 
-/// Seeded initialisers with the Keras defaults the paper's models used (PAPER.md §1).
+/// Seeded initialisers with the Keras defaults the paper's models used (docs/paper.md §1).
 pub struct Init {
     rng: StdRng,
 }
@@ -135,7 +135,7 @@ impl Init {
     }
 }
 
-/// How a declared parameter's initial value is drawn (the Keras defaults of PAPER.md §1).
+/// How a declared parameter's initial value is drawn (the Keras defaults of docs/paper.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InitKind {
     /// `Embedding`: Uniform(−0.05, 0.05).

@@ -1,4 +1,4 @@
-//! Numerically stable scalar functions (DESIGN §4), generic over [`Real`].
+//! Numerically stable scalar functions (docs/design.md §4), generic over [`Real`].
 //!
 //! Rules followed throughout: never form `ln(eˣ + 1)`, `1 − σ(x)`, `1 − eˣ` or
 //! `lgamma(a) + lgamma(b) − lgamma(a + b)` by subtraction where the result can be small

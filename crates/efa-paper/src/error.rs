@@ -64,7 +64,7 @@ impl PaperError {
 /// Where each data set comes from, for the error without a data directory.
 const DATA_SOURCES: &str = "DIR/movielens/u.data (GroupLens MovieLens 100K), \
      DIR/instacart/{items,baskets_train,baskets_test}.csv (Kaggle Instacart Market Basket \
-     Analysis, prepared as in PAPER.md §5.1) and DIR/temperature/{us_cities_fall,cities}.csv \
+     Analysis, prepared as in docs/paper.md §5.1) and DIR/temperature/{us_cities_fall,cities}.csv \
      (University of Dayton / Kaggle daily city temperatures)";
 
 impl fmt::Display for PaperError {

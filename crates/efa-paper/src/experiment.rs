@@ -227,7 +227,7 @@ pub struct RunSpec {
     pub model: ModelConfig,
     /// Loss and metric.
     pub objective: Objective,
-    /// The paper's value of the metric (PAPER.md; NaN where the paper reports none).
+    /// The paper's value of the metric (docs/paper.md; NaN where the paper reports none).
     pub paper: f64,
     /// Training samples.
     pub train: Samples,

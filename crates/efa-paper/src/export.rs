@@ -19,7 +19,7 @@
 //! unidirectional samples hold the rows up to their target. One sequence per sample is what
 //! keeps the order of the samples, and so the minibatches of every epoch, the paper's. The
 //! model is [`crate::synthetic::efa_config`] with the 5-row rating table (row `value + 1` =
-//! the rating, row 4 the [MASK]), the loss the paper's v1 loss on the counts (`loss =
+//! the rating, row 4 the \[MASK\]), the loss the paper's v1 loss on the counts (`loss =
 //! "poisson_v1"`, a `poisson` family), and the recipe `TrainConfig::paper`.
 
 use crate::movielens::{exp2_data, Protocol, Variant};
@@ -116,8 +116,8 @@ pub fn temperature(
     }
     let toml = cfg.to_toml()?;
     let head = format!(
-        "# The temperature EFA (PAPER.md §6) with {layers} block(s) and lag {lag}, exported by \
-         `efa export temperature`.\n# Train: efa train --config model.toml --data train.csv \
+        "# The temperature EFA (docs/paper.md §6) with {layers} block(s) and lag {lag}, exported \
+         by `efa export temperature`.\n# Train: efa train --config model.toml --data train.csv \
          --valid valid.csv --test test.csv --items items.csv\n"
     );
     Ok(Export {
@@ -208,7 +208,7 @@ pub fn variant_error(variant: Variant) -> PaperError {
     }
 }
 
-/// The `efa train` export of MovieLens exp-2 (PAPER.md §4) with the EFA in `direction`,
+/// The `efa train` export of MovieLens exp-2 (docs/paper.md §4) with the EFA in `direction`,
 /// read from `dir/movielens/u.data` under `protocol`, trained for `epochs` (default the
 /// paper's 1000 with early stopping) with `seed`. Only variant v1 has a user layout: v2's
 /// loss reads the rating itself while its context rows embed the same value column, which
@@ -245,8 +245,8 @@ pub fn movielens_ratings(
         Direction::Uni => "uni",
     };
     let head = format!(
-        "# MovieLens exp-2 v1 (PAPER.md §4), the {name}directional EFA, exported by `efa export \
-         movielens-ratings`.\n# Values are counts (rating − 1); one sequence per sample.\n\
+        "# MovieLens exp-2 v1 (docs/paper.md §4), the {name}directional EFA, exported by `efa \
+         export movielens-ratings`.\n# Values are counts (rating − 1); one sequence per sample.\n\
          # Train: efa train --config model.toml --data train.csv --valid valid.csv --test \
          test.csv\n"
     );

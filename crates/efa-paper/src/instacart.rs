@@ -1,4 +1,4 @@
-//! Instacart market baskets (PAPER.md §5): the held-out / next item of a basket as a category
+//! Instacart market baskets (docs/paper.md §5): the held-out / next item of a basket as a category
 //! over 63 items, with the models of MovieLens exp-1 ([`crate::movielens`]); plus the
 //! qualitative analyses of §5.4: "bought together" items from S = AW + (AW)ᵀ and the attention
 //! maps of 10-item test baskets.
@@ -53,7 +53,7 @@ pub fn load(dir: &Path) -> Result<InstacartExperiment, PaperError> {
             return Err(PaperError::MissingData {
                 path: d.join(f),
                 how: "Download the Kaggle \"Instacart Market Basket Analysis\" files and prepare \
-                      items.csv and baskets_{train,test}.csv as described in PAPER.md §5.1 \
+                      items.csv and baskets_{train,test}.csv as described in docs/paper.md §5.1 \
                       (items with ≥ 50,000 rows, orders with ≥ 10 of them)."
                     .into(),
             });

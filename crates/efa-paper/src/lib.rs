@@ -1,4 +1,4 @@
-//! The paper's experiments (PAPER.md) and the scheduler that runs them.
+//! The paper's experiments (docs/paper.md) and the scheduler that runs them.
 //!
 //! Each experiment loads its data with the paper's exact steps and splits, lists its runs
 //! ([`Experiment::grid`]: one [`RunSpec`] per setting × model, each with a typed [`RunKey`]
@@ -53,13 +53,13 @@ pub enum ExperimentOptions {
     /// Synthetic ratings: 10,000 users × 5 movies with order-dependent rating rules (numpy seed
     /// 42, as the paper); EFA and FM, uni- and bidirectional; no download needed.
     Synthetic(synthetic::Options),
-    /// MovieLens-100K exp-1 (PAPER.md §3): the held-out / next movie as a category.
+    /// MovieLens-100K exp-1 (docs/paper.md §3): the held-out / next movie as a category.
     MovielensItems(movielens::ItemsOptions),
-    /// MovieLens-100K exp-2 (PAPER.md §4): Poisson ratings, `--variant v1|v2`.
+    /// MovieLens-100K exp-2 (docs/paper.md §4): Poisson ratings, `--variant v1|v2`.
     MovielensRatings(movielens::RatingsOptions),
-    /// Instacart baskets (PAPER.md §5), with bought-together items and attention maps.
+    /// Instacart baskets (docs/paper.md §5), with bought-together items and attention maps.
     Instacart(instacart::Options),
-    /// U.S. city temperatures (PAPER.md §6): EFA and the k-nearest-city FM.
+    /// U.S. city temperatures (docs/paper.md §6): EFA and the k-nearest-city FM.
     Temperature(temperature::Options),
 }
 

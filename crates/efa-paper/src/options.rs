@@ -61,7 +61,7 @@ impl Models {
 #[serde(rename_all = "lowercase")]
 #[derive(clap::ValueEnum)]
 pub enum Protocol {
-    /// Exactly as the notebooks ran it, quirks included (PAPER.md §7: the MovieLens user split
+    /// Exactly as the notebooks ran it, quirks included (docs/paper.md §7: the MovieLens user split
     /// that drops every user id ≥ the number of users; exp-2's per-sample validation split).
     #[default]
     Paper,

@@ -1,4 +1,4 @@
-//! The synthetic ratings experiment (PAPER.md §2): 10,000 users × 5 movies from numpy's
+//! The synthetic ratings experiment (docs/paper.md §2): 10,000 users × 5 movies from numpy's
 //! seed 42, every position a masked target, EFA and FM, unidirectional and bidirectional.
 
 use crate::{Directions, Experiment, ModelKind, Models, PaperError, RunKey, RunSettings, RunSpec};
@@ -14,12 +14,12 @@ use efa_model::ModelConfig;
 use efa_train::recipe::TrainConfig;
 use ndarray::Array2;
 
-/// Users 1..=7500 are train+val, the rest test (PAPER.md §2.1).
+/// Users 1..=7500 are train+val, the rest test (docs/paper.md §2.1).
 pub const TRAINVAL_USERS: usize = 7500;
 /// Movies per user.
 pub const MOVIES: usize = 5;
 
-/// The paper's test MSE per (direction, model) (PAPER.md §2.5).
+/// The paper's test MSE per (direction, model) (docs/paper.md §2.5).
 pub fn paper_value(dir: DataDir, model: ModelKind) -> f64 {
     match (dir, model) {
         (DataDir::Uni, ModelKind::Fm) => 4.519,
@@ -109,7 +109,7 @@ pub fn fm_samples(samples: &[FmSample]) -> Samples {
     }
 }
 
-/// The paper's EFA for rating data (PAPER.md §2.3): movie 32 ‖ rating 32, positions added
+/// The paper's EFA for rating data (docs/paper.md §2.3): movie 32 ‖ rating 32, positions added
 /// everywhere, 2 × MHA(2 heads × 16) with residuals, gather, Dense 32 ReLU, Dense 1.
 pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig {
     EfaConfig {

@@ -1,5 +1,5 @@
 //! The models' forward passes on the tape against independent, loop-by-loop f64
-//! implementations written from the paper's description (PAPER.md §2.3–§2.4), plus exact
+//! implementations written from the paper's description (docs/paper.md §2.3–§2.4), plus exact
 //! evaluation and training smoke runs.
 
 use efa_data::samples::Direction as SeqDir;
@@ -30,7 +30,7 @@ fn affine(x: &[f64], w: &Array2<f64>, b: Option<&[f64]>) -> Vec<f64> {
         .collect()
 }
 
-/// The EFA of PAPER.md §2.3 for one sample, written with plain loops.
+/// The EFA of docs/paper.md §2.3 for one sample, written with plain loops.
 fn efa_reference(
     cfg: &EfaConfig,
     p: &Params<f64>,
@@ -238,7 +238,7 @@ fn efa_forward_matches_loop_reference_for_every_direction() {
 
 #[test]
 fn item_efa_forward_matches_loop_reference_with_zeroed_padding() {
-    // The item models (PAPER.md §3.4): no value table, padding rows zeroed and no position
+    // The item models (docs/paper.md §3.4): no value table, padding rows zeroed and no position
     // embedding at padding; every direction, baskets of lengths 5, 3 and 1 in width 5.
     let tokens = Array2::from_shape_vec(
         (4, 5),
@@ -528,7 +528,7 @@ fn layer_norm_row(p: &Params<f64>, prefix: &str, x: &[f64], eps: f64) -> Vec<f64
         .collect()
 }
 
-/// The temperature EFA of PAPER.md §6.2–§6.3 for one sample, with plain loops: value MLP (or
+/// The temperature EFA of docs/paper.md §6.2–§6.3 for one sample, with plain loops: value MLP (or
 /// the mask row at the target) ‖ site MLP (‖ lag row) → fusion MLP; post-LN blocks of full
 /// attention and a ReLU feed-forward; head MLP at the target.
 fn temperature_reference(

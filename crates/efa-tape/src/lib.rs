@@ -1,4 +1,4 @@
-//! Reverse-mode automatic differentiation for efa (DESIGN §2).
+//! Reverse-mode automatic differentiation for efa (docs/design.md §2).
 //!
 //! A [`Tape`] is an arena of nodes in creation order that the user owns and drops. Ops append
 //! nodes and return [`Var`] handles (a `Copy` index checked against its tape). Gradients come

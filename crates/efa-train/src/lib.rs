@@ -3,7 +3,7 @@
 //!
 //! * [`Evaluator`]: losses, gradients and predictions over fixed micro-batches summed in
 //!   order, so results are bitwise independent of the thread count;
-//! * [`fit`]: minibatch Adam with per-epoch validation, Keras-3 early stopping with
+//! * [`fit`](mod@fit): minibatch Adam with per-epoch validation, Keras-3 early stopping with
 //!   best-weight restore, checkpoints and bit-exact resume ([`resume`]);
 //! * [`checkpoint`]: checkpoints and model files (safetensors with per-tensor CRC-32);
 //!   [`fsio`]: atomic writes, checksums and the run lock of an output directory;

@@ -32,8 +32,9 @@ pub(crate) struct Resumed {
 }
 
 /// Checks that checkpoint `ck` can continue this run, before anything is written: its state
-/// is consistent ([`TrainState::validate`]); it was trained with the same settings (`seed`,
-/// `lr`, `batch_size`, `max_epochs`, `patience`, `batching`; `eval_batch` does not change
+/// is consistent ([`TrainState::validate`](crate::checkpoint::TrainState::validate)); it was
+/// trained with the same settings (`seed`, `lr`, `batch_size`, `max_epochs`, `patience`,
+/// `batching`; `eval_batch` does not change
 /// results and may differ), the same numbers of training and validation samples and the same
 /// `inputs` (role, size and CRC-32 of each); its optimizer has the settings of
 /// [`new_adam`]`(cfg)` and took exactly as many steps as the stored epochs make on this data

@@ -1,5 +1,5 @@
 //! The continuous input stage of [`super::EfaConfig`] (the paper's temperature model,
-//! PAPER.md §6.2–§6.3); see [`super::ContinuousInputs`] for the formulas.
+//! docs/paper.md §6.2–§6.3); see [`super::ContinuousInputs`] for the formulas.
 
 use super::ContinuousInputs;
 use crate::batch::Samples;

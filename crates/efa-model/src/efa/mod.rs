@@ -1,4 +1,4 @@
-//! The Exponential Family Attention model (DESIGN §6; PAPER.md §2.3, §3.4, §6.2).
+//! The Exponential Family Attention model (docs/design.md §6; docs/paper.md §2.3, §3.4, §6.2).
 //!
 //! Per position, an item embedding is concatenated with the embedding of the observed value
 //! (the target's value replaced by a learned \[MASK\] row); a learned position embedding is
@@ -79,7 +79,7 @@ pub enum Direction {
 }
 
 /// Continuous per-position inputs replacing the item embedding (the paper's temperature model,
-/// PAPER.md §6.2–§6.3). Per position `j` of sample `b`:
+/// docs/paper.md §6.2–§6.3). Per position `j` of sample `b`:
 /// * value branch: `v = Dense(dim)(relu(Dense(hidden)(y_bj)))` on the scalar `Samples::weights[b, j]`;
 ///   at the target (`j = pred_idx[b]`) it is replaced by a learned mask row:
 ///   `v·(1 − m) + mask_emb[m]·m` with `m = [j = pred_idx[b]]` (a 2-row table; row 0 is unused,
@@ -237,7 +237,7 @@ impl EfaConfig {
         Ok(())
     }
 
-    /// Creates the parameters with the Keras default initialisers (PAPER.md §1), in the
+    /// Creates the parameters with the Keras default initialisers (docs/paper.md §1), in the
     /// declaration order of [`EfaConfig::declare`].
     pub fn init<T: efa_num::Real>(&self, seed: u64) -> crate::Params<T> {
         let mut init = efa_nn::params::Initialiser::new(seed);

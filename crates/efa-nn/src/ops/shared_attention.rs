@@ -2,7 +2,7 @@
 //! differ in one row each, computed once per context with leave-one-out sums.
 //!
 //! The temperature model's first block sees, per day, one sample per target city whose
-//! input rows are the day's rows except the target's own (replaced by a [MASK] embedding).
+//! input rows are the day's rows except the target's own (replaced by a \[MASK\] embedding).
 //! So its queries, keys and values are a per-group base `q, k, v` `[G, N, H·K]` plus, per
 //! sample `s`, a replaced row `q_t[s], k_t[s], v_t[s]` `[H·K]` at its target position
 //! `t = target[s]` in group `g = group[s]` (head `h` owns columns `[h·K, (h+1)·K)`). With the

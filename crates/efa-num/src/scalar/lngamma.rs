@@ -1,5 +1,5 @@
 //! ln Γ and ln B with full relative accuracy where the result is small because an argument is
-//! near 1 or 2 (DESIGN §4).
+//! near 1 or 2 (docs/design.md §4).
 //!
 //! lnΓ vanishes at 1 and 2. A caller holding a shape as `x = shape − 1` (the natural parameter of
 //! the Gamma and Beta families) must not form `1 + x` first: rounding `1 + x` moves the argument
@@ -119,7 +119,7 @@ pub fn lgamma<T: Real>(x: T) -> T {
 /// Error analysis: on the series ranges every term is computed with O(1) roundings relative
 /// to itself and the terms cancel by at most a factor 3.8 (at x = ½: 0.289 − 0.095 − 0.081 +
 /// … = −0.121); for small |x| the result is −γx(1 + O(x)) and the error is that of the
-/// product γ·x, about 1 ulp. Truncation is below 0.05 ulp (see [`ZETA_TAIL`]). The direct
+/// product γ·x, about 1 ulp. Truncation is below 0.05 ulp (see `ZETA_TAIL`). The direct
 /// branches add libm's lgamma error (< 1–2 ulp) and, for 3/2 < x < 2, the cancellation factor
 /// ≤ 1.9. Measured against mpmath: see the tests.
 ///

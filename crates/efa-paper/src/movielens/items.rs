@@ -1,4 +1,4 @@
-//! MovieLens exp-1 (PAPER.md §3): the held-out / next movie of a user's basket as a category,
+//! MovieLens exp-1 (docs/paper.md §3): the held-out / next movie of a user's basket as a category,
 //! and the categorical item models shared with Instacart.
 
 use super::{load, user_split, ItemData, Protocol};

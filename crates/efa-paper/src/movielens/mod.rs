@@ -1,4 +1,4 @@
-//! MovieLens-100K experiments: exp-1, the next / held-out movie as a category (PAPER.md §3,
+//! MovieLens-100K experiments: exp-1, the next / held-out movie as a category (docs/paper.md §3,
 //! [`items`]), and exp-2, Poisson ratings (§4, [`ratings`]). The categorical item models of
 //! exp-1 are shared with Instacart ([`super::instacart`]).
 

@@ -1,4 +1,4 @@
-//! MovieLens exp-2 (PAPER.md §4): a user's held-out rating as a Poisson count, with the
+//! MovieLens exp-2 (docs/paper.md §4): a user's held-out rating as a Poisson count, with the
 //! synthetic experiment's models, and the mean predicted rating by true rating (Table 2).
 
 use super::{load, user_split, Protocol};

@@ -1,4 +1,4 @@
-//! The temperature FM baseline (PAPER.md §6.4, a best guess: its code was never published):
+//! The temperature FM baseline (docs/paper.md §6.4, a best guess: its code was never published):
 //! the k nearest cities by Haversine distance, each weighted by its temperature that day,
 //! ŷᵢ = ⟨ρᵢ, (1/k) Σ_{j∈N_k(i)} y_j α_j⟩ ([`FmConfig::Rating`]).
 

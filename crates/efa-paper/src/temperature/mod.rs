@@ -1,4 +1,4 @@
-//! U.S. city temperatures (PAPER.md §6): the masked city's October temperature from the other
+//! U.S. city temperatures (docs/paper.md §6): the masked city's October temperature from the other
 //! 43 cities of the same day (and, with lags, the previous days), by the temperature EFA of
 //! §6.2–§6.3, and the k-nearest-city factor model of §6.4 ([`fm`], a best guess: its code was
 //! never published). [`clean`] is the stable recipe of `protocol = clean`.
@@ -75,7 +75,7 @@ pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, PaperError> {
                 path: d.join(f),
                 how: "Get the University of Dayton daily average temperature archive (Kaggle \
                       \"Daily Temperature of Major Cities\", city_temperature.csv) and prepare \
-                      us_cities_fall.csv and cities.csv as in PAPER.md §6.1 (see SOURCE.md \
+                      us_cities_fall.csv and cities.csv as in docs/paper.md §6.1 (see SOURCE.md \
                       beside the data)."
                     .into(),
             });
@@ -404,7 +404,7 @@ impl Experiment for Temperature {
         if self.options.model != Models::Efa {
             lines.push(
                 "FM baseline: the paper's code is not published; k nearest cities by Haversine \
-                 distance is a best guess (PAPER.md §6.4, unverified)"
+                 distance is a best guess (docs/paper.md §6.4, unverified)"
                     .into(),
             );
         }

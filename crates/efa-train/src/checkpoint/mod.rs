@@ -405,8 +405,8 @@ pub fn load_model(
     load_model_layout(path, &layout_of(template))
 }
 
-/// Reads a model file written by [`save_model`]; `layout` (e.g. [`crate::ModelConfig::layout`]
-/// of a configuration that passed [`crate::ModelConfig::validate`]) gives the names, order and
+/// Reads a model file written by [`save_model`]; `layout` (e.g. [`efa_model::ModelConfig::layout`]
+/// of a configuration that passed [`efa_model::ModelConfig::validate`]) gives the names, order and
 /// shapes expected. Nothing is allocated for the model before every tensor's shape matches:
 /// the parameters are built from the file's data. Returns the parameters and the metadata
 /// (checksums verified and removed). A damaged file, a missing or extra tensor, a wrong shape

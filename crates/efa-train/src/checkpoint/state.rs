@@ -5,7 +5,7 @@
 //! [`TrainState::validate`] checks that the counters, the early-stopping monitor and the
 //! history agree with each other and with the stored [`TrainConfig`]: it replays Keras-3 early
 //! stopping over the stored validation losses and requires the same best loss, best epoch,
-//! wait counter and end of training. [`crate::fit::check_resume`] then compares the state
+//! wait counter and end of training. [`crate::resume::check_resume`] then compares the state
 //! with the run that wants to continue it.
 
 use crate::history::{EarlyStopping, EpochLog, Verdict};

@@ -47,7 +47,7 @@ pub fn build(data: &UserData, cfg: &UserConfig) -> UserSamples {
 }
 
 /// Checks that training and evaluating `cfg`'s model on `set` (read from `data`) fits in the
-/// available memory with `threads` workers ([`efa_model::limits::Job::new`] with the set's
+/// available memory with `threads` workers ([`crate::memory::Job::new`] with the set's
 /// sample count and longest sample); the error names the file and, when the tapes'
 /// positions dominate, the longest sequence with its `seq` id, line and row count.
 pub fn check_job_memory(

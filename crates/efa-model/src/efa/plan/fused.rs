@@ -2,7 +2,7 @@
 //! post-norm block (attention, output projection, residual, layer norm, feed-forward with
 //! bias and ReLU, residual, layer norm) as one fused tape op
 //! ([`efa_nn::ops::block`]), for the dense continuous-input models (the paper's
-//! temperature EFAs, PAPER.md §6.2–§6.3).
+//! temperature EFAs, docs/paper.md §6.2–§6.3).
 //!
 //! The work is the tabled plan's: the first block's queries, keys and values are gathered
 //! from projected tables, continuous inputs run once per distinct input, and the last block

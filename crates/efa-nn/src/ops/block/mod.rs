@@ -1,5 +1,5 @@
 //! `post_norm_block`: one post-norm transformer block (the paper's temperature model,
-//! PAPER.md §6.2) as a single fused op, computed in parallel chunks of whole samples with
+//! docs/paper.md §6.2) as a single fused op, computed in parallel chunks of whole samples with
 //! every intermediate kept in cache-sized row-major buffers.
 //!
 //! For `x` `[B, N, d]` and each query row `i` of sample `b` (every row, or one given row per
