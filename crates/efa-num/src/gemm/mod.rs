@@ -31,6 +31,7 @@
 //! the same bits at any thread count, and equals [`gemm`] on the same variant. Results differ
 //! from `matrixmultiply` and between variants by round-off.
 
+mod dd;
 mod driver;
 mod kernel;
 mod pack;
@@ -38,6 +39,7 @@ mod pack;
 #[cfg(test)]
 mod tests;
 
+use crate::dd::cast::{is_dd, to_dd};
 use crate::simd::{self, Isa};
 use crate::{simd_by_kind, Real};
 use driver::{resolve, run, tile_dims, Problem};
@@ -139,6 +141,28 @@ pub unsafe fn gemm_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
@@ -223,6 +247,28 @@ pub unsafe fn gemm_par_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
@@ -273,6 +319,28 @@ pub unsafe fn reference_gemm<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     simd_by_kind!(T, E => {
         // SAFETY: T is E; forwarded contract (matrixmultiply's is the same).
         unsafe {
@@ -376,5 +444,9 @@ unsafe fn reference_e<E: Reference>(
 /// The register tile `(MR, NR)` the variant `isa` uses for `T` (what [`gemm_par`] aligns its
 /// parts to).
 pub fn tile_shape<T: Real>(isa: Isa) -> (usize, usize) {
+    if is_dd::<T>() {
+        // The double-double loop computes one element at a time.
+        return (1, 1);
+    }
     simd_by_kind!(T, E => tile_dims::<E>(isa.or_scalar()))
 }
