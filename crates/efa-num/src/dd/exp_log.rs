@@ -155,6 +155,10 @@ impl Dd {
         if self.is_nan() || self.hi < -1.0 || self.hi == f64::INFINITY {
             return self.add_f64(1.0).ln_dd();
         }
+        if self.hi.abs() < pow2(-600) {
+            // ln(1 + x) = x·(1 − x/2 + …), and |x|/2 < 2⁻⁶⁰¹.
+            return self;
+        }
         if (-0.29..=0.41).contains(&self.hi) {
             let (l, c) = log_parts(0, self);
             return l.add_f64(c);

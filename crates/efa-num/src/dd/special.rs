@@ -34,7 +34,8 @@ impl Dd {
     /// ≤ 1 in e, full accuracy for tiny x); beyond, `1 − 2t/(1 + t)` with `t = e^(−2|x|)`.
     /// Relative error ≤ 10⁻³⁰; `tanh(±∞) = ±1`.
     pub(crate) fn tanh_dd(self) -> Dd {
-        if self.is_nan() || self.hi == 0.0 {
+        if self.is_nan() || self.hi.abs() < 1e-200 {
+            // tanh x = x·(1 − x²/3 + …), and x²/3 < 10⁻⁴⁰⁰.
             return self;
         }
         let a = self.abs_dd();
