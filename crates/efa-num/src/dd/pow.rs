@@ -51,7 +51,10 @@ impl Dd {
         }
         let (d, rel) = pow_comp(self, n.unsigned_abs());
         let precise = d.is_finite() && d.hi.abs() >= PRECISE_FROM;
-        if n > 0 && (precise || !d.is_finite() || d.hi == 0.0) {
+        if n > 0 && (!d.is_finite() || d.hi == 0.0) {
+            return d;
+        }
+        if n > 0 {
             return d.add_f64(d.hi * rel);
         }
         if n < 0 && precise {
