@@ -38,6 +38,8 @@ mod pack;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dd;
 
 use crate::dd::cast::{is_dd, to_dd};
 use crate::simd::{self, Isa};

@@ -217,3 +217,5 @@ pub mod bodies {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dd;
