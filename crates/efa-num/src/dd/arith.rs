@@ -137,9 +137,9 @@ impl Dd {
         let ay = y.abs_dd();
         for _ in 0..2 {
             if self.hi > 0.0 && r.hi < 0.0 {
-                r = r + ay;
+                r += ay;
             } else if self.hi < 0.0 && r.hi > 0.0 {
-                r = r - ay;
+                r -= ay;
             } else if r.abs_dd() >= ay {
                 r = if r.hi > 0.0 { r - ay } else { r + ay };
             }

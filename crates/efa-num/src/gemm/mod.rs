@@ -30,6 +30,12 @@
 //! tile, path ([`Path`]) or thread computes an element does not change it: [`gemm_par`] gives
 //! the same bits at any thread count, and equals [`gemm`] on the same variant. Results differ
 //! from `matrixmultiply` and between variants by round-off.
+//!
+//! **Double-double.** For `T = Dd` (the precision reference, [`crate::Dd`]) every entry point
+//! ([`gemm`], [`gemm_with`], [`gemm_par`], [`gemm_par_with`], [`reference_gemm`]) runs one
+//! plain triple loop in double-double instead (`dd.rs`: each element's sum accumulated in
+//! index order in Dd, then `α·sum + β·C`; same contract, one thread, so every entry point,
+//! variant and path gives the same bits), and [`tile_shape`] is `(1, 1)`.
 
 mod dd;
 mod driver;
@@ -444,7 +450,7 @@ unsafe fn reference_e<E: Reference>(
 }
 
 /// The register tile `(MR, NR)` the variant `isa` uses for `T` (what [`gemm_par`] aligns its
-/// parts to).
+/// parts to); `(1, 1)` for Dd, whose loop computes one element at a time.
 pub fn tile_shape<T: Real>(isa: Isa) -> (usize, usize) {
     if is_dd::<T>() {
         // The double-double loop computes one element at a time.

@@ -119,7 +119,7 @@ pub fn lgamma<T: Real>(x: T) -> T {
 /// Error analysis: on the series ranges every term is computed with O(1) roundings relative
 /// to itself and the terms cancel by at most a factor 3.8 (at x = ½: 0.289 − 0.095 − 0.081 +
 /// … = −0.121); for small |x| the result is −γx(1 + O(x)) and the error is that of the
-/// product γ·x, about 1 ulp. Truncation is below 0.05 ulp (see [`ZETA_TAIL`]). The direct
+/// product γ·x, about 1 ulp. Truncation is below 0.05 ulp (see `ZETA_TAIL`). The direct
 /// branches add libm's lgamma error (< 1–2 ulp) and, for 3/2 < x < 2, the cancellation factor
 /// ≤ 1.9. Measured against mpmath: see the tests.
 ///

@@ -9,6 +9,12 @@
 //!
 //! Reduction order is fixed per variant (four vector accumulators, pairwise lane reduction,
 //! then the tail in index order), so results are reproducible run to run.
+//!
+//! The double-double reference type [`crate::Dd`] has no SIMD kernels: every typed front end
+//! (`dot`, `axpy`, `scale`, `max`, `sum`, `sum_exp`, `exp_sub_sum`, `exp_slice` and their
+//! `_with` forms) checks for it first and runs a plain loop in index order in Dd arithmetic
+//! (sums accumulated in Dd, `Dd::exp`); `isa` is then ignored. Code that dispatches with
+//! [`crate::simd_by_kind!`] panics for Dd ([`no_simd_for_dd`]).
 
 mod dd_path;
 mod kernels;
