@@ -118,10 +118,11 @@ impl Dd {
         Dd::raw(h, l).add_f64(q3)
     }
 
-    /// `x % y` as f64 does it: `x − trunc(x/y)·y`, with the sign of `x` and `|r| < |y|`; the
-    /// product and difference are formed exactly ([`Expansion`]) and the quotient corrected by
-    /// one if it was rounded across an integer. Exact while `|x/y| < 2¹⁰⁰`. NaN if `x` is
-    /// not finite or `y` is 0 or NaN; `x` if `y` is infinite.
+    /// `x % y` as f64 does it: `x − trunc(x/y)·y`, with the sign of `x` and `|r| < |y|`.
+    /// Each step `r ← r − trunc(r/y′)·y′` (`y′ = y`, or `y·2ᵐ` when `r/y` exceeds 2²⁰⁰) forms
+    /// the product and difference exactly ([`Expansion`]) and gains about 100 bits, so a
+    /// quotient below 2¹⁰⁰ takes one step (exact) and larger ones a few; a last correction by
+    /// ±|y| fixes a quotient rounded across an integer. NaN if `x` is not finite or `y` is 0 or NaN; `x` if `y` is infinite.
     fn rem_dd(self, y: Dd) -> Dd {
         if !self.is_finite() || y.is_nan() || y.hi == 0.0 {
             return Dd::raw(f64::NAN, 0.0);
@@ -129,23 +130,39 @@ impl Dd {
         if !y.is_finite() {
             return self;
         }
-        let q = (self / y).trunc_dd();
-        let mut e = Expansion::new();
-        e.add_dd(self);
-        e.add_dd_prod(-q, y);
-        let mut r = e.to_dd();
         let ay = y.abs_dd();
-        for _ in 0..2 {
-            if self.hi > 0.0 && r.hi < 0.0 {
-                r += ay;
-            } else if self.hi < 0.0 && r.hi > 0.0 {
-                r -= ay;
-            } else if r.abs_dd() >= ay {
-                r = if r.hi > 0.0 { r - ay } else { r + ay };
+        let mut r = self;
+        for _ in 0..30 {
+            if r.abs_dd() < ay {
+                break;
             }
+            // A multiple of y by a power of two at most 2¹⁰⁰ below r (r/y may overflow).
+            let gap = (r.hi.abs().log2() - ay.hi.log2()).floor() as i32;
+            let ys = if gap > 200 { y.ldexp(gap - 100) } else { y };
+            let q = (r / ys).trunc_dd();
+            let mut e = Expansion::new();
+            e.add_dd(r);
+            e.add_dd_prod(-q, ys);
+            r = e.to_dd();
         }
+        r = r.rem_fix_sign(self.hi, ay);
         if r.hi == 0.0 {
             return Dd::raw(0.0f64.copysign(self.hi), 0.0);
+        }
+        r
+    }
+
+    /// Brings a remainder within one `|y|` of the range into `[0, |y|)` (for `x > 0`) or
+    /// `(−|y|, 0]` (for `x < 0`).
+    fn rem_fix_sign(self, x: f64, ay: Dd) -> Dd {
+        let mut r = self;
+        if x > 0.0 && r.hi < 0.0 {
+            r += ay;
+        } else if x < 0.0 && r.hi > 0.0 {
+            r -= ay;
+        }
+        if r.abs_dd() >= ay {
+            r = if r.hi > 0.0 { r - ay } else { r + ay };
         }
         r
     }

@@ -114,6 +114,20 @@ fn mul_add_rounds_once_and_rem_is_exact() {
     let mut y = x;
     y %= Dd::from_f64(4.0);
     assert_eq!(y, Dd::ONE);
+    // Huge quotients (up to 2¹⁰⁶⁰): as f64's exact fmod.
+    for (a, b) in [
+        (1e300, 3.0),
+        (f64::MAX, 0.1),
+        (1e20, 1e-300),
+        (-7e250, 1.7e-5),
+        (2f64.powi(200), -3.0),
+    ] {
+        assert_eq!(
+            Dd::from_f64(a) % Dd::from_f64(b),
+            Dd::from_f64(a % b),
+            "{a} % {b}"
+        );
+    }
 }
 
 #[test]
