@@ -22,8 +22,8 @@ impl Real for Dd {
     const INFINITY: Self = Dd::from_f64(f64::INFINITY);
     const NEG_INFINITY: Self = Dd::from_f64(f64::NEG_INFINITY);
     const NAN: Self = Dd::from_f64(f64::NAN);
-    /// 2⁻¹⁰⁴ (the relative spacing of 106-bit significands, 2⁻¹⁰⁵ + 2⁻¹⁰⁶ rounded up to a
-    /// power of two; the basic operations are within a few u² = 2⁻¹⁰⁶ of exact).
+    /// 2⁻¹⁰⁴ = 4u² (u = 2⁻⁵³): the proven relative error bound of the double-double product,
+    /// and above that of `+`, `−` (3u²) and `÷` (about u²); `1 + ε > 1`.
     const EPSILON: Self = Dd::from_f64(p2(-104));
     /// 2⁻⁹⁶⁹: the smallest magnitude at which full double-double precision holds (below it
     /// `lo`, up to 2⁻⁵³ of `hi`, can fall under f64's smallest normal 2⁻¹⁰²², and the
