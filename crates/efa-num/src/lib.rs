@@ -1,4 +1,5 @@
-//! Numerics core of efa: the sealed [`Real`] trait (f32, f64), stable scalar functions
+//! Numerics core of efa: the sealed [`Real`] trait (f32, f64 and the double-double reference
+//! type [`Dd`]), stable scalar functions
 //! ([`scalar`]) and SIMD row kernels with run-time dispatch ([`simd`]).
 //!
 //! The scalar functions never form the unstable textbook expressions: softplus is
@@ -22,15 +23,19 @@
 #![warn(missing_docs)]
 
 pub mod ceiling;
+pub mod dd;
 pub mod gemm;
 pub mod real;
 pub mod scalar;
 pub mod simd;
 
+pub use dd::Dd;
 pub use real::Real;
 
-/// The scalar trait and the stable scalar functions in one import: `use efa_num::prelude::*;`.
+/// The scalar trait, the double-double type and the stable scalar functions in one import:
+/// `use efa_num::prelude::*;`.
 pub mod prelude {
+    pub use crate::dd::Dd;
     pub use crate::real::Real;
     pub use crate::scalar::{
         digamma, lgamma, lgamma1p, log1mexp, log_sigmoid, log_softmax_into, logsumexp, sigmoid,

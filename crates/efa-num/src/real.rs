@@ -1,6 +1,7 @@
 //! The sealed floating-point trait every efa crate is generic over.
 //!
-//! Only `f32` (the speed path) and `f64` (the audit precision) implement [`Real`].
+//! Only `f32` (the speed path), `f64` (the audit precision) and [`crate::Dd`] (double-double,
+//! the reference more precise than f64; scalar code paths only) implement [`Real`].
 
 use std::fmt::{Debug, Display, LowerExp};
 use std::iter::Sum;
@@ -10,9 +11,10 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
+    impl Sealed for crate::dd::Dd {}
 }
 
-/// A real floating-point scalar: `f32` or `f64`.
+/// A real floating-point scalar: `f32`, `f64` or [`crate::Dd`].
 ///
 /// Gives the constants, conversions and elementary functions the efa crates need, plus a
 /// dense matrix product ([`Real::gemm`]) backed by [`crate::gemm`].
@@ -56,9 +58,9 @@ pub trait Real:
     const NEG_INFINITY: Self;
     /// quiet NaN
     const NAN: Self;
-    /// Machine epsilon (2⁻²³ for f32, 2⁻⁵² for f64).
+    /// Machine epsilon (2⁻²³ for f32, 2⁻⁵² for f64, 2⁻¹⁰⁴ for Dd).
     const EPSILON: Self;
-    /// Smallest positive normal number.
+    /// Smallest positive normal number (for Dd: the smallest with full precision, 2⁻⁹⁶⁹).
     const MIN_POSITIVE: Self;
     /// Largest finite number.
     const MAX: Self;
@@ -66,14 +68,14 @@ pub trait Real:
     const LN_2: Self;
     /// π
     const PI: Self;
-    /// Type name, `"f32"` or `"f64"`.
+    /// Type name, `"f32"`, `"f64"` or `"dd"`.
     const NAME: &'static str;
     /// Bytes per value.
     const BYTES: usize;
 
-    /// Rounds an f64 to this type (round to nearest).
+    /// Rounds an f64 to this type (round to nearest; exact for f64 and Dd).
     fn from_f64(x: f64) -> Self;
-    /// Widens (exactly) to f64.
+    /// Converts to f64: exact for f32 and f64, rounded to nearest for Dd.
     fn to_f64(self) -> f64;
     /// Converts a count or index.
     fn from_usize(n: usize) -> Self;
@@ -92,9 +94,9 @@ pub trait Real:
     fn abs(self) -> Self;
     /// tanh x
     fn tanh(self) -> Self;
-    /// erf x (libm).
+    /// erf x (libm for f32/f64).
     fn erf(self) -> Self;
-    /// ln Γ(x) for x > 0 (libm `lgamma`).
+    /// ln Γ(x) for x > 0 (libm `lgamma` for f32/f64).
     fn lgamma(self) -> Self;
     /// xⁿ for integer n.
     fn powi(self, n: i32) -> Self;
@@ -106,7 +108,7 @@ pub trait Real:
     fn round(self) -> Self;
     /// Truncate toward zero.
     fn trunc(self) -> Self;
-    /// x·a + b with one rounding.
+    /// x·a + b with one rounding (for Dd: the exact product and sum rounded once).
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// Maximum; NaN-ignoring as `f64::max`.
     fn max(self, other: Self) -> Self;
@@ -116,12 +118,14 @@ pub trait Real:
     fn is_finite(self) -> bool;
     /// NaN test.
     fn is_nan(self) -> bool;
-    /// Bit pattern widened to u64 (for bitwise determinism checks).
+    /// Bit pattern widened to u64 (for bitwise determinism checks; for Dd both words are
+    /// combined, so values differing in either word differ here).
     fn to_bits_u64(self) -> u64;
 
     /// General matrix product `C ← α·A·B + β·C` with arbitrary (row, column) strides, in
     /// elements, through efa's own GEMM ([`crate::gemm::gemm`]: AVX-512, AVX2 or scalar
-    /// microkernels; `matrixmultiply` on other architectures). `A` is m×k at
+    /// microkernels; `matrixmultiply` on other architectures; a plain double-double loop for
+    /// Dd). `A` is m×k at
     /// `a[i·rsa + p·csa]`, `B` is k×n, `C` is m×n; β = 0 does not read `C`.
     ///
     /// # Safety

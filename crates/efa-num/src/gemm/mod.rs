@@ -30,14 +30,24 @@
 //! tile, path ([`Path`]) or thread computes an element does not change it: [`gemm_par`] gives
 //! the same bits at any thread count, and equals [`gemm`] on the same variant. Results differ
 //! from `matrixmultiply` and between variants by round-off.
+//!
+//! **Double-double.** For `T = Dd` (the precision reference, [`crate::Dd`]) every entry point
+//! ([`gemm`], [`gemm_with`], [`gemm_par`], [`gemm_par_with`], [`reference_gemm`]) runs one
+//! plain triple loop in double-double instead (`dd.rs`: each element's sum accumulated in
+//! index order in Dd, then `α·sum + β·C`; same contract, one thread, so every entry point,
+//! variant and path gives the same bits), and [`tile_shape`] is `(1, 1)`.
 
+mod dd;
 mod driver;
 mod kernel;
 mod pack;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dd;
 
+use crate::dd::cast::{is_dd, to_dd};
 use crate::simd::{self, Isa};
 use crate::{simd_by_kind, Real};
 use driver::{resolve, run, tile_dims, Problem};
@@ -139,6 +149,28 @@ pub unsafe fn gemm_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
@@ -223,6 +255,28 @@ pub unsafe fn gemm_par_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
@@ -273,6 +327,28 @@ pub unsafe fn reference_gemm<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
+    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
+        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+        unsafe {
+            dd::gemm_dd(
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
+            )
+        };
+        return;
+    }
     simd_by_kind!(T, E => {
         // SAFETY: T is E; forwarded contract (matrixmultiply's is the same).
         unsafe {
@@ -374,7 +450,11 @@ unsafe fn reference_e<E: Reference>(
 }
 
 /// The register tile `(MR, NR)` the variant `isa` uses for `T` (what [`gemm_par`] aligns its
-/// parts to).
+/// parts to); `(1, 1)` for Dd, whose loop computes one element at a time.
 pub fn tile_shape<T: Real>(isa: Isa) -> (usize, usize) {
+    if is_dd::<T>() {
+        // The double-double loop computes one element at a time.
+        return (1, 1);
+    }
     simd_by_kind!(T, E => tile_dims::<E>(isa.or_scalar()))
 }

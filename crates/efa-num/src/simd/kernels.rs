@@ -1,8 +1,10 @@
 //! Row kernels: one `#[inline(always)]` body per kernel, generic over [`SimdVec`], three
 //! instantiations (scalar, AVX2 + FMA, AVX-512F) and a typed front end for `T: Real`.
 
+use super::dd_path;
 use super::vector::MAX_LANES;
 use super::{Isa, SimdElem, SimdVec};
+use crate::dd::cast::{from_dd, slice_dd, slice_dd_mut, to_dd};
 use crate::Real;
 
 /// Generates `unsafe fn $disp::<E: SimdElem>(isa, args…)`, which calls `$body` instantiated for the scalar lane,
@@ -44,7 +46,9 @@ macro_rules! simd_variants {
 use crate::simd_variants as variants;
 
 /// Runs `$e` with the type alias `$E` set to the concrete element type of `$T` and converts the
-/// result back (identity conversion: `T` is exactly that type).
+/// result back (identity conversion: `T` is exactly that type). For `T = Dd` (no SIMD
+/// kernels) `$e` is not run: the call panics through [`crate::simd::no_simd_for_dd`], at the
+/// macro's call site.
 #[macro_export]
 macro_rules! simd_by_kind {
     ($T:ty, $E:ident => $e:expr) => {
@@ -69,6 +73,7 @@ macro_rules! simd_by_kind {
                     std::mem::transmute_copy(&r)
                 }
             }
+            $crate::simd::ElemKind::Dd => $crate::simd::no_simd_for_dd(),
         }
     };
 }
@@ -332,6 +337,9 @@ pub fn dot<T: Real>(a: &[T], b: &[T]) -> T {
 #[track_caller]
 pub fn dot_with<T: Real>(isa: Isa, a: &[T], b: &[T]) -> T {
     same_len("dot", a.len(), b.len());
+    if let (Some(a), Some(b)) = (slice_dd(a), slice_dd(b)) {
+        return from_dd(dd_path::dot(a, b));
+    }
     let isa = isa.or_scalar();
     by_kind!(T, E => unsafe { dot_d::<E>(isa, a.as_ptr().cast(), b.as_ptr().cast(), a.len()) })
 }
@@ -350,6 +358,9 @@ pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
 #[track_caller]
 pub fn axpy_with<T: Real>(isa: Isa, alpha: T, x: &[T], y: &mut [T]) {
     same_len("axpy", x.len(), y.len());
+    if let (Some(alpha), Some(x)) = (to_dd(alpha), slice_dd(x)) {
+        return dd_path::axpy(alpha, x, slice_dd_mut(y).expect("T is Dd"));
+    }
     let isa = isa.or_scalar();
     let n = y.len();
     by_kind!(T, E => unsafe {
@@ -365,6 +376,9 @@ pub fn scale<T: Real>(alpha: T, x: &mut [T]) {
 
 /// [`scale`] with an explicit variant.
 pub fn scale_with<T: Real>(isa: Isa, alpha: T, x: &mut [T]) {
+    if let Some(alpha) = to_dd(alpha) {
+        return dd_path::scale(alpha, slice_dd_mut(x).expect("T is Dd"));
+    }
     let isa = isa.or_scalar();
     let n = x.len();
     by_kind!(T, E => unsafe {
@@ -380,6 +394,9 @@ pub fn max<T: Real>(x: &[T]) -> T {
 
 /// [`max`] with an explicit variant.
 pub fn max_with<T: Real>(isa: Isa, x: &[T]) -> T {
+    if let Some(x) = slice_dd(x) {
+        return from_dd(dd_path::max(x));
+    }
     let isa = isa.or_scalar();
     by_kind!(T, E => unsafe { max_d::<E>(isa, x.as_ptr().cast(), x.len()) })
 }
@@ -392,6 +409,9 @@ pub fn sum<T: Real>(x: &[T]) -> T {
 
 /// [`sum`] with an explicit variant.
 pub fn sum_with<T: Real>(isa: Isa, x: &[T]) -> T {
+    if let Some(x) = slice_dd(x) {
+        return from_dd(dd_path::sum(x));
+    }
     let isa = isa.or_scalar();
     by_kind!(T, E => unsafe { sum_d::<E>(isa, x.as_ptr().cast(), x.len()) })
 }
@@ -405,6 +425,9 @@ pub fn sum_exp<T: Real>(x: &[T], m: T) -> T {
 
 /// [`sum_exp`] with an explicit variant.
 pub fn sum_exp_with<T: Real>(isa: Isa, x: &[T], m: T) -> T {
+    if let (Some(x), Some(m)) = (slice_dd(x), to_dd(m)) {
+        return from_dd(dd_path::sum_exp(x, m));
+    }
     let isa = isa.or_scalar();
     by_kind!(T, E => unsafe {
         sum_exp_d::<E>(isa, x.as_ptr().cast(), x.len(), *(&m as *const T).cast::<E>())
@@ -419,6 +442,9 @@ pub fn exp_sub_sum<T: Real>(x: &mut [T], m: T) -> T {
 
 /// [`exp_sub_sum`] with an explicit variant.
 pub fn exp_sub_sum_with<T: Real>(isa: Isa, x: &mut [T], m: T) -> T {
+    if let Some(m) = to_dd(m) {
+        return from_dd(dd_path::exp_sub_sum(slice_dd_mut(x).expect("T is Dd"), m));
+    }
     let isa = isa.or_scalar();
     let n = x.len();
     by_kind!(T, E => unsafe {
@@ -434,6 +460,9 @@ pub fn exp_slice<T: Real>(x: &mut [T]) {
 
 /// [`exp_slice`] with an explicit variant.
 pub fn exp_slice_with<T: Real>(isa: Isa, x: &mut [T]) {
+    if let Some(x) = slice_dd_mut(x) {
+        return dd_path::exp_slice(x);
+    }
     let isa = isa.or_scalar();
     let n = x.len();
     by_kind!(T, E => unsafe { exp_d::<E>(isa, x.as_mut_ptr().cast(), n) })

@@ -9,7 +9,14 @@
 //!
 //! Reduction order is fixed per variant (four vector accumulators, pairwise lane reduction,
 //! then the tail in index order), so results are reproducible run to run.
+//!
+//! The double-double reference type [`crate::Dd`] has no SIMD kernels: every typed front end
+//! (`dot`, `axpy`, `scale`, `max`, `sum`, `sum_exp`, `exp_sub_sum`, `exp_slice` and their
+//! `_with` forms) checks for it first and runs a plain loop in index order in Dd arithmetic
+//! (sums accumulated in Dd, `Dd::exp`); `isa` is then ignored. Code that dispatches with
+//! [`crate::simd_by_kind!`] panics for Dd ([`no_simd_for_dd`]).
 
+mod dd_path;
 mod kernels;
 mod vector;
 
@@ -161,23 +168,45 @@ pub fn active() -> Isa {
     })
 }
 
-/// Which of the two element types `T` is.
+/// Which of the three element types `T` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElemKind {
     /// `f32`
     F32,
     /// `f64`
     F64,
+    /// [`crate::Dd`], the double-double reference type: no SIMD kernels (the front ends of
+    /// this module and of [`crate::gemm`] run scalar double-double loops instead, and
+    /// [`crate::simd_by_kind!`] panics).
+    Dd,
 }
 
 /// The element kind of `T` (a compile-time constant after monomorphisation).
 #[inline(always)]
 pub fn elem_kind<T: Real>() -> ElemKind {
-    if TypeId::of::<T>() == TypeId::of::<f32>() {
+    let t = TypeId::of::<T>();
+    if t == TypeId::of::<f32>() {
         ElemKind::F32
-    } else {
+    } else if t == TypeId::of::<f64>() {
         ElemKind::F64
+    } else if t == TypeId::of::<crate::Dd>() {
+        ElemKind::Dd
+    } else {
+        unreachable!("efa-num: Real is sealed to f32, f64 and Dd")
     }
+}
+
+/// The message of [`no_simd_for_dd`].
+pub const NO_SIMD_FOR_DD: &str = "efa-num: no SIMD kernel for the double-double reference type \
+     (dd); this code path has no scalar reference route yet";
+
+/// Panics with [`NO_SIMD_FOR_DD`] at the caller's location: the `Dd` arm of
+/// [`crate::simd_by_kind!`], which has no f32/f64 kernel to run for the reference type.
+#[doc(hidden)]
+#[track_caller]
+#[cold]
+pub fn no_simd_for_dd() -> ! {
+    panic!("{NO_SIMD_FOR_DD}")
 }
 
 pub use kernels::{
@@ -194,3 +223,5 @@ pub mod bodies {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dd;
