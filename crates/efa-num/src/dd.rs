@@ -79,12 +79,33 @@ pub(crate) fn fast_two_sum(a: f64, b: f64) -> (f64, f64) {
     (s, b - (s - a))
 }
 
-/// TwoProd: `(p, e)` with `p = fl(a·b)` and `p + e = a·b` exactly (`e = fma(a, b, −p)`;
-/// exact unless the product underflows).
+/// TwoProd: `(p, e)` with `p = fl(a·b)` and `p + e = a·b` exactly (exact unless the product
+/// underflows). With the `fma` target feature, `e = fma(a, b, −p)`; without it (a plain
+/// x86-64 build, where `f64::mul_add` is a software call) Dekker's product of Veltkamp halves
+/// gives the same exact `e` wherever the halves cannot overflow (|a|, |b| < 2⁹⁹⁵), and the
+/// software fma the rest.
 #[inline(always)]
 pub(crate) fn two_prod(a: f64, b: f64) -> (f64, f64) {
     let p = a * b;
-    (p, a.mul_add(b, -p))
+    if cfg!(target_feature = "fma") {
+        return (p, a.mul_add(b, -p));
+    }
+    const LIMIT: f64 = 3.348_464_397_457_085_4e299; // 2⁹⁹⁵
+    if a.abs() < LIMIT && b.abs() < LIMIT && p.is_finite() {
+        let (ah, al) = split(a);
+        let (bh, bl) = split(b);
+        (p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+    } else {
+        (p, a.mul_add(b, -p))
+    }
+}
+
+/// Veltkamp's split of `a` into `hi + lo` with 26-bit halves (exact for |a| < 2⁹⁹⁵).
+#[inline(always)]
+fn split(a: f64) -> (f64, f64) {
+    let t = 134_217_729.0 * a; // 2²⁷ + 1
+    let hi = t - (t - a);
+    (hi, a - hi)
 }
 
 impl Dd {

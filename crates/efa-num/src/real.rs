@@ -79,6 +79,19 @@ pub trait Real:
     fn to_f64(self) -> f64;
     /// Converts a count or index.
     fn from_usize(n: usize) -> Self;
+    /// The value as an unevaluated sum `hi + lo` of two f64, exactly (`lo = 0` for f32 and
+    /// f64; the double-double type gives both of its parts).
+    fn to_f64_pair(self) -> (f64, f64);
+    /// `hi + lo` rounded to this type (exact for the double-double type when the pair is
+    /// normalised).
+    fn from_f64_pair(hi: f64, lo: f64) -> Self;
+    /// This value in another `Real` type `U`: exact where `U` is at least as wide, else
+    /// rounded once (`f64 → f32`, `dd → f64`).
+    #[inline(always)]
+    fn cast<U: Real>(self) -> U {
+        let (hi, lo) = self.to_f64_pair();
+        U::from_f64_pair(hi, lo)
+    }
 
     /// eˣ
     fn exp(self) -> Self;
@@ -179,6 +192,14 @@ macro_rules! impl_real {
             #[inline(always)]
             fn from_usize(n: usize) -> Self {
                 n as $t
+            }
+            #[inline(always)]
+            fn to_f64_pair(self) -> (f64, f64) {
+                (self as f64, 0.0)
+            }
+            #[inline(always)]
+            fn from_f64_pair(hi: f64, lo: f64) -> Self {
+                (hi + lo) as $t
             }
             #[inline(always)]
             fn exp(self) -> Self {

@@ -47,6 +47,14 @@ impl Real for Dd {
     fn to_f64(self) -> f64 {
         self.hi
     }
+    #[inline]
+    fn to_f64_pair(self) -> (f64, f64) {
+        (self.hi, self.lo)
+    }
+    #[inline]
+    fn from_f64_pair(hi: f64, lo: f64) -> Self {
+        Dd::new(hi, lo)
+    }
     /// Exact for every usize: `hi = n` rounded, `lo = n − hi` (at most 2¹¹ in magnitude).
     #[inline]
     fn from_usize(n: usize) -> Self {

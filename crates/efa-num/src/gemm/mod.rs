@@ -404,6 +404,30 @@ impl Reference for f32 {
     }
 }
 
+// The double-double type's "reference" is its own loop (the entry point above takes it before
+// the by-kind dispatch; this impl only lets that dispatch type-check for Dd).
+impl Reference for crate::Dd {
+    unsafe fn mm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: crate::Dd,
+        a: *const crate::Dd,
+        rsa: isize,
+        csa: isize,
+        b: *const crate::Dd,
+        rsb: isize,
+        csb: isize,
+        beta: crate::Dd,
+        c: *mut crate::Dd,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { dd::gemm_dd(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+    }
+}
+
 impl Reference for f64 {
     unsafe fn mm(
         m: usize,

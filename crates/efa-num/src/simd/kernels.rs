@@ -46,9 +46,8 @@ macro_rules! simd_variants {
 use crate::simd_variants as variants;
 
 /// Runs `$e` with the type alias `$E` set to the concrete element type of `$T` and converts the
-/// result back (identity conversion: `T` is exactly that type). For `T = Dd` (no SIMD
-/// kernels) `$e` is not run: the call panics through [`crate::simd::no_simd_for_dd`], at the
-/// macro's call site.
+/// result back (identity conversion: `T` is exactly that type). For `T = Dd` every
+/// instruction-set variant of a body is the one-lane double-double "vector" (scalar code).
 #[macro_export]
 macro_rules! simd_by_kind {
     ($T:ty, $E:ident => $e:expr) => {
@@ -73,7 +72,18 @@ macro_rules! simd_by_kind {
                     std::mem::transmute_copy(&r)
                 }
             }
-            $crate::simd::ElemKind::Dd => $crate::simd::no_simd_for_dd(),
+            $crate::simd::ElemKind::Dd => {
+                // Every body runs on the double-double one-lane vector (scalar code whatever
+                // the instruction set asked for).
+                #[allow(dead_code)]
+                type $E = $crate::Dd;
+                let r = $e;
+                // SAFETY: T == Dd here.
+                #[allow(clippy::useless_transmute)]
+                unsafe {
+                    std::mem::transmute_copy(&r)
+                }
+            }
         }
     };
 }

@@ -14,8 +14,11 @@
 //! (`dot`, `axpy`, `scale`, `max`, `sum`, `sum_exp`, `exp_sub_sum`, `exp_slice` and their
 //! `_with` forms) checks for it first and runs a plain loop in index order in Dd arithmetic
 //! (sums accumulated in Dd, `Dd::exp`); `isa` is then ignored. Code that dispatches with
-//! [`crate::simd_by_kind!`] panics for Dd ([`no_simd_for_dd`]).
+//! [`crate::simd_by_kind!`] runs its bodies for Dd on a one-lane double-double "vector"
+//! (`dd_lane`: every lane operation the Dd one, the exponential `Dd::exp`), whatever the
+//! instruction set: scalar code with the kernel's order of operations.
 
+mod dd_lane;
 mod dd_path;
 mod kernels;
 mod vector;
@@ -194,19 +197,6 @@ pub fn elem_kind<T: Real>() -> ElemKind {
     } else {
         unreachable!("efa-num: Real is sealed to f32, f64 and Dd")
     }
-}
-
-/// The message of [`no_simd_for_dd`].
-pub const NO_SIMD_FOR_DD: &str = "efa-num: no SIMD kernel for the double-double reference type \
-     (dd); this code path has no scalar reference route yet";
-
-/// Panics with [`NO_SIMD_FOR_DD`] at the caller's location: the `Dd` arm of
-/// [`crate::simd_by_kind!`], which has no f32/f64 kernel to run for the reference type.
-#[doc(hidden)]
-#[track_caller]
-#[cold]
-pub fn no_simd_for_dd() -> ! {
-    panic!("{NO_SIMD_FOR_DD}")
 }
 
 pub use kernels::{
