@@ -4,7 +4,7 @@ use crate::micro::{gemm, online_softmax_t, padded, PAD};
 use crate::problem::{
     a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem,
 };
-use crate::{Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
+use crate::{reference, Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
 use efa_num::Real;
 use ndarray::{Array3, Array4, ArrayView4};
 use std::mem::MaybeUninit;
@@ -73,6 +73,11 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
     /// Shape mismatches (naming the tensor and its shape), a mask that does not fit (naming
     /// the field and index), or a scale that is not finite in `T`.
     pub fn forward(&self) -> Result<AttnOut<T>, AttnError> {
+        if reference::<T>() {
+            // The double-double reference type has no SIMD kernel: the naive definition,
+            // computed in it.
+            return crate::naive::forward_in::<T, T>(self);
+        }
         let p = Problem::new(self)?;
         if crate::short::applies(&p) {
             return Ok(crate::short::forward(&p));

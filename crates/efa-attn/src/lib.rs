@@ -114,6 +114,13 @@ pub mod prelude {
 
 use std::fmt;
 
+/// Whether `T` is the double-double reference type, which has no SIMD kernels: the forward
+/// and backward then compute the naive definition in it ([`naive::forward_in`]).
+#[inline(always)]
+pub(crate) fn reference<T: Real>() -> bool {
+    efa_num::simd::elem_kind::<T>() == efa_num::simd::ElemKind::Dd
+}
+
 /// Query rows per tile. Working set of one forward task for head dim 64 in f32: the
 /// transposed query tile `Qᵀ` 64×64 (16 KiB), the transposed score tile `Sᵀ`
 /// [`BLOCK_K`]×64 (32 KiB) and accumulator `accᵀ` 64×64 (16 KiB), with the key and value tiles

@@ -1,6 +1,9 @@
-//! The O(N²) reference in f64: materialises the probability matrix per (batch, head).
-//! Used by tests (independent of the tiled kernel) and benches (the naive baseline). Takes the
-//! same [`Attention`] arguments and returns the same named results as the kernel, in f64.
+//! The O(N²) reference: materialises the probability matrix per (batch, head), computing in a
+//! type `R` of one's choice: f64 ([`forward`], [`backward`], [`probabilities`]) or any
+//! [`Real`], such as the double-double reference type ([`forward_in`], [`backward_in`]).
+//! Used by tests (independent of the tiled kernel), benches (the naive baseline) and the
+//! tape's attention op in the double-double reference. Takes the same [`Attention`] arguments
+//! and returns the same named results as the kernel, in `R`.
 
 use crate::mask::Rules;
 use crate::problem::expect_shape;
@@ -8,31 +11,37 @@ use crate::{Attention, AttnError, AttnGrads, AttnOut};
 use efa_num::Real;
 use ndarray::{Array2, Array3, Array4, ArrayView3, ArrayView4};
 
+/// Element `x` of an input, in the computing type `R` (exact when `R` is at least as wide).
+#[inline(always)]
+fn at<T: Real, R: Real>(x: &ArrayView4<T>, i: [usize; 4]) -> R {
+    x[i].cast::<R>()
+}
+
 /// Probabilities `P[i, j] = exp(sᵢⱼ − lseᵢ)` (0 where masked) and `lse` for one head,
-/// with `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, all in f64.
-fn probs<T: Real>(
+/// with `sᵢⱼ = scale·⟨qᵢ, kⱼ⟩`, all in `R`.
+fn probs<R: Real, T: Real>(
     q: &ArrayView4<T>,
     k: &ArrayView4<T>,
     rules: &Rules,
     b: usize,
     h: usize,
-    scale: f64,
-) -> (Array2<f64>, Vec<f64>) {
+    scale: R,
+) -> (Array2<R>, Vec<R>) {
     let (nq, nk, d) = (q.shape()[2], k.shape()[2], q.shape()[3]);
-    let mut p = Array2::<f64>::zeros((nq, nk));
-    let mut lse = vec![f64::NEG_INFINITY; nq];
+    let mut p = Array2::<R>::zeros((nq, nk));
+    let mut lse = vec![R::NEG_INFINITY; nq];
     for i in 0..nq {
-        let mut m = f64::NEG_INFINITY;
+        let mut m = R::NEG_INFINITY;
         for j in 0..nk {
             if rules.visible(b, h, i, j) {
-                let s: f64 = (0..d)
-                    .map(|c| q[[b, h, i, c]].to_f64() * k[[b, h, j, c]].to_f64())
-                    .sum::<f64>()
+                let s: R = (0..d)
+                    .map(|c| at::<T, R>(q, [b, h, i, c]) * at::<T, R>(k, [b, h, j, c]))
+                    .sum::<R>()
                     * scale;
                 p[[i, j]] = s;
-                // `f64::max` ignores NaN; a NaN score must poison the whole row instead.
+                // `max` ignores NaN; a NaN score must poison the whole row instead.
                 m = if s.is_nan() || m.is_nan() {
-                    f64::NAN
+                    R::NAN
                 } else {
                     m.max(s)
                 };
@@ -41,19 +50,19 @@ fn probs<T: Real>(
         if m.is_nan() {
             for j in 0..nk {
                 p[[i, j]] = if rules.visible(b, h, i, j) {
-                    f64::NAN
+                    R::NAN
                 } else {
-                    0.0
+                    R::ZERO
                 };
             }
-            lse[i] = f64::NAN;
+            lse[i] = R::NAN;
             continue;
         }
-        if m == f64::NEG_INFINITY {
-            p.row_mut(i).fill(0.0);
+        if m == R::NEG_INFINITY {
+            p.row_mut(i).fill(R::ZERO);
             continue;
         }
-        let mut z = 0.0;
+        let mut z = R::ZERO;
         for j in 0..nk {
             if rules.visible(b, h, i, j) {
                 z += (p[[i, j]] - m).exp();
@@ -64,7 +73,7 @@ fn probs<T: Real>(
             p[[i, j]] = if rules.visible(b, h, i, j) {
                 (p[[i, j]] - lse[i]).exp()
             } else {
-                0.0
+                R::ZERO
             };
         }
     }
@@ -100,7 +109,19 @@ fn check<'m, T: Real>(
 /// # Errors
 /// Shape mismatches, an unfit mask or a non-finite scale, as [`Attention::forward`].
 pub fn forward<T: Real>(args: &Attention<ArrayView4<'_, T>>) -> Result<AttnOut<f64>, AttnError> {
+    forward_in::<f64, T>(args)
+}
+
+/// [`forward`] computed in `R` (every sum, exponential and logarithm in `R`; the inputs
+/// converted with [`Real::cast`], exactly when `R` is at least as wide as `T`).
+///
+/// # Errors
+/// As [`forward`].
+pub fn forward_in<R: Real, T: Real>(
+    args: &Attention<ArrayView4<'_, T>>,
+) -> Result<AttnOut<R>, AttnError> {
     let (rules, scale) = check(args)?;
+    let scale = R::from_f64(scale);
     let (q, k, v) = (&args.q, &args.k, &args.v);
     let (bs, hs, nq, nk, dv) = (
         q.shape()[0],
@@ -109,15 +130,17 @@ pub fn forward<T: Real>(args: &Attention<ArrayView4<'_, T>>) -> Result<AttnOut<f
         k.shape()[2],
         v.shape()[3],
     );
-    let mut o = Array4::<f64>::zeros((bs, hs, nq, dv));
-    let mut lse = Array3::<f64>::zeros((bs, hs, nq));
+    let mut o = Array4::<R>::zeros((bs, hs, nq, dv));
+    let mut lse = Array3::<R>::zeros((bs, hs, nq));
     for b in 0..bs {
         for h in 0..hs {
-            let (p, l) = probs(q, k, &rules, b, h, scale);
+            let (p, l) = probs::<R, T>(q, k, &rules, b, h, scale);
             for i in 0..nq {
                 lse[[b, h, i]] = l[i];
                 for c in 0..dv {
-                    o[[b, h, i, c]] = (0..nk).map(|j| p[[i, j]] * v[[b, h, j, c]].to_f64()).sum();
+                    o[[b, h, i, c]] = (0..nk)
+                        .map(|j| p[[i, j]] * at::<T, R>(v, [b, h, j, c]))
+                        .sum();
                 }
             }
         }
@@ -137,7 +160,20 @@ pub fn backward<T: Real>(
     d_o: ArrayView4<'_, T>,
     d_lse: Option<ArrayView3<'_, T>>,
 ) -> Result<AttnGrads<f64>, AttnError> {
+    backward_in::<f64, T>(args, d_o, d_lse)
+}
+
+/// [`backward`] computed in `R` (as [`forward_in`]).
+///
+/// # Errors
+/// As [`backward`].
+pub fn backward_in<R: Real, T: Real>(
+    args: &Attention<ArrayView4<'_, T>>,
+    d_o: ArrayView4<'_, T>,
+    d_lse: Option<ArrayView3<'_, T>>,
+) -> Result<AttnGrads<R>, AttnError> {
     let (rules, scale) = check(args)?;
+    let scale = R::from_f64(scale);
     let (q, k, v) = (&args.q, &args.k, &args.v);
     let (bs, hs, nq, nk, d, dv) = (
         q.shape()[0],
@@ -151,35 +187,39 @@ pub fn backward<T: Real>(
     if let Some(g) = &d_lse {
         expect_shape("d_lse", g.shape(), &[bs, hs, nq])?;
     }
-    let mut dq = Array4::<f64>::zeros(q.raw_dim());
-    let mut dk = Array4::<f64>::zeros(k.raw_dim());
-    let mut dvv = Array4::<f64>::zeros(v.raw_dim());
+    let mut dq = Array4::<R>::zeros(q.raw_dim());
+    let mut dk = Array4::<R>::zeros(k.raw_dim());
+    let mut dvv = Array4::<R>::zeros(v.raw_dim());
     for b in 0..bs {
         for h in 0..hs {
-            let (p, _) = probs(q, k, &rules, b, h, scale);
+            let (p, _) = probs::<R, T>(q, k, &rules, b, h, scale);
             for i in 0..nq {
-                let g = |c: usize| d_o[[b, h, i, c]].to_f64();
+                let g = |c: usize| at::<T, R>(&d_o, [b, h, i, c]);
                 // o_i from P, then D_i = ⟨dO_i, o_i⟩ − dlse_i.
-                let mut di = 0.0;
+                let mut di = R::ZERO;
                 for c in 0..dv {
-                    let oc: f64 = (0..nk).map(|j| p[[i, j]] * v[[b, h, j, c]].to_f64()).sum();
+                    let oc: R = (0..nk)
+                        .map(|j| p[[i, j]] * at::<T, R>(v, [b, h, j, c]))
+                        .sum();
                     di += g(c) * oc;
                 }
                 if let Some(dl) = &d_lse {
-                    di -= dl[[b, h, i]].to_f64();
+                    di -= dl[[b, h, i]].cast::<R>();
                 }
                 for j in 0..nk {
-                    if p[[i, j]] == 0.0 {
+                    if p[[i, j]] == R::ZERO {
                         continue;
                     }
-                    let dp: f64 = (0..dv).map(|c| g(c) * v[[b, h, j, c]].to_f64()).sum();
+                    let dp: R = (0..dv)
+                        .map(|c| g(c) * at::<T, R>(v, [b, h, j, c]))
+                        .sum();
                     let ds = p[[i, j]] * (dp - di);
                     for c in 0..dv {
                         dvv[[b, h, j, c]] += p[[i, j]] * g(c);
                     }
                     for c in 0..d {
-                        dq[[b, h, i, c]] += scale * ds * k[[b, h, j, c]].to_f64();
-                        dk[[b, h, j, c]] += scale * ds * q[[b, h, i, c]].to_f64();
+                        dq[[b, h, i, c]] += scale * ds * at::<T, R>(k, [b, h, j, c]);
+                        dk[[b, h, j, c]] += scale * ds * at::<T, R>(q, [b, h, i, c]);
                     }
                 }
             }
@@ -204,7 +244,7 @@ pub fn probabilities<T: Real>(
     let mut out = Array4::<f64>::zeros((bs, hs, nq, nk));
     for b in 0..bs {
         for h in 0..hs {
-            let (p, _) = probs(q, k, &rules, b, h, scale);
+            let (p, _) = probs::<f64, T>(q, k, &rules, b, h, scale);
             out.slice_mut(ndarray::s![b, h, .., ..]).assign(&p);
         }
     }
