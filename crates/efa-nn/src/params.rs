@@ -85,13 +85,14 @@ impl<T: Real> Params<T> {
         self.entries.iter().map(|(_, v)| v.len()).sum()
     }
 
-    /// Converts every tensor to another precision (f32 ↔ f64).
+    /// Converts every tensor to another precision ([`Real::cast`]: exact when widening, one
+    /// rounding when narrowing).
     pub fn cast<U: Real>(&self) -> Params<U> {
         Params {
             entries: self
                 .entries
                 .iter()
-                .map(|(n, v)| (n.clone(), v.mapv(|x| U::from_f64(x.to_f64()))))
+                .map(|(n, v)| (n.clone(), v.mapv(|x| x.cast::<U>())))
                 .collect(),
         }
     }

@@ -46,6 +46,8 @@ mod rows;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_precision;
+#[cfg(test)]
 mod timing;
 
 use efa_num::Real;
@@ -329,14 +331,7 @@ impl<T: Real> FusedOp<T> for SharedOp<T> {
         if self.saved.e.len() != expect || self.saved.r.len() != dm.b * dm.n * dm.heads {
             return Err(err("backward before forward (no saved state)".to_string()));
         }
-        Ok(backward::run(
-            &self.cfg,
-            &dm,
-            inputs,
-            o.expect("checked above"),
-            d_o,
-            &self.saved,
-        ))
+        Ok(backward::run(&self.cfg, &dm, inputs, d_o, &self.saved))
     }
 
     /// The base exponentials and the per-sample scales, probabilities and flags.

@@ -8,11 +8,11 @@ use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 
-/// What every group's task reads: the inputs, the output and its cotangent `[B, N, H·K]`, and
-/// the forward's saved state.
+/// What every group's task reads: the inputs, the output's cotangent `[B, N, H·K]`, and the
+/// forward's saved state. (The output itself is not read: `D = ⟨dO, o⟩` is formed from the
+/// values less their mean, see [`centred`].)
 struct Ctx<'a, T> {
     inp: Inputs<'a, T>,
-    o: &'a [T],
     d_o: &'a [T],
     saved: &'a Saved<T>,
 }
@@ -50,15 +50,23 @@ struct Scratch<T> {
     /// A row's `dq` `[K]` and a direct row's probabilities `[N]`.
     dq: Vec<T>,
     row: Vec<T>,
-    /// Per row, the leave-one-out pairs' `dS'` and samples, the pairs per target `[N]` and
-    /// the base keys some pair sees.
-    pairs: Vec<(T, usize)>,
+    /// Per row, the leave-one-out pairs' `dS'`, samples and member indices, the pairs per
+    /// target `[N]` and the base keys some pair sees.
+    pairs: Vec<(T, usize, usize)>,
     cnt: Vec<usize>,
     seen: Vec<usize>,
     /// One head's base keys and values transposed `[K, N]`, and a direct row's `dP` `[N]`.
     ktr: Vec<T>,
     vtr: Vec<T>,
     dp: Vec<T>,
+    /// One head's keys and values less their means (see [`centred`]): the base rows `[N, K]`
+    /// and each member's replaced row `[members, K]`.
+    kc: Vec<T>,
+    ktc: Vec<T>,
+    vc: Vec<T>,
+    vtc: Vec<T>,
+    /// A row's leave-one-out sums of the weighted centred values `Ã⁻` `[N, K]`.
+    ao: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -75,6 +83,9 @@ impl<T: Real> Scratch<T> {
             (&mut self.ktr, kd * n + L),
             (&mut self.vtr, kd * n + L),
             (&mut self.dp, n),
+            (&mut self.kc, n * kd),
+            (&mut self.vc, n * kd),
+            (&mut self.ao, n * kd),
         ] {
             if buf.len() != len {
                 buf.resize(len, T::ZERO);
@@ -86,21 +97,20 @@ impl<T: Real> Scratch<T> {
     }
 }
 
-/// The gradients of `q, k, v, q_t, k_t, v_t` given the output `o` and its cotangent.
+/// The gradients of `q, k, v, q_t, k_t, v_t` given the output's cotangent (the output itself
+/// is checked by the caller but not read).
 pub(super) fn run<T: Real>(
     cfg: &Config,
     dm: &Dims,
     inputs: &[&ArrayD<T>],
-    o: &ArrayD<T>,
     d_o: &ArrayD<T>,
     saved: &Saved<T>,
 ) -> Vec<Option<ArrayD<T>>> {
     let (g, n, b, hk) = (dm.g, dm.n, dm.b, dm.hk);
     let x: Vec<_> = inputs.iter().map(|a| standard(a)).collect();
-    let (o, d_o) = (standard(o), standard(d_o));
+    let d_o = standard(d_o);
     let cx = Ctx {
         inp: Inputs::new(cfg, dm, &x),
-        o: &o,
         d_o: &d_o,
         saved,
     };
@@ -146,6 +156,50 @@ pub(super) fn run<T: Real>(
         .collect()
 }
 
+/// One head's keys (`which = 1`) or values (`2`) less the mean `c` of the base rows (of the
+/// first `len`) some member sees: the base rows into `kc` `[len, K]` and each member's
+/// replaced row into `ktc` `[members, K]`.
+///
+/// Keys: every sample's score gradients `dSⱼ` sum to zero over its keys (the softmax's
+/// Jacobian), so `dq = Σⱼ dSⱼ·kⱼ = Σⱼ dSⱼ·(kⱼ − c)` for any `c`. Values: the output is a
+/// weighted mean of the values, so `dPⱼ − D = ⟨dO, vⱼ − o⟩ = ⟨dO, (vⱼ − c) − (o − c)⟩`.
+/// Computed with the rows themselves, these sums' round-off is relative to the rows' size;
+/// rows with a large common part (as the temperature model's first block has) then leave
+/// the gradients with the round-off of that common part, which the exact sums cancel. Less
+/// their mean, the terms are as small as the rows' spread.
+#[inline(always)]
+fn centred<T: Real>(
+    cx: &Ctx<'_, T>,
+    t: &Task<'_, T>,
+    (c0, len): (usize, usize),
+    which: usize,
+    kc: &mut [T],
+    ktc: &mut Vec<T>,
+) {
+    let (hk, kd) = (cx.dm.hk, cx.dm.kd);
+    let kg = cx.base(t.g)[which];
+    let rows_t = if which == 1 { cx.kt } else { cx.vt };
+    // The mean over the keys some member sees (a base row every member replaces takes no
+    // part in any sum, whatever it holds).
+    let seen = |j: usize| t.members.iter().any(|&s| cx.cfg.target[s] != j);
+    let rows: Vec<usize> = (0..len).filter(|&j| seen(j)).collect();
+    let inv = T::ONE / T::from_usize(rows.len().max(1));
+    for c in 0..kd {
+        let mut m = T::ZERO;
+        for &j in &rows {
+            m += kg[j * hk + c0 + c];
+        }
+        let m = m * inv;
+        for j in 0..len {
+            kc[j * kd + c] = kg[j * hk + c0 + c] - m;
+        }
+        ktc.resize(t.members.len() * kd, T::ZERO);
+        for (mi, &s) in t.members.iter().enumerate() {
+            ktc[mi * kd + c] = rows_t[s * hk + c0 + c] - m;
+        }
+    }
+}
+
 // One group, compiled for the active instruction set.
 isa_compiled!(group => group_body, cx.isa, (cx: &Ctx<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
 
@@ -157,7 +211,7 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     let scale = cx.scale;
     let k16 = k16::<T>(cx.isa, kd);
     sc.fit(&dm);
-    let [qg, kg, vg] = cx.base(g);
+    let [qg, kg, _] = cx.base(g);
     let (nh, sv) = (n * heads, cx.saved);
     let Scratch {
         rpos,
@@ -172,15 +226,30 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
         pairs,
         cnt,
         seen,
+        kc,
+        ktc,
+        vc,
+        vtc,
+        ao,
     } = sc;
     for h in 0..heads {
         let c0 = h * kd;
         // This head's keys and values, transposed, for the rows computed directly.
         transpose_cols(cx.isa, kg, hk, c0, kd, len, ktr, n);
-        transpose_cols(cx.isa, vg, hk, c0, kd, len, vtr, n);
+        centred(cx, &t, (c0, len), 1, kc, ktc);
+        centred(cx, &t, (c0, len), 2, vc, vtc);
+        // The direct rows' dP run along the centred values.
+        transpose_cols(cx.isa, vc, kd, 0, kd, len, vtr, n);
         for i in 0..n {
             let (at, idx) = (i * hk + c0, i * heads + h);
             let qi = &qg[at..at + kd];
+            let e0 = ((g * heads + h) * n + i) * n;
+            let e = &sv.e[e0..e0 + len];
+            // The pairs' outputs less the values' mean, õ = r·Ã⁻[t] + p·ṽ_t, from the
+            // leave-one-out sums of eⱼ·ṽⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
+            if t.members.iter().any(|&s| sv.direct[s * nh + idx] == 0) {
+                loo_rows(len, kd, |j| e[j], |j| &vc[j * kd..(j + 1) * kd], ao);
+            }
             // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
             rpos[..len * kd].fill(T::ZERO);
             dpos[..len].fill(T::ZERO);
@@ -193,18 +262,21 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let tg = cx.cfg.target[s];
                 let row_at = s * n * hk + at;
                 let dos = &cx.d_o[row_at..row_at + kd];
-                let d = dot_k(k16, dos, &cx.o[row_at..row_at + kd]);
-                let r = sv.r[s * nh + idx];
+                let (r, p) = (sv.r[s * nh + idx], sv.p[s * nh + idx]);
+                // D = ⟨dO, õ⟩ and dP' = ⟨dO, ṽ_t⟩ with the values less their mean: the score
+                // gradients p·(dP − D) are unchanged, but their round-off is relative to the
+                // values' spread, not to their common part (which dP and D share).
+                let vts = &vtc[mi * kd..(mi + 1) * kd];
+                let dpt = dot_k(k16, dos, vts);
+                let d = r * dot_k(k16, dos, &ao[tg * kd..(tg + 1) * kd]) + p * dpt;
                 axpy_k(k16, r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
                 dpos[tg] += r * d;
                 cnt[tg] += 1;
                 // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
-                let vts = &cx.vt[s * hk + c0..][..kd];
-                let p = sv.p[s * nh + idx];
                 axpy_k(k16, p, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                let ds = scale * (p * (dot_k(k16, dos, vts) - d));
+                let ds = scale * (p * (dpt - d));
                 axpy_k(k16, ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
-                pairs.push((ds, s));
+                pairs.push((ds, s, mi));
             }
             dqi.fill(T::ZERO);
             if !pairs.is_empty() {
@@ -216,19 +288,20 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 // even 0·NaN from a non-finite row).
                 seen.clear();
                 seen.extend((0..len).filter(|&j| cnt[j] < pairs.len()));
-                let e0 = ((g * heads + h) * n + i) * n;
-                let e = &sv.e[e0..e0 + len];
                 let ds = &mut dp[..len];
                 for &j in seen.iter() {
                     let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
                     axpy_k(k16, ej, w, &mut t.dv[kj..kj + kd]);
-                    ds[j] = scale * (ej * (dot_k(k16, w, &vg[kj..kj + kd]) - dx[j]));
+                    ds[j] = scale * (ej * (dot_k(k16, w, &vc[j * kd..(j + 1) * kd]) - dx[j]));
                     axpy_k(k16, ds[j], qi, &mut t.dk[kj..kj + kd]);
                 }
-                let key = |k: usize| &kg[seen[k] * hk + c0..seen[k] * hk + c0 + kd];
+                // dq = Σ dS·k over every pair's keys, with the keys less their mean: the
+                // pairs' dS sum to zero over each one's keys, so this is the same sum, while
+                // its round-off scales with the keys' spread, not their common part.
+                let key = |k: usize| &kc[seen[k] * kd..(seen[k] + 1) * kd];
                 add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
                 // The pairs' replaced keys, in member order.
-                let kt_row = |k: usize| &cx.kt[pairs[k].1 * hk + c0..][..kd];
+                let kt_row = |k: usize| &ktc[pairs[k].2 * kd..(pairs[k].2 + 1) * kd];
                 add_rows(pairs.len(), |k| pairs[k].0, kt_row, dqi);
                 for (a, &d) in t.dq[at..at + kd].iter_mut().zip(dqi.iter()) {
                     *a += d;
@@ -242,17 +315,21 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                 let tg = cx.cfg.target[s];
                 let row_at = s * n * hk + at;
                 let dos = &cx.d_o[row_at..row_at + kd];
-                let (kts, vts) = (&cx.kt[s * hk + c0..][..kd], &cx.vt[s * hk + c0..][..kd]);
+                let kts = &cx.kt[s * hk + c0..][..kd];
                 let own = tg == i;
                 let q = if own { &cx.qt[s * hk + c0..][..kd] } else { qi };
                 direct_probs(cx.isa, q, ktr, n, len, (tg, kts), scale, row);
-                // dPⱼ = ⟨dO, vⱼ⟩ along the keys, dSⱼ = scale·pⱼ·(dPⱼ − D).
+                // dPⱼ = ⟨dO, ṽⱼ⟩ along the keys (values less their mean), D = Σ pⱼ·dPⱼ from
+                // the same dP, dSⱼ = scale·pⱼ·(dPⱼ − D).
                 let dp = &mut dp[..len];
                 combine(dos, vtr, n, dp);
                 if let Some(x) = dp.get_mut(tg) {
-                    *x = dot_k(k16, dos, vts);
+                    *x = dot_k(k16, dos, &vtc[mi * kd..(mi + 1) * kd]);
                 }
-                let d = dot_k(k16, dos, &cx.o[row_at..row_at + kd]);
+                let d = row[..len]
+                    .iter()
+                    .zip(dp.iter())
+                    .fold(T::ZERO, |a, (&pj, &dpj)| a + pj * dpj);
                 // dp becomes dS in place.
                 for (j, (&pj, dsj)) in row[..len].iter().zip(dp.iter_mut()).enumerate() {
                     let kj = j * hk + c0;
@@ -265,11 +342,12 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
                         axpy_k(k16, *dsj, q, &mut t.dk[kj..kj + kd]);
                     }
                 }
+                // dq over the keys less their mean (the row's dS sum to zero).
                 let key = |j: usize| {
                     if j == tg {
-                        kts
+                        &ktc[mi * kd..(mi + 1) * kd]
                     } else {
-                        &kg[j * hk + c0..j * hk + c0 + kd]
+                        &kc[j * kd..(j + 1) * kd]
                     }
                 };
                 dqi.fill(T::ZERO);

@@ -81,13 +81,21 @@ impl Case {
 /// Plain attention per sample in f64: the output and the gradients of `Σ w∘o` with respect
 /// to `q, k, v, q_t, k_t, v_t`.
 fn naive(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
-    let (n, hk, kd, sc) = (c.n, c.hk(), c.kd, c.scale());
-    let mut out: Vec<ArrayD<f64>> = x.iter().map(|a| ArrayD::zeros(a.raw_dim())).collect();
-    let mut o = ArrayD::<f64>::zeros(ndarray::IxDyn(&[c.b(), n, hk]));
+    naive_in::<f64>(c, x, w)
+}
+
+/// [`naive`] computed in `T` (the inputs rounded to `T`; results widened to f64): what a plain
+/// per-sample implementation in that precision gives.
+pub(super) fn naive_in<T: Real>(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
+    let (n, hk, kd, sc) = (c.n, c.hk(), c.kd, T::from_f64(c.scale()));
+    let x: Vec<ArrayD<T>> = x.iter().map(|a| a.mapv(T::from_f64)).collect();
+    let w = w.mapv(T::from_f64);
+    let mut out: Vec<ArrayD<T>> = x.iter().map(|a| ArrayD::zeros(a.raw_dim())).collect();
+    let mut o = ArrayD::<T>::zeros(ndarray::IxDyn(&[c.b(), n, hk]));
     for s in 0..c.b() {
         let (g, t, len) = (c.group[s], c.target[s], c.lengths[c.group[s]]);
         // The sample's own rows: the group's, with row t replaced.
-        let rows = |base: usize| -> Vec<Vec<f64>> {
+        let rows = |base: usize| -> Vec<Vec<T>> {
             (0..n)
                 .map(|i| {
                     (0..hk)
@@ -104,32 +112,32 @@ fn naive(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
         };
         let (qs, ks, vs) = (rows(0), rows(1), rows(2));
         let (mut dq, mut dk, mut dv) = (
-            vec![vec![0.0; hk]; n],
-            vec![vec![0.0; hk]; n],
-            vec![vec![0.0; hk]; n],
+            vec![vec![T::ZERO; hk]; n],
+            vec![vec![T::ZERO; hk]; n],
+            vec![vec![T::ZERO; hk]; n],
         );
         for h in 0..c.heads {
             let cols = h * kd..(h + 1) * kd;
             for i in 0..n {
-                let sco: Vec<f64> = (0..len)
-                    .map(|j| sc * cols.clone().map(|a| qs[i][a] * ks[j][a]).sum::<f64>())
+                let sco: Vec<T> = (0..len)
+                    .map(|j| sc * cols.clone().map(|a| qs[i][a] * ks[j][a]).sum::<T>())
                     .collect();
-                let m = sco.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-                let ex: Vec<f64> = sco.iter().map(|&x| (x - m).exp()).collect();
-                let z: f64 = ex.iter().sum();
-                let p: Vec<f64> = ex.iter().map(|e| e / z).collect();
+                let m = sco.iter().fold(T::NEG_INFINITY, |a, &b| a.max(b));
+                let ex: Vec<T> = sco.iter().map(|&x| (x - m).exp()).collect();
+                let z: T = ex.iter().copied().sum();
+                let p: Vec<T> = ex.iter().map(|&e| e / z).collect();
                 for a in cols.clone() {
                     o[[s, i, a]] = (0..len).map(|j| p[j] * vs[j][a]).sum();
                 }
                 // Backward of the row: dP, D = Σ p dP, dS = p (dP − D).
-                let wi: Vec<f64> = cols.clone().map(|a| w[[s, i, a]]).collect();
-                let dp: Vec<f64> = (0..len)
-                    .map(|j| cols.clone().zip(&wi).map(|(a, wa)| wa * vs[j][a]).sum())
+                let wi: Vec<T> = cols.clone().map(|a| w[[s, i, a]]).collect();
+                let dp: Vec<T> = (0..len)
+                    .map(|j| cols.clone().zip(&wi).map(|(a, &wa)| wa * vs[j][a]).sum())
                     .collect();
-                let d: f64 = (0..len).map(|j| p[j] * dp[j]).sum();
+                let d: T = (0..len).map(|j| p[j] * dp[j]).sum();
                 for j in 0..len {
                     let ds = p[j] * (dp[j] - d);
-                    for (a, wa) in cols.clone().zip(&wi) {
+                    for (a, &wa) in cols.clone().zip(&wi) {
                         dv[j][a] += p[j] * wa;
                         dq[i][a] += sc * ds * ks[j][a];
                         dk[j][a] += sc * ds * qs[i][a];
@@ -152,11 +160,11 @@ fn naive(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
     }
     let mut all = vec![o];
     all.extend(out);
-    all
+    all.iter().map(|a| a.mapv(|x| x.to_f64())).collect()
 }
 
 /// The op on a tape in `T`: the output and the gradients of `Σ w∘o`, in f64.
-fn run<T: Real>(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
+pub(super) fn run<T: Real>(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) -> Vec<ArrayD<f64>> {
     let mut t = Tape::<T>::new();
     let v: Vec<Var> = NAMES
         .iter()
