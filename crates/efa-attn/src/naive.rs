@@ -210,9 +210,7 @@ pub fn backward_in<R: Real, T: Real>(
                     if p[[i, j]] == R::ZERO {
                         continue;
                     }
-                    let dp: R = (0..dv)
-                        .map(|c| g(c) * at::<T, R>(v, [b, h, j, c]))
-                        .sum();
+                    let dp: R = (0..dv).map(|c| g(c) * at::<T, R>(v, [b, h, j, c])).sum();
                     let ds = p[[i, j]] * (dp - di);
                     for c in 0..dv {
                         dvv[[b, h, j, c]] += p[[i, j]] * g(c);

@@ -33,6 +33,7 @@ pub mod audit;
 pub mod determinism;
 pub mod fd;
 pub mod jacobian;
+pub mod precision;
 pub mod report;
 
 pub use audit::{

@@ -1,5 +1,6 @@
 //! `efa audit …`: finite-difference audits of whole models' gradients in f64, for every run of
-//! a paper experiment or for a model configured on your own data.
+//! a paper experiment or for a model configured on your own data; with `--precision`, every
+//! forward plan's digits in f32 and f64 against a double-double reference (`precision_cmd`).
 
 use crate::common::user;
 use crate::CliError;
@@ -15,7 +16,6 @@ use std::time::Instant;
 
 /// Arguments of `efa audit`: an experiment subcommand, or `--config` with `--data`.
 #[derive(Args)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
     #[command(subcommand)]
     experiment: Option<ExperimentOptions>,
@@ -33,9 +33,28 @@ pub struct AuditArgs {
     /// model file) instead of the initial weights.
     #[arg(long, requires = "config")]
     model: Option<PathBuf>,
-    /// Samples in the audit batch (the first samples of the training split).
-    #[arg(long, global = true, default_value_t = 6)]
-    batch: usize,
+    /// Samples in the audit batch (the first samples of the training split; default 6, and 64
+    /// with --precision).
+    #[arg(long, global = true)]
+    batch: Option<usize>,
+    /// Instead of finite differences: every forward plan's loss and gradients in f32 and f64
+    /// against the general plan computed in double-double (about 106 bits), as relative
+    /// errors per tensor, in units of the dtype's epsilon, with the worst element.
+    #[arg(long, global = true)]
+    precision: bool,
+    /// With --precision: the weights audited. `init`: the initialisation; `sharp`: every
+    /// weight ×3; `sharp-attention`: the attention query and key kernels ×40 (near one-hot
+    /// attention); `trained`: the initialisation trained for --train-epochs epochs with the
+    /// run's recipe (with --config: the weights of --model).
+    #[arg(long, global = true, default_value = "init",
+          value_parser = ["init", "sharp", "sharp-attention", "trained"])]
+    weights: String,
+    /// With --precision --weights trained: epochs of training.
+    #[arg(long, global = true, default_value_t = 3)]
+    train_epochs: usize,
+    /// Worker threads (the results do not depend on it).
+    #[arg(long, global = true, default_value_t = 1)]
+    threads: usize,
     /// Seed of the parameter initialisation.
     #[arg(long, global = true, default_value_t = 0)]
     seed: u64,
@@ -59,23 +78,63 @@ pub struct AuditArgs {
 }
 
 /// One model to audit.
-struct Job {
-    title: String,
-    model: ModelConfig,
-    objective: Objective,
-    params: Params<f64>,
-    batch: Samples,
-    plan: Option<ForwardPlan>,
+pub(crate) struct Job {
+    pub title: String,
+    pub model: ModelConfig,
+    pub objective: Objective,
+    pub params: Params<f64>,
+    pub batch: Samples,
+    pub plan: Option<ForwardPlan>,
+    /// The run's data and recipe (paper experiments), for `--weights trained`.
+    pub fit: Option<FitInputs>,
+}
+
+/// What a short training run needs.
+pub(crate) struct FitInputs {
+    pub train: Samples,
+    pub val: Samples,
+    pub config: efa_train::TrainConfig,
+}
+
+/// The weights `--weights` names.
+fn weights_spec(a: &AuditArgs) -> Result<crate::precision_cmd::WeightsSpec, CliError> {
+    use efa_train::precision::Weights;
+    let weights = Weights::ALL
+        .into_iter()
+        .find(|w| w.name() == a.weights)
+        .unwrap_or(Weights::Trained);
+    if weights == Weights::Trained && a.config.is_some() && a.model.is_none() {
+        return Err(CliError::new(
+            "--weights trained with --config needs --model (the run directory of the trained \
+             model)",
+        ));
+    }
+    if a.train_epochs == 0 {
+        return Err(CliError::new("--train-epochs must be at least 1"));
+    }
+    Ok(crate::precision_cmd::WeightsSpec {
+        weights,
+        epochs: a.train_epochs,
+    })
 }
 
 /// Runs `efa audit`.
 pub fn run(a: AuditArgs) -> Result<(), CliError> {
-    if a.batch == 0 {
+    let batch = a.batch.unwrap_or(if a.precision { 64 } else { 6 });
+    if batch == 0 {
         return Err(CliError::new("--batch must be at least 1"));
     }
+    if a.threads == 0 {
+        return Err(CliError::new("--threads must be at least 1"));
+    }
     let jobs = match (&a.experiment, &a.config) {
-        (Some(e), _) => experiment_jobs(&a, e)?,
-        (None, Some(config)) => config_jobs(&a, config)?,
+        (Some(_), Some(_)) => {
+            return Err(CliError::new(
+                "efa audit takes an experiment or --config with --data, not both",
+            ))
+        }
+        (Some(e), None) => experiment_jobs(&a, e, batch)?,
+        (None, Some(config)) => config_jobs(&a, config, batch)?,
         (None, None) => {
             return Err(CliError::new(
                 "efa audit needs an experiment (e.g. `efa audit synthetic`) or --config with \
@@ -83,6 +142,17 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             ))
         }
     };
+    if a.precision {
+        let spec = weights_spec(&a)?;
+        // --plan audits that plan beside general (the f32 comparison's baseline).
+        let plans: Vec<ForwardPlan> = match a.plan {
+            Some(p) if p != ForwardPlan::General => vec![ForwardPlan::General, p],
+            Some(_) => vec![ForwardPlan::General],
+            None => ForwardPlan::ALL.to_vec(),
+        };
+        let threads = efa_train::Threads::new(a.threads).map_err(user)?;
+        return crate::precision_cmd::run(&jobs, &plans, &spec, &threads, a.json);
+    }
     let opts = CheckOptions {
         mode: Mode::Auto {
             max_full: a.max_full,
@@ -148,7 +218,11 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
 }
 
 /// Every run of an experiment, each on the first `--batch` samples of its training split.
-fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, CliError> {
+fn experiment_jobs(
+    a: &AuditArgs,
+    e: &ExperimentOptions,
+    batch: usize,
+) -> Result<Vec<Job>, CliError> {
     let exp = e.build()?;
     let settings = RunSettings {
         epochs: Some(1),
@@ -160,13 +234,18 @@ fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, Cli
     exp.runs(&settings)?
         .into_iter()
         .map(|spec| {
-            let n = a.batch.min(spec.train.len());
+            let n = batch.min(spec.train.len());
             let idx: Vec<usize> = (0..n).collect();
             Ok(Job {
                 title: format!("{name} {} {}", spec.model.kind(), spec.setting()),
                 params: spec.model.init::<f64>(a.seed),
                 batch: spec.train.select(&idx),
                 plan: plan_of(&spec.model, &settings),
+                fit: Some(FitInputs {
+                    train: spec.train,
+                    val: spec.val,
+                    config: spec.train_config,
+                }),
                 model: spec.model,
                 objective: spec.objective,
             })
@@ -175,7 +254,11 @@ fn experiment_jobs(a: &AuditArgs, e: &ExperimentOptions) -> Result<Vec<Job>, Cli
 }
 
 /// The model of an `efa train` configuration on the first `--batch` samples of `--data`.
-fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliError> {
+fn config_jobs(
+    a: &AuditArgs,
+    config: &std::path::Path,
+    batch: usize,
+) -> Result<Vec<Job>, CliError> {
     let data = a
         .data
         .as_ref()
@@ -199,7 +282,7 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
         efa_train::Threads::single(),
         items.as_ref(),
     )?;
-    let n = a.batch.min(split.samples.len());
+    let n = batch.min(split.samples.len());
     let idx: Vec<usize> = (0..n).collect();
     Ok(vec![Job {
         title: format!(
@@ -220,6 +303,7 @@ fn config_jobs(a: &AuditArgs, config: &std::path::Path) -> Result<Vec<Job>, CliE
         },
         model: cfg.model,
         params,
+        fit: None,
     }])
 }
 

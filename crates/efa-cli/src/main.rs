@@ -17,6 +17,7 @@ mod evaluate_cmd;
 mod expfam_cmd;
 mod export_cmd;
 mod plot;
+mod precision_cmd;
 mod predict_cmd;
 mod report;
 mod reproduce;

@@ -127,7 +127,6 @@ fn standardised_mse_is_the_raw_mse_of_the_back_transformed_prediction() {
     assert!(e.to_string().contains("belongs to tape"), "{e}");
 }
 
-
 #[test]
 #[ignore = "needs the paper data (EFA_DATA)"]
 fn clean_runs_are_standardised_day_batched_and_early_stopped() {

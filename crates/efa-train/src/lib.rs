@@ -9,7 +9,9 @@
 //!   [`fsio`]: atomic writes, checksums and the run lock of an output directory;
 //! * [`memory`]: the memory a job needs, estimated before anything is allocated;
 //! * [`userdata`]: your own data (a TOML run configuration and CSV files);
-//! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes.
+//! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes;
+//!   [`precision`]: every forward plan's digits in f32 and f64 against a double-double
+//!   reference, with the project's error budgets.
 
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod fit;
 pub mod fsio;
 pub mod history;
 pub mod memory;
+pub mod precision;
 pub mod recipe;
 pub mod resume;
 pub mod threads;

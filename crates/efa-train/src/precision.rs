@@ -1,0 +1,370 @@
+//! Precision audits: how many correct digits every forward plan's loss and gradients have in
+//! f32 and f64, measured against the `general` plan (the definition) computed in the
+//! double-double type [`Dd`] (about 106 bits), on the same batch at the same weights.
+//!
+//! The weights are first rounded to f32, so that every precision evaluates the same function
+//! at the same point: the f32 runs then round only the data and their own arithmetic. Errors
+//! are per tensor, relative to the tensor's largest reference entry
+//! ([`efa_check::precision`]); the budgets of the project (docs/design.md §3c) are
+//! [`PrecisionAudit::f64_misses`] (every plan's f64 gradients within
+//! [`Budget::F64`] of the reference) and [`PrecisionAudit::f32_misses`] (every plan's f32 error
+//! per tensor at most twice the `general` plan's f32 error, above a floor of
+//! [`F32_FLOOR`] units of f32 round-off).
+
+use crate::evaluator::Evaluator;
+use crate::threads::Threads;
+use crate::TrainError;
+use efa_check::precision::{tensor_error, Budget, TensorError};
+use efa_model::batch::Samples;
+use efa_model::efa::ForwardPlan;
+use efa_model::{ModelConfig, Objective};
+use efa_nn::params::Params;
+use efa_num::{Dd, Real};
+use ndarray::ArrayD;
+
+/// Relative errors below this many f32 epsilons (of the tensor's largest entry) are round-off
+/// of any order of summation and pass the f32 comparison whatever the `general` plan's error.
+pub const F32_FLOOR: f64 = 16.0;
+
+/// The factor of the f32 comparison: a plan's f32 error per tensor at most this times the
+/// `general` plan's.
+pub const F32_FACTOR: f64 = 2.0;
+
+/// One plan in one precision against the reference.
+#[derive(Clone, Debug)]
+pub struct PrecisionRow {
+    /// The forward plan (`None` for a factor model, which has one forward).
+    pub plan: Option<ForwardPlan>,
+    /// `"f32"` or `"f64"`.
+    pub dtype: &'static str,
+    /// The loss's error (a one-element tensor named `loss`).
+    pub loss: TensorError,
+    /// Every parameter's gradient error, in declaration order.
+    pub params: Vec<TensorError>,
+}
+
+impl PrecisionRow {
+    /// The parameter with the largest relative error (`None` for a model without parameters).
+    pub fn worst(&self) -> Option<&TensorError> {
+        self.params.iter().max_by(|a, b| {
+            a.rel
+                .partial_cmp(&b.rel)
+                .unwrap_or(std::cmp::Ordering::Greater)
+        })
+    }
+
+    /// The plan's name (`model` for a factor model).
+    pub fn plan_name(&self) -> String {
+        self.plan.map_or_else(|| "model".into(), |p| p.to_string())
+    }
+}
+
+/// A tensor over its budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetMiss {
+    /// The plan's name.
+    pub plan: String,
+    /// `"f32"` or `"f64"`.
+    pub dtype: &'static str,
+    /// The tensor.
+    pub name: String,
+    /// Its error, relative to its largest reference entry.
+    pub rel: f64,
+    /// The largest relative error the budget allows it (relative to its largest reference
+    /// entry, as `rel`).
+    pub allowed: f64,
+}
+
+impl std::fmt::Display for BudgetMiss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}: error {:.3e} of its largest entry, budget {:.3e}",
+            self.plan, self.dtype, self.name, self.rel, self.allowed
+        )
+    }
+}
+
+/// Every plan's errors on one batch (see the module docs).
+#[derive(Clone, Debug)]
+pub struct PrecisionAudit {
+    /// The reference loss (double-double, rounded to f64).
+    pub reference_loss: f64,
+    /// The largest reference gradient entry of any parameter.
+    pub model_scale: f64,
+    /// One row per plan that applies and precision, plans in the order asked, f32 first.
+    pub rows: Vec<PrecisionRow>,
+    /// Plans that do not apply to the model or batch, with the reason.
+    pub skipped: Vec<(ForwardPlan, String)>,
+}
+
+impl PrecisionAudit {
+    /// The row of `plan` (`None`: a factor model's) in `dtype`.
+    pub fn row(&self, plan: Option<ForwardPlan>, dtype: &str) -> Option<&PrecisionRow> {
+        self.rows
+            .iter()
+            .find(|r| r.plan == plan && r.dtype == dtype)
+    }
+
+    /// The f64 tensors (loss and gradients) over [`Budget::F64`].
+    pub fn f64_misses(&self) -> Vec<BudgetMiss> {
+        let mut out = Vec::new();
+        for r in self.rows.iter().filter(|r| r.dtype == "f64") {
+            for e in r.params.iter() {
+                if !Budget::F64.allows(e, self.model_scale) {
+                    let allowed = Budget::F64.allowed(e, self.model_scale);
+                    out.push(miss(
+                        r,
+                        e,
+                        if e.scale > 0.0 {
+                            allowed / e.scale
+                        } else {
+                            allowed
+                        },
+                    ));
+                }
+            }
+            // The loss has no model-wide floor: 1e-11 of itself.
+            if r.loss.rel > Budget::F64.rel {
+                out.push(miss(r, &r.loss, Budget::F64.rel));
+            }
+        }
+        out
+    }
+
+    /// The f64 tensors of every plan but `general` over both [`Budget::F64`] and
+    /// [`F32_FACTOR`] times the `general` plan's own f64 error of the tensor: a plan no less
+    /// accurate than the definition where the definition itself misses the budget (the
+    /// first block's query and key kernels at sharp weights, see docs/design.md §3c).
+    pub fn f64_misses_beyond_general(&self) -> Vec<BudgetMiss> {
+        let Some(general) = self
+            .rows
+            .iter()
+            .find(|r| r.dtype == "f64" && matches!(r.plan, Some(ForwardPlan::General)))
+        else {
+            return self.f64_misses();
+        };
+        let mut out = Vec::new();
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.dtype == "f64" && r.plan != general.plan)
+        {
+            for (e, g) in r.params.iter().zip(&general.params) {
+                let allowed =
+                    (Budget::F64.allowed(e, self.model_scale)).max(F32_FACTOR * g.max_abs);
+                if !(e.max_abs <= allowed) {
+                    out.push(miss(
+                        r,
+                        e,
+                        if e.scale > 0.0 {
+                            allowed / e.scale
+                        } else {
+                            allowed
+                        },
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The f32 tensors whose error exceeds [`F32_FACTOR`] times the `general` plan's f32 error
+    /// of the same tensor, and [`F32_FLOOR`] epsilons of the tensor's largest entry, and
+    /// [`F32_FLOOR`] epsilons of the model's largest gradient (the floor for tensors whose
+    /// exact gradient cancels below the model's round-off, such as a key bias's, exactly 0).
+    /// Empty when `general` was not audited.
+    pub fn f32_misses(&self) -> Vec<BudgetMiss> {
+        let Some(general) = self
+            .rows
+            .iter()
+            .find(|r| r.dtype == "f32" && matches!(r.plan, Some(ForwardPlan::General)))
+        else {
+            return Vec::new();
+        };
+        let eps = F32_FLOOR * f32::EPSILON as f64;
+        let mut out = Vec::new();
+        for r in self.rows.iter().filter(|r| r.dtype == "f32") {
+            for (e, g) in r.params.iter().zip(&general.params) {
+                let allowed = (F32_FACTOR * g.max_abs)
+                    .max(eps * e.scale)
+                    .max(eps * self.model_scale);
+                if !(e.max_abs <= allowed) {
+                    let rel = if e.scale > 0.0 {
+                        allowed / e.scale
+                    } else {
+                        allowed
+                    };
+                    out.push(miss(r, e, rel));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn miss(r: &PrecisionRow, e: &TensorError, allowed: f64) -> BudgetMiss {
+    BudgetMiss {
+        plan: r.plan_name(),
+        dtype: r.dtype,
+        name: e.name.clone(),
+        rel: e.rel,
+        allowed,
+    }
+}
+
+fn widen<T: Real>(g: &ArrayD<T>) -> Vec<f64> {
+    g.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Audits `plans` (for an EFA; ignored for a factor model) of `model` on `batch` at `params`
+/// (rounded to f32 first) in f32 and f64 against the `general` plan in double-double.
+///
+/// # Errors
+/// A model or batch error of the reference or of a plan that applies.
+pub fn precision_audit(
+    model: &ModelConfig,
+    objective: &Objective,
+    params: &Params<f64>,
+    batch: &Samples,
+    plans: &[ForwardPlan],
+    threads: &Threads,
+) -> Result<PrecisionAudit, TrainError> {
+    let params = params.cast::<f32>();
+    let efa = matches!(model, ModelConfig::Efa(_));
+    let eval = |plan: Option<ForwardPlan>| {
+        Evaluator::new(model, objective)
+            .with_plan(plan)
+            .with_threads(threads)
+    };
+    let reference_plan = efa.then_some(ForwardPlan::General);
+    let (ref_loss, ref_grads) =
+        eval(reference_plan).loss_and_grads::<Dd>(&params.cast::<Dd>(), batch)?;
+    let reference: Vec<Vec<f64>> = ref_grads.iter().map(widen).collect();
+    let model_scale =
+        reference.iter().flatten().fold(
+            0.0f64,
+            |m, g| if g.is_finite() { m.max(g.abs()) } else { m },
+        );
+    let names: Vec<(String, Vec<usize>)> = params
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.shape().to_vec()))
+        .collect();
+    let mut audit = PrecisionAudit {
+        reference_loss: ref_loss,
+        model_scale,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let list: Vec<Option<ForwardPlan>> = if efa {
+        plans.iter().map(|&p| Some(p)).collect()
+    } else {
+        vec![None]
+    };
+    for plan in list {
+        if let Some(p) = plan {
+            if let Err(e) = model.plan_for(batch, Some(p)) {
+                audit.skipped.push((p, e.to_string()));
+                continue;
+            }
+        }
+        let ev = eval(plan);
+        let (l32, g32) = ev.loss_and_grads::<f32>(&params, batch)?;
+        let (l64, g64) = ev.loss_and_grads::<f64>(&params.cast::<f64>(), batch)?;
+        let rows = [
+            (
+                "f32",
+                l32,
+                g32.iter().map(widen).collect::<Vec<_>>(),
+                f32::EPSILON as f64,
+            ),
+            ("f64", l64, g64.iter().map(widen).collect(), f64::EPSILON),
+        ];
+        for (dtype, loss, grads, eps) in rows {
+            audit.rows.push(PrecisionRow {
+                plan,
+                dtype,
+                loss: tensor_error("loss", &[], &[loss], &[ref_loss], eps),
+                params: names
+                    .iter()
+                    .zip(grads.iter().zip(&reference))
+                    .map(|((n, shape), (g, r))| tensor_error(n, shape, g, r, eps))
+                    .collect(),
+            });
+        }
+    }
+    Ok(audit)
+}
+
+/// The weights a precision audit runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// The model's initialisation.
+    Init,
+    /// Every weight of the initialisation ×[`SHARP_ALL`] (3): larger activations, sharper
+    /// attention and sums that cancel more, as training produces ([`sharpen`]).
+    Sharp,
+    /// The attention query and key kernels of the initialisation ×[`SHARP_QK`] (40), the rest
+    /// as initialised: near one-hot attention ([`sharpen_attention`]).
+    SharpAttention,
+    /// The initialisation trained for a few epochs with the run's recipe.
+    Trained,
+}
+
+impl Weights {
+    /// Every setting, in the order above.
+    pub const ALL: [Weights; 4] = [
+        Weights::Init,
+        Weights::Sharp,
+        Weights::SharpAttention,
+        Weights::Trained,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Weights::Init => "init",
+            Weights::Sharp => "sharp",
+            Weights::SharpAttention => "sharp-attention",
+            Weights::Trained => "trained",
+        }
+    }
+}
+
+/// Every weight's factor in [`sharpen`].
+pub const SHARP_ALL: f64 = 3.0;
+/// The attention query and key kernels' factor in [`sharpen_attention`]: the attention scores
+/// grow by 40² = 1600 over the initialisation's.
+pub const SHARP_QK: f64 = 40.0;
+
+/// Whether `name` is an attention block's query or key kernel (`block{l}.attn.q.w`,
+/// `block{l}.attn.k.w`).
+pub fn is_query_or_key_kernel(name: &str) -> bool {
+    name.ends_with(".attn.q.w") || name.ends_with(".attn.k.w")
+}
+
+/// The "sharp" weights of a precision audit: every parameter ×[`SHARP_ALL`] (3).
+pub fn sharpen(params: &Params<f64>) -> Params<f64> {
+    scaled(params, |_| SHARP_ALL)
+}
+
+/// The "sharp-attention" weights: the attention query and key kernels ×[`SHARP_QK`] (40), the
+/// other parameters unchanged.
+pub fn sharpen_attention(params: &Params<f64>) -> Params<f64> {
+    scaled(params, |name| {
+        if is_query_or_key_kernel(name) {
+            SHARP_QK
+        } else {
+            1.0
+        }
+    })
+}
+
+fn scaled(params: &Params<f64>, factor: impl Fn(&str) -> f64) -> Params<f64> {
+    let mut p = params.clone();
+    for (name, v) in p.iter_mut() {
+        let c = factor(name);
+        v.mapv_inplace(|x| x * c);
+    }
+    p
+}
