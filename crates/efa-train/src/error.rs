@@ -109,6 +109,9 @@ pub enum TrainError {
     Optim(String),
     /// A worker thread pool could not be started.
     Threads(String),
+    /// The multi-process transport (MPI, feature `mpi`) could not start or refused a
+    /// message: what it said.
+    Transport(String),
     /// Another member of a multi-process job failed or sent something unreadable.
     Rank {
         /// The member's rank.
@@ -262,6 +265,7 @@ impl fmt::Display for TrainError {
             TrainError::NonFinite(s) => write!(f, "non-finite value: {s}"),
             TrainError::Optim(s) => write!(f, "optimizer: {s}"),
             TrainError::Threads(s) => write!(f, "cannot start the worker threads: {s}"),
+            TrainError::Transport(s) => write!(f, "{s}"),
             TrainError::Rank { rank, message } => write!(f, "rank {rank}: {message}"),
         }
     }

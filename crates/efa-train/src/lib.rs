@@ -9,6 +9,7 @@
 //!   [`fsio`]: atomic writes, checksums and the run lock of an output directory;
 //! * [`run`]: the run directory — its layout, the model file's metadata, loading a saved model,
 //!   resume checks, the result and timings files — and a training run from files to it;
+//! * [`collective`]: the members of a multi-process job (MPI with the `mpi` feature);
 //! * [`memory`]: the memory a job needs, estimated before anything is allocated;
 //! * [`userdata`]: your own data (a TOML run configuration and CSV files);
 //! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes.
