@@ -9,6 +9,7 @@ use efa_check::{CheckOptions, Compared, Mode, Report};
 use efa_model::{ForwardPlan, ModelConfig, Objective, Params, Samples};
 use efa_paper::{plan_of, ExperimentOptions, RunSettings};
 use efa_train::audit::{audit_model, ModelAudit};
+use efa_train::run;
 use efa_train::Evaluator;
 use serde_json::json;
 use std::path::PathBuf;
@@ -263,19 +264,19 @@ fn config_jobs(
         .data
         .as_ref()
         .ok_or_else(|| CliError::new("--config needs --data"))?;
-    let items = crate::train_cmd::read_items(a.items.as_deref())?;
+    let items = run::read_items(a.items.as_deref())?;
     let (cfg, count, params) = match &a.model {
         Some(dir) => {
-            let (cfg, count, p) = crate::train_cmd::load_saved(dir, items.as_ref())?;
-            (cfg, count, p.cast::<f64>())
+            let saved = run::load_saved(dir, items.as_ref())?;
+            (saved.config, saved.count, saved.params.cast::<f64>())
         }
         None => {
-            let (cfg, count) = crate::train_cmd::read_config(config, items.as_ref())?;
+            let (cfg, count) = run::read_config(config, items.as_ref())?;
             let p = cfg.model.init::<f64>(cfg.init_seed);
             (cfg, count, p)
         }
     };
-    let split = crate::train_cmd::load_split(
+    let split = run::load_split(
         data,
         &cfg,
         &count,

@@ -1,5 +1,5 @@
 //! The processes of this job: one process, or the ranks of an MPI job (`mpirun`, `srun`)
-//! when the binary is built with the `mpi` feature.
+//! when the binary is built with the `mpi` feature (`efa_train::collective::MpiGroup`).
 //!
 //! Every rank runs the same command on the same files (a shared filesystem); the training code
 //! exchanges per-micro-batch results through [`efa_train::collective::Collective`] and folds
@@ -49,9 +49,6 @@ pub fn launched_rank() -> usize {
 /// MPI).
 pub struct Job {
     group: Box<dyn Collective>,
-    /// Kept until the end of `main`: MPI is finalised when it drops.
-    #[cfg(feature = "mpi")]
-    _universe: Option<mpi::environment::Universe>,
 }
 
 impl Job {
@@ -59,8 +56,6 @@ impl Job {
     pub fn solo() -> Self {
         Job {
             group: Box::new(Solo),
-            #[cfg(feature = "mpi")]
-            _universe: None,
         }
     }
 
@@ -73,7 +68,10 @@ impl Job {
         #[cfg(feature = "mpi")]
         {
             let _ = (var, n);
-            mpi_group::join()
+            let group = efa_train::collective::MpiGroup::join()?;
+            Ok(Job {
+                group: Box::new(group),
+            })
         }
         #[cfg(not(feature = "mpi"))]
         Err(CliError::new(format!(
@@ -113,128 +111,6 @@ impl Job {
         if size > 1 {
             self.group
                 .abort(&format!("rank {rank} of {size}: error: {error}"));
-        }
-    }
-}
-
-#[cfg(feature = "mpi")]
-mod mpi_group {
-    //! [`Collective`] over MPI: the ranks of `MPI_COMM_WORLD`, an ordered all-gather of byte
-    //! strings (`MPI_Allgather` of the lengths, then `MPI_Allgatherv`), and `MPI_Abort`.
-
-    use super::Job;
-    use crate::CliError;
-    use efa_train::collective::Collective;
-    use efa_train::TrainError;
-    use mpi::datatype::PartitionMut;
-    use mpi::environment::Threading;
-    use mpi::topology::SimpleCommunicator;
-    use mpi::traits::*;
-    use std::sync::Mutex;
-
-    /// The world communicator behind a lock: every MPI call goes through it, one at a time.
-    pub struct MpiGroup {
-        world: Mutex<SimpleCommunicator>,
-        rank: usize,
-        size: usize,
-    }
-
-    // SAFETY: MPI was initialised with at least `MPI_THREAD_SERIALIZED` (checked in `join`),
-    // under which any thread may call MPI as long as no two calls run at once; the mutex
-    // guarantees that. The communicator is a handle to process-global MPI state, not tied to
-    // the thread that created it.
-    unsafe impl Send for MpiGroup {}
-    // SAFETY: as above; shared access reaches the communicator only through the mutex.
-    unsafe impl Sync for MpiGroup {}
-
-    impl std::fmt::Debug for MpiGroup {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "MpiGroup {{ rank: {}, size: {} }}", self.rank, self.size)
-        }
-    }
-
-    /// Initialises MPI and joins `MPI_COMM_WORLD`.
-    pub fn join() -> Result<Job, CliError> {
-        let (universe, level) = mpi::initialize_with_threading(Threading::Serialized)
-            .ok_or_else(|| CliError::new("MPI was already initialised in this process"))?;
-        if level < Threading::Serialized {
-            return Err(CliError::new(format!(
-                "the MPI library provides thread level {level:?}; efa needs at least \
-                 Serialized (calls from one worker thread at a time)"
-            )));
-        }
-        let world = universe.world();
-        let (rank, size) = (world.rank() as usize, world.size() as usize);
-        Ok(Job {
-            group: Box::new(MpiGroup {
-                world: Mutex::new(world),
-                rank,
-                size,
-            }),
-            _universe: Some(universe),
-        })
-    }
-
-    impl Collective for MpiGroup {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-
-        fn size(&self) -> usize {
-            self.size
-        }
-
-        fn all_gather(&self, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, TrainError> {
-            let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
-            // MPI counts are C ints: a larger contribution is refused, not truncated.
-            let Ok(len) = i32::try_from(mine.len()) else {
-                return Err(TrainError::Rank {
-                    rank: self.rank,
-                    message: format!(
-                        "its contribution to an exchange is {} bytes, more than MPI's limit \
-                         of {} per message; use fewer threads per rank or smaller micro-batches",
-                        mine.len(),
-                        i32::MAX
-                    ),
-                });
-            };
-            let mut counts = vec![0i32; self.size];
-            world.all_gather_into(&len, &mut counts[..]);
-            let total: i64 = counts.iter().map(|&c| i64::from(c)).sum();
-            let Ok(total) = i32::try_from(total) else {
-                return Err(TrainError::Rank {
-                    rank: self.rank,
-                    message: format!(
-                        "an exchange of {total} bytes in all exceeds MPI's limit of {} per \
-                         message; use fewer threads per rank or fewer ranks",
-                        i32::MAX
-                    ),
-                });
-            };
-            let displs: Vec<i32> = counts
-                .iter()
-                .scan(0i32, |at, &c| {
-                    let d = *at;
-                    *at += c;
-                    Some(d)
-                })
-                .collect();
-            let mut buf = vec![0u8; total as usize];
-            {
-                let mut part = PartitionMut::new(&mut buf[..], &counts[..], &displs[..]);
-                world.all_gather_varcount_into(&mine[..], &mut part);
-            }
-            Ok(counts
-                .iter()
-                .zip(&displs)
-                .map(|(&c, &d)| buf[d as usize..(d + c) as usize].to_vec())
-                .collect())
-        }
-
-        fn abort(&self, message: &str) {
-            eprintln!("efa: {message}; aborting the MPI job");
-            let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
-            world.abort(1)
         }
     }
 }

@@ -2,9 +2,9 @@
 //! batch order so the value does not depend on the thread count, and per family.
 
 use crate::common::threads;
-use crate::train_cmd::{load_saved, load_split, read_items};
 use crate::CliError;
 use clap::Args;
+use efa_train::run::{load_saved, load_split, read_items, SavedModel};
 use efa_train::userdata::report::family_reports;
 use efa_train::Evaluator;
 use std::path::PathBuf;
@@ -36,7 +36,11 @@ pub struct EvaluateArgs {
 pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
     let threads = threads(args.threads)?;
     let items = read_items(args.items.as_deref())?;
-    let (cfg, count, params) = load_saved(&args.model, items.as_ref())?;
+    let SavedModel {
+        config: cfg,
+        count,
+        params,
+    } = load_saved(&args.model, items.as_ref())?;
     let data = load_split(&args.data, &cfg, &count, &threads, items.as_ref())?;
     let objective = cfg.objective();
     let eval = Evaluator::new(&cfg.model, &objective).with_threads(&threads);

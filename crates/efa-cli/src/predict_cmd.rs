@@ -7,9 +7,9 @@
 //! row's family does not have left empty.
 
 use crate::common::threads;
-use crate::train_cmd::{load_saved, load_split, read_items};
 use crate::CliError;
 use clap::Args;
+use efa_train::run::{load_saved, load_split, read_items, SavedModel};
 use efa_train::userdata::report::{predict_rows, RowPrediction};
 use efa_train::userdata::{Row, UserConfig};
 use efa_train::Evaluator;
@@ -59,7 +59,11 @@ pub(crate) fn predictions(
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
     let threads = threads(args.threads)?;
     let items = read_items(args.items.as_deref())?;
-    let (cfg, count, params) = load_saved(&args.model, items.as_ref())?;
+    let SavedModel {
+        config: cfg,
+        count,
+        params,
+    } = load_saved(&args.model, items.as_ref())?;
     let data = load_split(&args.data, &cfg, &count, &threads, items.as_ref())?;
     let objective = cfg.objective();
     let z = Evaluator::new(&cfg.model, &objective)

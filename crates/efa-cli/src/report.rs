@@ -5,6 +5,7 @@ use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
 use efa_paper::runner::RunObserver;
 use efa_paper::{Analysis, Figure, PaperError, RunResult, RunSpec};
+use efa_train::run::Losses;
 use efa_train::EpochLog;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -148,61 +149,9 @@ struct History<'a> {
     epochs: Vec<Losses>,
 }
 
-/// An epoch's losses as results files record them: no wall-clock times, so the same run
-/// writes the same bytes on any machine, thread count or number of ranks (times go to
-/// `timings.json`).
-#[derive(Serialize)]
-pub struct Losses {
-    epoch: usize,
-    train_loss: f64,
-    val_loss: f64,
-}
-
-impl Losses {
-    /// The losses of every epoch of `history`.
-    pub fn of(history: &[EpochLog]) -> Vec<Losses> {
-        history
-            .iter()
-            .map(|h| Losses {
-                epoch: h.epoch,
-                train_loss: h.train_loss,
-                val_loss: h.val_loss,
-            })
-            .collect()
-    }
-}
-
-/// One run's wall-clock times.
-#[derive(Serialize)]
-pub struct RunTimes<'a> {
-    /// The run, e.g. `efa unidirectional` or `train`.
-    pub run: String,
-    /// Wall time of training and testing.
-    pub seconds: f64,
-    /// Per-epoch wall time and training samples per second.
-    pub epochs: &'a [EpochLog],
-}
-
-/// Writes `timings.json` into `out`: each run's wall-clock times, and the job's process
-/// count (`ranks`) and threads per process.
-pub fn write_timings(
-    out: &Path,
-    runs: &[RunTimes<'_>],
-    ranks: usize,
-    threads: usize,
-) -> Result<(), CliError> {
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "ranks": ranks,
-        "threads_per_rank": threads,
-        "runs": runs,
-    }))
-    .map_err(|e| CliError::new(e.to_string()))?;
-    write_file(&out.join("timings.json"), &json)
-}
-
 /// Writes `results.json` (with the analysis; no wall-clock times: those are in
-/// `timings.json`, see [`write_timings`]), `loss_curves.svg` and the analysis figures
-/// into `out` (created if needed).
+/// `timings.json`, see [`efa_train::run::write_timings`]), `loss_curves.svg` and the analysis
+/// figures into `out` (created if needed).
 pub fn write_outputs<C: Serialize>(
     out: &Path,
     experiment: &str,

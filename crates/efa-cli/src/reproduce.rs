@@ -5,7 +5,7 @@
 
 use crate::cluster::Job;
 use crate::common::check_threads;
-use crate::report::{print_table, write_outputs, write_timings, Bars, RunTimes};
+use crate::report::{print_table, write_outputs, Bars};
 use crate::CliError;
 use clap::{Args, Subcommand};
 use efa_model::ForwardPlan;
@@ -14,6 +14,7 @@ use efa_paper::{
     temperature, DataOptions, Experiment, ExperimentOptions, Models, Protocol, RunResult,
     RunSettings, RunSpec, TrainedRun,
 };
+use efa_train::run::{write_timings, RunTimes};
 use efa_train::Batching;
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,8 @@
 //! * [`movielens`], [`instacart`], [`temperature`]: loaders for the original files and the
 //!   experiments' preprocessing and splits (§3–§6).
 //! * [`user_csv`]: the CSV layout of `efa train` (sequences of item, value observations).
+//! * [`sha256`], [`fingerprint`]: a file's size and SHA-256, to tell the paper's data files
+//!   from any other.
 //!
 //! Errors ([`DataError`]) name file, line, field and value; rows that cannot be used are an
 //! error or are counted in the returned reports, never silently dropped (the only rows a
@@ -30,12 +32,14 @@
 
 mod csvfile;
 pub mod error;
+pub mod fingerprint;
 pub mod instacart;
 pub mod item_csv;
 pub mod item_samples;
 pub mod movielens;
 pub mod rng;
 pub mod samples;
+pub mod sha256;
 pub mod synthetic;
 pub mod temperature;
 pub mod user_csv;

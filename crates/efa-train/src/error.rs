@@ -32,6 +32,41 @@ pub enum TrainError {
     },
     /// A checkpoint cannot continue this run: what differs or is inconsistent.
     Resume(String),
+    /// The checkpoint of a run directory cannot continue this run ([`crate::run`]): the
+    /// checkpoint file and why (a [`TrainError::Resume`] or an error reading it).
+    ResumeFrom {
+        /// The checkpoint file.
+        checkpoint: PathBuf,
+        /// Why it cannot continue this run.
+        source: Box<TrainError>,
+    },
+    /// A checkpoint was written with another run configuration than this run's.
+    ConfigDiffers {
+        /// The checkpoint file.
+        checkpoint: PathBuf,
+        /// The configuration file of this run, when it came from one.
+        config: Option<PathBuf>,
+    },
+    /// A model or checkpoint file lacks a metadata entry (e.g. `efa.config`, the run
+    /// configuration of a model file).
+    MissingMetadata {
+        /// The file.
+        file: PathBuf,
+        /// The metadata key.
+        key: String,
+    },
+    /// A model or checkpoint file's metadata entry cannot be used: the file, the key, the
+    /// configuration field at fault (when the entry parsed) and why.
+    Metadata {
+        /// The file.
+        file: PathBuf,
+        /// The metadata key.
+        key: String,
+        /// The field inside the entry, e.g. `model.efa.items`.
+        field: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
     /// The job would not fit in the available memory (the message gives the estimate and
     /// what dominates it).
     Memory {
@@ -74,6 +109,9 @@ pub enum TrainError {
     Optim(String),
     /// A worker thread pool could not be started.
     Threads(String),
+    /// The multi-process transport (MPI, feature `mpi`) could not start or refused a
+    /// message: what it said.
+    Transport(String),
     /// Another member of a multi-process job failed or sent something unreadable.
     Rank {
         /// The member's rank.
@@ -182,6 +220,37 @@ impl fmt::Display for TrainError {
             }
             TrainError::Parse { file, message } => write!(f, "{}: {message}", file.display()),
             TrainError::Resume(s) => write!(f, "cannot resume: {s}"),
+            TrainError::ResumeFrom { checkpoint, source } => {
+                write!(f, "{}: {source}", checkpoint.display())
+            }
+            TrainError::ConfigDiffers { checkpoint, config } => {
+                write!(
+                    f,
+                    "{}: the checkpoint was written with a different configuration than ",
+                    checkpoint.display()
+                )?;
+                match config {
+                    Some(c) => write!(f, "{}", c.display()),
+                    None => write!(f, "this run's"),
+                }
+            }
+            TrainError::MissingMetadata { file, key } => write!(
+                f,
+                "{}: metadata `{key}` is missing (not written by efa train?)",
+                file.display()
+            ),
+            TrainError::Metadata {
+                file,
+                key,
+                field,
+                reason,
+            } => {
+                write!(f, "{}: metadata `{key}`: ", file.display())?;
+                if let Some(field) = field {
+                    write!(f, "field `{field}`: ")?;
+                }
+                write!(f, "{reason}")
+            }
             TrainError::Memory { detail, .. } => write!(f, "not enough memory: {detail}"),
             TrainError::File { file, reason } => write!(f, "{}: {reason}", file.display()),
             TrainError::Io { path, what, source } => {
@@ -196,6 +265,7 @@ impl fmt::Display for TrainError {
             TrainError::NonFinite(s) => write!(f, "non-finite value: {s}"),
             TrainError::Optim(s) => write!(f, "optimizer: {s}"),
             TrainError::Threads(s) => write!(f, "cannot start the worker threads: {s}"),
+            TrainError::Transport(s) => write!(f, "{s}"),
             TrainError::Rank { rank, message } => write!(f, "rank {rank}: {message}"),
         }
     }
@@ -207,6 +277,7 @@ impl std::error::Error for TrainError {
             TrainError::Model(e) => Some(e),
             TrainError::Data(e) => Some(e),
             TrainError::Io { source, .. } => Some(source),
+            TrainError::ResumeFrom { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -7,6 +7,9 @@
 //!   best-weight restore, checkpoints and bit-exact resume ([`resume`]);
 //! * [`checkpoint`]: checkpoints and model files (safetensors with per-tensor CRC-32);
 //!   [`fsio`]: atomic writes, checksums and the run lock of an output directory;
+//! * [`run`]: the run directory — its layout, the model file's metadata, loading a saved model,
+//!   resume checks, the result and timings files — and a training run from files to it;
+//! * [`collective`]: the members of a multi-process job (MPI with the `mpi` feature);
 //! * [`memory`]: the memory a job needs, estimated before anything is allocated;
 //! * [`userdata`]: your own data (a TOML run configuration and CSV files);
 //! * [`audit`]: finite-difference audits of whole models and of every fused op on their tapes;
@@ -27,6 +30,7 @@ pub mod memory;
 pub mod precision;
 pub mod recipe;
 pub mod resume;
+pub mod run;
 pub mod threads;
 pub mod userdata;
 
@@ -45,5 +49,6 @@ pub mod prelude {
     pub use crate::fit::{fit, FitOptions};
     pub use crate::history::{EpochLog, FitResult};
     pub use crate::recipe::{Batching, TrainConfig};
+    pub use crate::run::{load_saved, Run, RunDir, RunInputs, RunOptions};
     pub use crate::TrainError;
 }
