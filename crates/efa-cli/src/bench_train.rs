@@ -177,6 +177,9 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
     let pool = Threads::new(threads)?;
     let (name, rows, sgemm) = pool.install(|| -> Result<_, CliError> {
         let exp = a.experiment.build()?;
+        for m in exp.other_data() {
+            errln!("warning: {m}: not the paper's file (--allow-other-data)");
+        }
         let settings = RunSettings {
             // The timed loop calls train_epoch directly, so max_epochs only labels the config.
             epochs: Some(1),

@@ -75,6 +75,11 @@ pub fn paper(e: efa_paper::PaperError) -> CliError {
         PaperError::NoDataDir { given: Some(p) } => {
             CliError::new(format!("--data {}: not a directory", p.display()))
         }
+        PaperError::OtherData(m) => CliError::new(format!(
+            "{m}. {}; pass --allow-other-data to run on it anyway, with the results marked as \
+             not the paper's",
+            efa_paper::NOT_THE_PAPERS
+        )),
         PaperError::NoDataDir { given: None } => CliError::new(format!(
             "{}; pass --data DIR",
             PaperError::NoDataDir { given: None }

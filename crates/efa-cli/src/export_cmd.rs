@@ -6,7 +6,7 @@ use crate::CliError;
 use clap::{Args, Subcommand};
 use efa_paper::movielens::Variant;
 use efa_paper::options::resolve_data_dir;
-use efa_paper::Protocol;
+use efa_paper::{DataSet, Protocol};
 use efa_train::userdata::SeqDirection;
 use std::path::PathBuf;
 
@@ -27,6 +27,10 @@ pub struct ExportArgs {
     /// Epochs written into model.toml (default: the paper's recipe).
     #[arg(long, global = true, value_parser = crate::common::at_least_one)]
     epochs: Option<usize>,
+    /// Export data files other than the paper's (another size or SHA-256), which are refused
+    /// otherwise; model.toml is then marked as not the paper's data.
+    #[arg(long, global = true)]
+    allow_other_data: bool,
 }
 
 /// The data sets `efa export` writes.
@@ -85,7 +89,15 @@ pub fn run(a: ExportArgs) -> Result<(), CliError> {
         }
     }
     let dir = resolve_data_dir(a.data.as_ref()).map_err(paper)?;
-    let export = match a.data_set {
+    let set = match a.data_set {
+        ExportSet::Temperature { .. } => DataSet::Temperature,
+        ExportSet::MovielensRatings { .. } => DataSet::Movielens,
+    };
+    let source = efa_paper::paper_data::verify(&dir, set, a.allow_other_data).map_err(paper)?;
+    for m in &source.other {
+        errln!("warning: {m}: not the paper's file (--allow-other-data); model.toml says so");
+    }
+    let mut export = match a.data_set {
         ExportSet::Temperature { layers, lag } => {
             efa_paper::export::temperature(&dir, layers, lag, a.epochs, a.seed).map_err(paper)?
         }
@@ -104,6 +116,7 @@ pub fn run(a: ExportArgs) -> Result<(), CliError> {
             .map_err(paper)?
         }
     };
+    export.mark_other_data(&source.other);
     let written = export.write(&out).map_err(paper)?;
     for p in &written {
         outln!("wrote {}", p.display())?;

@@ -3,6 +3,7 @@
 
 use crate::plot::{heat_map, line_chart, line_chart_with, ChartOptions, Series};
 use crate::CliError;
+use efa_paper::paper_data::Mismatch;
 use efa_paper::runner::RunObserver;
 use efa_paper::{Analysis, Figure, PaperError, RunResult, RunSpec};
 use efa_train::run::Losses;
@@ -102,8 +103,22 @@ impl RunObserver for Bars {
     }
 }
 
-/// Prints `setting | model | metric | ours | paper` with the epochs and time of each run.
-pub fn print_table(rows: &[RunResult]) -> Result<(), CliError> {
+/// The header line that marks results on data other than the paper's
+/// (`--allow-other-data`): each file and how it differs.
+pub fn not_the_papers(other: &[Mismatch]) -> String {
+    let files: Vec<String> = other.iter().map(Mismatch::to_string).collect();
+    format!(
+        "NOT THE PAPER'S DATA (--allow-other-data): these results are not the paper's; {}",
+        files.join("; ")
+    )
+}
+
+/// Prints `setting | model | metric | ours | paper` with the epochs and time of each run,
+/// under a line marking results on data other than the paper's (`other`).
+pub fn print_table(rows: &[RunResult], other: &[Mismatch]) -> Result<(), CliError> {
+    if !other.is_empty() {
+        outln!("{}", not_the_papers(other))?;
+    }
     outln!(
         "{:<24} | {:<5} | {:<10} | {:>10} | {:>8} | {:>6} | {:>5} | {:>8}",
         "setting",
@@ -135,6 +150,12 @@ pub fn print_table(rows: &[RunResult]) -> Result<(), CliError> {
 #[derive(Serialize)]
 struct Results<'a, C: Serialize> {
     experiment: &'a str,
+    /// `false` when a data file is not the paper's (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paper_data: Option<bool>,
+    /// The data files that are not the paper's, and how they differ.
+    #[serde(skip_serializing_if = "<[Mismatch]>::is_empty")]
+    other_data: &'a [Mismatch],
     rows: &'a [RunResult],
     config: &'a C,
     history: Vec<History<'a>>,
@@ -149,7 +170,8 @@ struct History<'a> {
     epochs: Vec<Losses>,
 }
 
-/// Writes `results.json` (with the analysis; no wall-clock times: those are in
+/// Writes `results.json` (with the analysis, and marked `"paper_data": false` with the files
+/// in `other` when they are not the paper's; no wall-clock times: those are in
 /// `timings.json`, see [`efa_train::run::write_timings`]), `loss_curves.svg` and the analysis
 /// figures into `out` (created if needed).
 pub fn write_outputs<C: Serialize>(
@@ -159,6 +181,7 @@ pub fn write_outputs<C: Serialize>(
     config: &C,
     analysis: &Analysis,
     log_y: bool,
+    other: &[Mismatch],
 ) -> Result<(), CliError> {
     std::fs::create_dir_all(out).map_err(|e| {
         CliError::new(format!(
@@ -168,6 +191,8 @@ pub fn write_outputs<C: Serialize>(
     })?;
     let results = Results {
         experiment,
+        paper_data: (!other.is_empty()).then_some(false),
+        other_data: other,
         rows,
         config,
         history: rows

@@ -94,6 +94,10 @@ struct AllArgs {
     /// the FM for every k; 0 leaves it out.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100))]
     clean_seeds: u64,
+    /// Run on data files other than the paper's (another size or SHA-256), which are refused
+    /// otherwise; the results are marked as not the paper's.
+    #[arg(long)]
+    allow_other_data: bool,
 }
 
 /// `--threads` (checked) or all cores: the runner's threads in all, split over its workers.
@@ -175,7 +179,8 @@ fn finish(
         .collect();
     let analysis = exp.analyse(&trained)?;
     let rows: Vec<RunResult> = done.iter().map(|(r, _)| r.clone()).collect();
-    print_table(&rows)?;
+    let other = exp.other_data();
+    print_table(&rows, other)?;
     for line in &analysis.lines {
         outln!("{line}")?;
     }
@@ -186,13 +191,19 @@ fn finish(
         &config(a, options)?,
         &analysis,
         a.log_y,
+        other,
     )?;
     write_timings(out, &times(done), job.group().size(), threads(a)?)?;
     errln!(
         "wrote {}/results.json, timings.json and loss_curves.svg",
         out.display()
     );
-    Ok(json!({"experiment": exp.name(), "rows": rows, "analysis": analysis.json}))
+    let mut summary = json!({"experiment": exp.name(), "rows": rows, "analysis": analysis.json});
+    if !other.is_empty() {
+        summary["paper_data"] = json!(false);
+        summary["other_data"] = json!(other);
+    }
+    Ok(summary)
 }
 
 /// Runs `efa reproduce` as a member of `job` (every rank trains; rank 0 prints and writes).
@@ -204,9 +215,7 @@ pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
             let threads = threads(&a)?;
             let exp = options.build()?;
             if job.leads() {
-                for line in exp.describe() {
-                    errln!("{line}");
-                }
+                describe(exp.as_ref());
             }
             let specs = exp.runs(&settings(&a))?;
             let how = distribute(&a, Distribute::Batches);
@@ -231,11 +240,22 @@ pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
     }
 }
 
+/// Prints what `exp` loaded, and a warning per data file that is not the paper's.
+fn describe(exp: &dyn Experiment) {
+    for line in exp.describe() {
+        errln!("{line}");
+    }
+    for m in exp.other_data() {
+        errln!("warning: {m}: not the paper's file (--allow-other-data); results are marked so");
+    }
+}
+
 /// The experiments of `efa reproduce all`, in table order.
 fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
     use efa_paper::{instacart, movielens, synthetic};
     let data = DataOptions {
         data: all.data.clone(),
+        allow_other_data: all.allow_other_data,
         ..DataOptions::default()
     };
     let temp = |lag: usize, model: Models, seeds: Vec<u64>| {
@@ -274,8 +294,8 @@ fn all_experiments(all: &AllArgs) -> Vec<ExperimentOptions> {
         out.push(ExperimentOptions::Temperature(temperature::Options {
             seeds: (0..all.clean_seeds).collect(),
             data: DataOptions {
-                data: all.data.clone(),
                 protocol: Protocol::Clean,
+                ..data.clone()
             },
             ..temperature::Options::default()
         }));
@@ -296,9 +316,7 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
     for o in &options {
         let exp = o.build()?;
         if job.leads() {
-            for line in exp.describe() {
-                errln!("{line}");
-            }
+            describe(exp.as_ref());
         }
         let runs = exp.runs(&settings(a))?;
         ranges.push(specs.len()..specs.len() + runs.len());
@@ -327,7 +345,13 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
     let mut summary = Vec::new();
     let mut experiments = Vec::new();
+    let mut other = Vec::new();
     for ((exp, o), range) in exps.iter().zip(&options).zip(ranges) {
+        for m in exp.other_data() {
+            if !other.contains(m) {
+                other.push(m.clone());
+            }
+        }
         outln!("\n{}", exp.name())?;
         let dir = out.join(exp.name());
         experiments.push(finish(
@@ -344,6 +368,9 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
         }
     }
     outln!("\nsummary (ours beside the paper; the temperature EFAs without lags over seeds):")?;
+    if !other.is_empty() {
+        outln!("{}", crate::report::not_the_papers(&other))?;
+    }
     outln!(
         "{:<22} {:<22} {:<5} {:<10} {:>12} {:>10} {:>8}",
         "experiment",
@@ -379,7 +406,10 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
     std::fs::create_dir_all(&out)
         .map_err(|e| CliError::new(format!("cannot create {}: {e}", out.display())))?;
     // Only what a run reproduces to the bit: times go to timings.json.
-    let json = json!({ "experiments": experiments });
+    let mut json = json!({ "experiments": experiments });
+    if !other.is_empty() {
+        json["paper_data"] = json!(false);
+    }
     crate::report::write_file(
         &out.join("results.json"),
         &serde_json::to_string_pretty(&json).map_err(|e| CliError::new(e.to_string()))?,

@@ -25,6 +25,9 @@ pub enum PaperError {
         /// Where the data set comes from and how it is prepared.
         how: String,
     },
+    /// A data file is not the one the paper used (another size or SHA-256): its results would
+    /// not be the paper's. Option `allow_other_data` runs on it anyway and marks the results.
+    OtherData(efa_data::fingerprint::Mismatch),
     /// No data directory: the one given is not a directory, or none was given and the default
     /// `../shared/data` does not exist.
     NoDataDir {
@@ -61,6 +64,10 @@ impl PaperError {
     }
 }
 
+/// What a file other than the paper's means, for [`PaperError::OtherData`].
+pub const NOT_THE_PAPERS: &str =
+    "It is not the file the paper used, so the results would not be the paper's";
+
 /// Where each data set comes from, for the error without a data directory.
 const DATA_SOURCES: &str = "DIR/movielens/u.data (GroupLens MovieLens 100K), \
      DIR/instacart/{items,baskets_train,baskets_test}.csv (Kaggle Instacart Market Basket \
@@ -78,6 +85,11 @@ impl fmt::Display for PaperError {
             PaperError::MissingData { path, how } => {
                 write!(f, "{} does not exist. {how}", path.display())
             }
+            PaperError::OtherData(m) => write!(
+                f,
+                "{m}. {NOT_THE_PAPERS}; set `allow_other_data` to run on it anyway, with the \
+                 results marked as not the paper's"
+            ),
             PaperError::NoDataDir { given: Some(p) } => {
                 write!(f, "data directory {}: not a directory", p.display())
             }

@@ -52,6 +52,12 @@ pub trait Experiment: Send + Sync {
         Ok(specs)
     }
 
+    /// The data files that are not the paper's (allowed by `allow_other_data`): when any is
+    /// listed, the results are not the paper's. None by default (and for generated data).
+    fn other_data(&self) -> &[efa_data::fingerprint::Mismatch] {
+        &[]
+    }
+
     /// The experiment's analyses of its trained runs beyond the test metric (the paper's
     /// extra tables and figures). None by default.
     fn analyse(&self, runs: &[TrainedRun<'_>]) -> Result<Analysis, PaperError> {

@@ -42,6 +42,26 @@ pub struct Export {
 }
 
 impl Export {
+    /// Marks the export as made from data files other than the paper's: a comment at the top
+    /// of `model.toml` naming each file and how it differs.
+    pub fn mark_other_data(&mut self, other: &[crate::paper_data::Mismatch]) {
+        if other.is_empty() {
+            return;
+        }
+        let mut head = String::from(
+            "# NOT THE PAPER'S DATA: exported from files other than the paper's, so a run of \
+             this export does not reproduce the paper's numbers:\n",
+        );
+        for m in other {
+            let _ = writeln!(head, "#   {m}");
+        }
+        for (name, text) in &mut self.files {
+            if *name == "model.toml" {
+                text.insert_str(0, &head);
+            }
+        }
+    }
+
     /// Writes every file into `out` (created if missing); returns the paths written.
     pub fn write(&self, out: &Path) -> Result<Vec<PathBuf>, PaperError> {
         let io = |p: &Path, e: std::io::Error| PaperError::Data(efa_data::DataError::io(p, e));

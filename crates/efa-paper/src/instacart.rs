@@ -4,10 +4,12 @@
 //! maps of 10-item test baskets.
 
 use crate::movielens::{item_spec, ItemData};
+use crate::paper_data::{DataSet, PaperData};
 use crate::{
     Analysis, DataOptions, Directions, Experiment, Figure, ModelKind, Models, PaperError,
     RunSettings, RunSpec, TrainedRun,
 };
+use efa_data::fingerprint::Mismatch;
 use efa_data::instacart::{load_instacart, Item};
 use efa_data::samples::Direction as DataDir;
 use efa_model::{ModelConfig, ModelError};
@@ -52,10 +54,7 @@ pub fn load(dir: &Path) -> Result<InstacartExperiment, PaperError> {
         if !d.join(f).is_file() {
             return Err(PaperError::MissingData {
                 path: d.join(f),
-                how: "Download the Kaggle \"Instacart Market Basket Analysis\" files and prepare \
-                      items.csv and baskets_{train,test}.csv as described in docs/paper.md §5.1 \
-                      (items with ≥ 50,000 rows, orders with ≥ 10 of them)."
-                    .into(),
+                how: DataSet::Instacart.how().into(),
             });
         }
     }
@@ -188,14 +187,17 @@ pub struct Options {
 pub struct Instacart {
     options: Options,
     exp: InstacartExperiment,
+    source: PaperData,
 }
 
 impl Instacart {
     /// Loads the Instacart files.
     pub fn new(options: &Options) -> Result<Self, PaperError> {
+        let source = options.data.verified(DataSet::Instacart)?;
         Ok(Self {
             options: options.clone(),
-            exp: load(&options.data.dir()?)?,
+            exp: load(&source.dir)?,
+            source,
         })
     }
 
@@ -235,6 +237,10 @@ impl Experiment for Instacart {
                 d.max_len
             ),
         ]
+    }
+
+    fn other_data(&self) -> &[Mismatch] {
+        &self.source.other
     }
 
     fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {

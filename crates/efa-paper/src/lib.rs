@@ -30,17 +30,19 @@ pub mod export;
 pub mod instacart;
 pub mod movielens;
 pub mod options;
+pub mod paper_data;
 pub mod runner;
 pub mod synthetic;
 pub mod temperature;
 
 pub use analysis::{Analysis, Figure, TrainedRun};
-pub use error::PaperError;
+pub use error::{PaperError, NOT_THE_PAPERS};
 pub use experiment::{
     batching_for, direction_name, plan_of, run, run_in, Experiment, ModelKind, RunKey, RunResult,
     RunSettings, RunSpec,
 };
 pub use options::{DataOptions, Directions, Models, Protocol};
+pub use paper_data::{DataSet, PaperData};
 
 use clap::Subcommand;
 use serde::Serialize;

@@ -1,6 +1,7 @@
 //! Options the experiments share: which directions and model families run, where the data
 //! are, and which split protocol applies.
 
+use crate::paper_data::{DataSet, PaperData};
 use crate::{ModelKind, PaperError};
 use efa_data::samples::Direction;
 use serde::Serialize;
@@ -103,6 +104,11 @@ pub struct DataOptions {
     /// Split protocol.
     #[arg(long, value_enum, default_value_t = Protocol::Paper)]
     pub protocol: Protocol,
+    /// Run on data files other than the paper's (another size or SHA-256), which are refused
+    /// otherwise; the results are marked as not the paper's.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_other_data: bool,
 }
 
 impl DataOptions {
@@ -110,6 +116,12 @@ impl DataOptions {
     /// error saying where each data set comes from.
     pub fn dir(&self) -> Result<PathBuf, PaperError> {
         resolve_data_dir(self.data.as_ref())
+    }
+
+    /// The data directory ([`DataOptions::dir`]) with `set`'s files checked against the
+    /// paper's ([`crate::paper_data::verify`], other files allowed with `allow_other_data`).
+    pub fn verified(&self, set: DataSet) -> Result<PaperData, PaperError> {
+        crate::paper_data::verify(&self.dir()?, set, self.allow_other_data)
     }
 }
 

@@ -137,6 +137,7 @@ fn clean_runs_are_standardised_day_batched_and_early_stopped() {
         data: DataOptions {
             data: Some(dir),
             protocol: Protocol::Clean,
+            ..DataOptions::default()
         },
         model: Models::Both,
         ..Options::default()

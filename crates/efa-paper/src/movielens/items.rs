@@ -2,10 +2,12 @@
 //! and the categorical item models shared with Instacart.
 
 use super::{load, user_split, ItemData, Protocol};
+use crate::paper_data::{DataSet, PaperData};
 use crate::{
     DataOptions, Directions, Experiment, ModelKind, Models, PaperError, RunKey, RunSettings,
     RunSpec,
 };
+use efa_data::fingerprint::Mismatch;
 use efa_data::item_samples::{
     item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample,
 };
@@ -198,14 +200,17 @@ pub struct ItemsOptions {
 pub struct Items {
     options: ItemsOptions,
     data: ItemData,
+    source: PaperData,
 }
 
 impl Items {
     /// Loads `u.data` and makes the exp-1 baskets under the protocol.
     pub fn new(options: &ItemsOptions) -> Result<Self, PaperError> {
+        let source = options.data.verified(DataSet::Movielens)?;
         Ok(Self {
             options: options.clone(),
-            data: exp1_data(&options.data.dir()?, options.data.protocol)?,
+            data: exp1_data(&source.dir, options.data.protocol)?,
+            source,
         })
     }
 }
@@ -230,6 +235,10 @@ impl Experiment for Items {
                 d.max_len
             ),
         ]
+    }
+
+    fn other_data(&self) -> &[Mismatch] {
+        &self.source.other
     }
 
     fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {

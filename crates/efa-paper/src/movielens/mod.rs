@@ -24,10 +24,7 @@ pub fn u_data_path(dir: &Path) -> Result<PathBuf, PaperError> {
     } else {
         Err(PaperError::MissingData {
             path: p,
-            how: "Download MovieLens 100K from GroupLens \
-                  (https://grouplens.org/datasets/movielens/100k/, ml-100k.zip) and put its \
-                  u.data there."
-                .into(),
+            how: crate::DataSet::Movielens.how().into(),
         })
     }
 }

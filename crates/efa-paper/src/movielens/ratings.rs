@@ -2,10 +2,12 @@
 //! synthetic experiment's models, and the mean predicted rating by true rating (Table 2).
 
 use super::{load, user_split, Protocol};
+use crate::paper_data::{DataSet, PaperData};
 use crate::{
     Analysis, DataOptions, Directions, Experiment, ModelKind, Models, PaperError, RunKey,
     RunSettings, RunSpec, TrainedRun,
 };
+use efa_data::fingerprint::Mismatch;
 use efa_data::movielens::MlExperiment;
 use efa_data::rng::train_test_split;
 use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
@@ -224,14 +226,17 @@ impl Default for RatingsOptions {
 pub struct Ratings {
     options: RatingsOptions,
     data: RatingData,
+    source: PaperData,
 }
 
 impl Ratings {
     /// Loads `u.data` and makes the exp-2 samples under the protocol.
     pub fn new(options: &RatingsOptions) -> Result<Self, PaperError> {
+        let source = options.data.verified(DataSet::Movielens)?;
         Ok(Self {
             options: options.clone(),
-            data: exp2_data(&options.data.dir()?, options.data.protocol)?,
+            data: exp2_data(&source.dir, options.data.protocol)?,
+            source,
         })
     }
 }
@@ -254,6 +259,10 @@ impl Experiment for Ratings {
                 d.max_ctx
             ),
         ]
+    }
+
+    fn other_data(&self) -> &[Mismatch] {
+        &self.source.other
     }
 
     fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {

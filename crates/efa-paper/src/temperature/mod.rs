@@ -10,10 +10,12 @@ pub use fm::{fm_samples, fm_spec, fm_train_config, haversine_km, neighbours, pap
 
 use self::clean::{clean_train_config, Standardiser, CLEAN_BATCH, CLEAN_PATIENCE};
 use crate::options::{at_least_one, first_repeat, parse_checked};
+use crate::paper_data::{DataSet, PaperData};
 use crate::{
     Analysis, DataOptions, Experiment, Figure, ModelKind, Models, PaperError, Protocol, RunKey,
     RunSettings, RunSpec, TrainedRun,
 };
+use efa_data::fingerprint::Mismatch;
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
 use efa_model::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
 use efa_model::objective::Objective;
@@ -73,11 +75,7 @@ pub fn load(dir: &Path, lag: usize) -> Result<TemperatureData, PaperError> {
         if !d.join(f).is_file() {
             return Err(PaperError::MissingData {
                 path: d.join(f),
-                how: "Get the University of Dayton daily average temperature archive (Kaggle \
-                      \"Daily Temperature of Major Cities\", city_temperature.csv) and prepare \
-                      us_cities_fall.csv and cities.csv as in docs/paper.md §6.1 (see SOURCE.md \
-                      beside the data)."
-                    .into(),
+                how: DataSet::Temperature.how().into(),
             });
         }
     }
@@ -288,16 +286,18 @@ pub struct Temperature {
     data: TemperatureData,
     fm_data: Option<TemperatureData>,
     clean: Option<Standardiser>,
+    source: PaperData,
 }
 
 impl Temperature {
     /// Checks the options and loads the data.
     pub fn new(options: &Options) -> Result<Self, PaperError> {
         options.validate()?;
-        let dir = options.data.dir()?;
-        let mut data = load(&dir, options.lag)?;
+        let source = options.data.verified(DataSet::Temperature)?;
+        let dir = &source.dir;
+        let mut data = load(dir, options.lag)?;
         let mut fm_data = if options.lag > 0 && options.model != Models::Efa {
-            Some(load(&dir, 0)?)
+            Some(load(dir, 0)?)
         } else {
             None
         };
@@ -316,6 +316,7 @@ impl Temperature {
             data,
             fm_data,
             clean,
+            source,
         })
     }
 
@@ -409,6 +410,10 @@ impl Experiment for Temperature {
             );
         }
         lines
+    }
+
+    fn other_data(&self) -> &[Mismatch] {
+        &self.source.other
     }
 
     fn grid(&self, s: &RunSettings) -> Result<Vec<RunSpec>, PaperError> {
