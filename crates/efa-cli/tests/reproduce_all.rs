@@ -3,7 +3,7 @@
 //! docs/paper.md, not from the code), with a finite value and the paper's figure beside it, the
 //! temperature seed spreads under both protocols, and each experiment's own outputs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 #[path = "../../../tests/common/scratch.rs"]

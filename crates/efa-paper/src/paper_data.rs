@@ -15,7 +15,7 @@ pub const MOVIELENS: [Fingerprint; 1] = [Fingerprint {
     sha256: "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490",
 }];
 
-/// The prepared Instacart baskets (PAPER.md §5.1).
+/// The prepared Instacart baskets (docs/paper.md §5.1).
 pub const INSTACART: [Fingerprint; 3] = [
     Fingerprint {
         path: "instacart/items.csv",
@@ -34,7 +34,7 @@ pub const INSTACART: [Fingerprint; 3] = [
     },
 ];
 
-/// The U.S. city temperatures (PAPER.md §6.1, `temperature/SOURCE.md`).
+/// The U.S. city temperatures (docs/paper.md §6.1, `temperature/SOURCE.md`).
 pub const TEMPERATURE: [Fingerprint; 2] = [
     Fingerprint {
         path: "temperature/us_cities_fall.csv",
@@ -79,13 +79,13 @@ impl DataSet {
             }
             DataSet::Instacart => {
                 "Download the Kaggle \"Instacart Market Basket Analysis\" files and prepare \
-                 items.csv and baskets_{train,test}.csv as described in PAPER.md §5.1 (items \
+                 items.csv and baskets_{train,test}.csv as described in docs/paper.md §5.1 (items \
                  with ≥ 50,000 rows, orders with ≥ 10 of them)."
             }
             DataSet::Temperature => {
                 "Get the University of Dayton daily average temperature archive (Kaggle \
                  \"Daily Temperature of Major Cities\", city_temperature.csv) and prepare \
-                 us_cities_fall.csv and cities.csv as in PAPER.md §6.1 (see SOURCE.md beside \
+                 us_cities_fall.csv and cities.csv as in docs/paper.md §6.1 (see SOURCE.md beside \
                  the data)."
             }
         }

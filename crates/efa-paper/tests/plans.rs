@@ -5,7 +5,6 @@
 //! reach the loss is an error naming it and the plan, in every plan, unless allowed.
 
 use efa_data::samples::Direction as SeqDir;
-use efa_data::temperature::{City, TempDay};
 use efa_model::batch::{Samples, Targets};
 use efa_model::{
     Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, ModelError, ModelVars, Norm,
@@ -17,76 +16,10 @@ use efa_paper::{synthetic, temperature};
 use efa_train::{Evaluator, TrainError};
 use ndarray::{Array2, ArrayD};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-fn scaled(p: &Params<f64>, c: f64) -> Params<f64> {
-    let mut q = p.clone();
-    for (_, v) in q.iter_mut() {
-        v.mapv_inplace(|x| x * c);
-    }
-    q
-}
-
-/// A model, its objective and a batch, with a name for messages.
-struct Case {
-    name: String,
-    model: ModelConfig,
-    objective: Objective,
-    batch: Samples,
-}
-
-fn baskets(seed: u64, n: usize, n_items: usize, max_len: usize) -> Vec<Vec<usize>> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..n)
-        .map(|_| {
-            let len = rng.random_range(1..=max_len);
-            let mut items: Vec<usize> = (1..=n_items).collect();
-            items.shuffle(&mut rng);
-            items.truncate(len);
-            items
-        })
-        .collect()
-}
-
-fn cities() -> Vec<City> {
-    let c = |s: &str, lat, lon| City {
-        state: s.into(),
-        city: s.into(),
-        latitude: lat,
-        longitude: lon,
-    };
-    vec![
-        c("A", 33.5, -86.8),
-        c("B", 35.4, -94.4),
-        c("C", 36.7, -119.8),
-        c("D", 40.1, -75.2),
-    ]
-}
-
-fn days(lags: usize) -> Vec<TempDay> {
-    (1..=3u32)
-        .map(|day| {
-            let d = day;
-            // Temperatures of order 1 (as after standardising), so no ReLU layer is dead and
-            // every gradient is exercised.
-            let d = d as f64;
-            let t = |k: f64| {
-                vec![
-                    0.6 + 0.1 * d + 0.3 * k,
-                    -0.5 - 0.05 * d,
-                    0.7 + 0.2 * d,
-                    -0.2,
-                ]
-            };
-            TempDay {
-                date: (2010, 10, day),
-                temps: t(0.0),
-                lags: (1..=lags).map(|l| t(-(l as f64))).collect(),
-            }
-        })
-        .collect()
-}
+mod common;
+use common::{baskets, cities, days, scaled, Case};
 
 /// A causal (or bidirectional) rating-style model with every block option.
 fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Direction) -> Case {

@@ -19,26 +19,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-fn baskets(seed: u64, n: usize, n_items: usize, max_len: usize) -> Vec<Vec<usize>> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..n)
-        .map(|_| {
-            let len = rng.random_range(1..=max_len);
-            let mut items: Vec<usize> = (1..=n_items).collect();
-            items.shuffle(&mut rng);
-            items.truncate(len);
-            items
-        })
-        .collect()
-}
-
-fn scaled(p: &Params<f64>, c: f64) -> Params<f64> {
-    let mut q = p.clone();
-    for (_, v) in q.iter_mut() {
-        v.mapv_inplace(|x| x * c);
-    }
-    q
-}
+mod common;
+use common::{baskets, scaled};
 
 type LossGrads = (f64, Vec<ArrayD<f64>>);
 

@@ -12,7 +12,7 @@ use efa_train::Batching;
 use efa_tape::Tape;
 use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn city(lat: f64, lon: f64) -> City {
     City {
