@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn the_peak_loop_runs_on_every_variant() {
-        for isa in Isa::ALL {
+        for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
             assert!(fma_loop(isa, 10) > 0.0);
         }
         let pool = rayon::ThreadPoolBuilder::new()

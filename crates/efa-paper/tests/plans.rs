@@ -206,6 +206,17 @@ fn every_applicable_plan_equals_the_general_plan() {
         let p = scaled(&case.model.init::<f64>(3), 2.0);
         let general = run(&case, &p, ForwardPlan::General);
         assert!(general.0.is_finite(), "{}", case.name);
+        // The definition in double-double: where the f64 general plan's own round-off exceeds
+        // the tolerance (an entry whose exact gradient is 0 at 1.2e-12 of the largest on AVX2),
+        // a plan may be as far from the definition as the f64 general plan is.
+        let exact: Vec<ArrayD<f64>> = Evaluator::new(&case.model, &case.objective)
+            .with_plan(Some(ForwardPlan::General))
+            .micro(&p.cast::<efa_num::Dd>(), &case.batch)
+            .unwrap_or_else(|e| panic!("{} double-double: {e}", case.name))
+            .grads
+            .iter()
+            .map(|g| g.mapv(|x| efa_num::Real::to_f64(x)))
+            .collect();
         for plan in ForwardPlan::ALL {
             if plan == ForwardPlan::General || case.model.plan_for(&case.batch, Some(plan)).is_err()
             {
@@ -231,11 +242,11 @@ fn every_applicable_plan_equals_the_general_plan() {
                 .flat_map(|g| g.iter())
                 .fold(0.0f64, |m, x| m.max(x.abs()));
             let mut nonzero = 0;
-            for ((name, _), (g, w)) in p.iter().zip(grads.iter().zip(&general.1)) {
+            for ((name, _), ((g, w), x)) in p.iter().zip(grads.iter().zip(&general.1).zip(&exact)) {
                 assert_eq!(g.shape(), w.shape(), "{name}");
-                for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
+                for (i, ((a, b), e)) in g.iter().zip(w.iter()).zip(x.iter()).enumerate() {
                     assert!(
-                        (a - b).abs() <= tol(scale),
+                        (a - b).abs() <= tol(scale) || (a - e).abs() <= (b - e).abs(),
                         "{} plan {plan}: {name}[{i}] = {a}, general {b} (largest entry {scale})",
                         case.name
                     );

@@ -127,7 +127,7 @@ fn grid<T: Real>(isa: Isa) {
 
 #[test]
 fn lanes_give_the_bits_of_the_tile_kernel_on_every_variant() {
-    for isa in Isa::ALL {
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
         if !isa.is_supported() {
             continue;
         }

@@ -259,7 +259,7 @@ mod tests {
     }
 
     fn same_as_bias_rows_then_mm<T: Real>() {
-        for isa in Isa::ALL {
+        for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
             for (m, n, k) in [
                 (1, 1, 1),
                 (5, 7, 3),
