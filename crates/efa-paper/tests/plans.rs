@@ -215,7 +215,7 @@ fn every_applicable_plan_equals_the_general_plan() {
             .unwrap_or_else(|e| panic!("{} double-double: {e}", case.name))
             .grads
             .iter()
-            .map(|g| g.mapv(|x| efa_num::Real::to_f64(x)))
+            .map(|g| g.mapv(efa_num::Real::to_f64))
             .collect();
         for plan in ForwardPlan::ALL {
             if plan == ForwardPlan::General || case.model.plan_for(&case.batch, Some(plan)).is_err()

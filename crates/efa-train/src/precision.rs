@@ -153,7 +153,7 @@ impl PrecisionAudit {
             for (e, g) in r.params.iter().zip(&general.params) {
                 let allowed =
                     (Budget::F64.allowed(e, self.model_scale)).max(F32_FACTOR * g.max_abs);
-                if !(e.max_abs <= allowed) {
+                if !within(e.max_abs, allowed) {
                     out.push(miss(
                         r,
                         e,
@@ -189,7 +189,7 @@ impl PrecisionAudit {
                 let allowed = (F32_FACTOR * g.max_abs)
                     .max(eps * e.scale)
                     .max(eps * self.model_scale);
-                if !(e.max_abs <= allowed) {
+                if !within(e.max_abs, allowed) {
                     let rel = if e.scale > 0.0 {
                         allowed / e.scale
                     } else {
@@ -201,6 +201,14 @@ impl PrecisionAudit {
         }
         out
     }
+}
+
+/// `err ≤ allowed`, false for a NaN error (a NaN is over every budget).
+fn within(err: f64, allowed: f64) -> bool {
+    matches!(
+        err.partial_cmp(&allowed),
+        Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+    )
 }
 
 fn miss(r: &PrecisionRow, e: &TensorError, allowed: f64) -> BudgetMiss {
