@@ -17,18 +17,7 @@ mod scratch;
 /// The paper's data directory: `EFA_DATA`, else `../shared/data` relative to the repository
 /// root; a clear panic when neither exists.
 fn paper_data() -> PathBuf {
-    if let Some(d) = std::env::var_os("EFA_DATA") {
-        let d = PathBuf::from(d);
-        assert!(d.is_dir(), "EFA_DATA={}: not a directory", d.display());
-        return d;
-    }
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    assert!(
-        d.is_dir(),
-        "this test reads the paper's data: set EFA_DATA=DIR (holding movielens/u.data) or put \
-         it at ../shared/data beside the repository"
-    );
-    d
+    efa_testkit::paper_data()
 }
 
 fn efa(args: &[&str], data: &Path, out: &Path) -> Output {

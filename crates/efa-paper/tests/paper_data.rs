@@ -11,18 +11,7 @@ use std::path::{Path, PathBuf};
 mod scratch;
 
 fn paper_data() -> PathBuf {
-    if let Some(d) = std::env::var_os("EFA_DATA") {
-        let d = PathBuf::from(d);
-        assert!(d.is_dir(), "EFA_DATA={}: not a directory", d.display());
-        return d;
-    }
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    assert!(
-        d.is_dir(),
-        "this test reads the paper's data: set EFA_DATA=DIR or put it at ../shared/data beside \
-         the repository"
-    );
-    d
+    efa_testkit::paper_data()
 }
 
 fn u_data(dir: &Path, bytes: &[u8]) -> PathBuf {
