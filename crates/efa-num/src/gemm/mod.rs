@@ -149,26 +149,8 @@ pub unsafe fn gemm_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
-    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
-        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
-        unsafe {
-            dd::gemm_dd(
-                m,
-                k,
-                n,
-                alpha,
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta,
-                c.cast(),
-                rsc,
-                csc,
-            )
-        };
+    // SAFETY: forwarded contract.
+    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
         return;
     }
     let isa = isa.or_scalar();
@@ -255,26 +237,8 @@ pub unsafe fn gemm_par_with<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
-    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
-        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
-        unsafe {
-            dd::gemm_dd(
-                m,
-                k,
-                n,
-                alpha,
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta,
-                c.cast(),
-                rsc,
-                csc,
-            )
-        };
+    // SAFETY: forwarded contract.
+    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
         return;
     }
     let isa = isa.or_scalar();
@@ -327,26 +291,8 @@ pub unsafe fn reference_gemm<T: Real>(
     rsc: isize,
     csc: isize,
 ) {
-    if let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) {
-        // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
-        unsafe {
-            dd::gemm_dd(
-                m,
-                k,
-                n,
-                alpha,
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta,
-                c.cast(),
-                rsc,
-                csc,
-            )
-        };
+    // SAFETY: forwarded contract.
+    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
         return;
     }
     simd_by_kind!(T, E => {
@@ -357,6 +303,53 @@ pub unsafe fn reference_gemm<T: Real>(
             reference_e(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
         }
     })
+}
+
+/// The double-double type's plain loop (`dd::gemm_dd`) when `T` is `Dd`: true if it ran.
+///
+/// # Safety
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn dd_route<T: Real>(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: T,
+    a: *const T,
+    rsa: isize,
+    csa: isize,
+    b: *const T,
+    rsb: isize,
+    csb: isize,
+    beta: T,
+    c: *mut T,
+    rsc: isize,
+    csc: isize,
+) -> bool {
+    let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) else {
+        return false;
+    };
+    // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
+    unsafe {
+        dd::gemm_dd(
+            m,
+            k,
+            n,
+            alpha,
+            a.cast(),
+            rsa,
+            csa,
+            b.cast(),
+            rsb,
+            csb,
+            beta,
+            c.cast(),
+            rsc,
+            csc,
+        )
+    };
+    true
 }
 
 /// matrixmultiply's entry for each element type.
