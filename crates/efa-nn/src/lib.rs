@@ -40,7 +40,7 @@
 //! # NaN
 //!
 //! The fused ops propagate NaN as the tape's primitive ops do (a NaN input gives NaN in every
-//! output element and every gradient element whose formula reads it; `tests/nan.rs` states
+//! output element and every gradient element whose formula reads it; `tests/all/nan.rs` states
 //! each pattern), with one refusal: a NaN natural parameter in `nll` is an error naming the
 //! family and row (it is outside every family's domain). In `attention`, a NaN query or key
 //! element reaches every output that reads it; the kernel never treats a NaN score as masked.
@@ -53,8 +53,6 @@ pub mod layers;
 pub mod ops;
 pub mod params;
 pub mod prelude;
-#[cfg(test)]
-mod testutil;
 
 pub use efa_num::Real;
 pub use error::NnError;

@@ -43,6 +43,8 @@ pub struct Tape<T: Real> {
     pub(crate) detect_anomaly: bool,
     /// The first non-finite forward value recorded in anomaly mode.
     pub(crate) anomaly: Option<TapeError>,
+    /// Whether recorded values are rounded to f64 (see [`Tape::set_round_values_to_f64`]).
+    pub(crate) round_to_f64: bool,
 }
 
 impl<T: Real> Default for Tape<T> {
@@ -59,6 +61,7 @@ impl<T: Real> Tape<T> {
             nodes: Vec::new(),
             params: Vec::new(),
             detect_anomaly: false,
+            round_to_f64: false,
             anomaly: None,
         }
     }
@@ -97,6 +100,16 @@ impl<T: Real> Tape<T> {
         Ok(v.idx)
     }
 
+    /// Rounds every value recorded from now on (parameters, constants, op results, a fused
+    /// op's outputs) to the nearest f64, the computation itself staying in `T`. For the
+    /// double-double type this evaluates the definition with f64 storage and exact arithmetic:
+    /// the error it leaves is the *f64 floor*, what no f64 evaluation that stores its forward
+    /// values in f64 can avoid (a gradient's sensitivity to half an ulp in every stored value).
+    /// A no-op for f32 and f64. State a fused op keeps inside itself is not rounded.
+    pub fn set_round_values_to_f64(&mut self, on: bool) {
+        self.round_to_f64 = on;
+    }
+
     /// Value of node `i` (internal index, already checked).
     pub(crate) fn val(&self, i: usize) -> &ArrayD<T> {
         &self.nodes[i].value
@@ -116,11 +129,14 @@ impl<T: Real> Tape<T> {
         needs_grad: bool,
         name: Option<String>,
     ) -> Var {
-        let value = if value.is_standard_layout() {
+        let mut value = if value.is_standard_layout() {
             value
         } else {
             value.as_standard_layout().into_owned()
         };
+        if self.round_to_f64 {
+            value.mapv_inplace(|x| T::from_f64(x.to_f64()));
+        }
         self.nodes.push(Node {
             value,
             op,

@@ -1,17 +1,12 @@
-//! Test helpers: seeded arrays and an audit assertion that prints the report on failure.
+//! Test helpers: seeded arrays (from the test kit) and an audit assertion that prints the
+//! report on failure. (The kit's own `tape::assert_audit` is typed with the tape crate as a
+//! dependency, a different crate from this one under `cfg(test)`, hence this copy.)
 
 use crate::audit::{audit, AuditOptions};
 use crate::error::Result;
 use crate::tape::{Tape, Var};
-use ndarray::{ArrayD, IxDyn};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-/// Array of `shape` with entries uniform in `[lo, hi]` from `seed`.
-pub(crate) fn rand_array(shape: &[usize], seed: u64, lo: f64, hi: f64) -> ArrayD<f64> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    ArrayD::from_shape_simple_fn(IxDyn(shape), || rng.random_range(lo..=hi))
-}
+pub(crate) use efa_testkit::rand_array;
+use ndarray::ArrayD;
 
 /// Audits `build` with default tolerances (abs 1e-5, rel 1e-3, full Jacobian) and panics
 /// with the report table if any element fails.

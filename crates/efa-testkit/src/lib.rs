@@ -13,8 +13,20 @@
 //! The exponential-family reference values (`expfam_reference.json`, kept beside the project
 //! in `../shared/reference`, not in the repository) follow the same policy:
 //! `#[ignore = "needs the expfam reference values (EFA_REFERENCE)"]` and [`expfam_reference`].
+//!
+//! # Other helpers
+//!
+//! [`scratch`] directories, seeded arrays and NaN-pattern assertions ([`arrays`]), and on the
+//! tape an audit assertion and a fused op with a plantable bug ([`tape`]).
 
 #![warn(missing_docs)]
+
+pub mod arrays;
+pub mod scratch;
+pub mod tape;
+
+pub use arrays::{assert_nan_pattern, rand_array};
+pub use scratch::{scratch, Scratch};
 
 use std::path::{Path, PathBuf};
 

@@ -63,6 +63,11 @@ pub struct Evaluator<'a> {
     /// Run every tape in anomaly mode: the first non-finite forward value or gradient is the
     /// error (op, node, parameters).
     pub detect_anomaly: bool,
+    /// Round every value the tapes record to f64 (see
+    /// [`Tape::set_round_values_to_f64`](efa_tape::Tape::set_round_values_to_f64)): with the
+    /// double-double type, the definition with f64 storage and exact arithmetic, whose
+    /// distance from the exact result is the f64 floor of each gradient.
+    pub round_values_to_f64: bool,
 }
 
 /// The loss of one micro-batch, every parameter's gradient in declaration order, and the
@@ -98,6 +103,7 @@ impl<'a> Evaluator<'a> {
             plan: None,
             allow_unused: false,
             detect_anomaly: false,
+            round_values_to_f64: false,
         }
     }
 
@@ -128,6 +134,12 @@ impl<'a> Evaluator<'a> {
     /// With or without anomaly mode.
     pub fn with_detect_anomaly(mut self, on: bool) -> Self {
         self.detect_anomaly = on;
+        self
+    }
+
+    /// With or without rounding every recorded value to f64.
+    pub fn with_round_values_to_f64(mut self, on: bool) -> Self {
+        self.round_values_to_f64 = on;
         self
     }
 
@@ -174,6 +186,7 @@ impl<'a> Evaluator<'a> {
     ) -> Result<MicroGrad<T>, TrainError> {
         let mut tape = Tape::new();
         tape.set_detect_anomaly(self.detect_anomaly);
+        tape.set_round_values_to_f64(self.round_values_to_f64);
         let reg = self.model.register(&mut tape, params)?;
         let built = self.build(&mut tape, &reg, batch);
         // In anomaly mode, the first non-finite value explains any later failure best.

@@ -30,12 +30,19 @@ pub const F32_FLOOR: f64 = 16.0;
 /// `general` plan's.
 pub const F32_FACTOR: f64 = 2.0;
 
+/// The factor over the f64 floor a tensor's f64 error may reach when the floor itself is
+/// above [`Budget::F64`] (see [`PrecisionAudit::f64_misses`]).
+pub const F64_FLOOR_FACTOR: f64 = 16.0;
+
+/// The `dtype` of the row holding the f64 floor (see [`precision_audit_with_floor`]).
+pub const FLOOR: &str = "f64-floor";
+
 /// One plan in one precision against the reference.
 #[derive(Clone, Debug)]
 pub struct PrecisionRow {
     /// The forward plan (`None` for a factor model, which has one forward).
     pub plan: Option<ForwardPlan>,
-    /// `"f32"` or `"f64"`.
+    /// `"f32"`, `"f64"`, or [`FLOOR`] (the definition with f64 storage, computed exactly).
     pub dtype: &'static str,
     /// The loss's error (a one-element tensor named `loss`).
     pub loss: TensorError,
@@ -106,13 +113,25 @@ impl PrecisionAudit {
             .find(|r| r.plan == plan && r.dtype == dtype)
     }
 
-    /// The f64 tensors (loss and gradients) over [`Budget::F64`].
+    /// The f64 floor's row, when the audit measured it ([`precision_audit_with_floor`]).
+    pub fn floor(&self) -> Option<&PrecisionRow> {
+        self.rows.iter().find(|r| r.dtype == FLOOR)
+    }
+
+    /// The f64 tensors (loss and gradients) over [`Budget::F64`], or, where the audit measured
+    /// the f64 floor, over [`F64_FLOOR_FACTOR`] times the tensor's floor when that is larger
+    /// (a tensor whose floor is near or above the budget cannot meet it in any f64 evaluation
+    /// that stores its values in f64; it is held to a small multiple of what f64 storage
+    /// alone costs it).
     pub fn f64_misses(&self) -> Vec<BudgetMiss> {
         let mut out = Vec::new();
+        let floor = self.floor();
         for r in self.rows.iter().filter(|r| r.dtype == "f64") {
-            for e in r.params.iter() {
-                if !Budget::F64.allows(e, self.model_scale) {
-                    let allowed = Budget::F64.allowed(e, self.model_scale);
+            for (k, e) in r.params.iter().enumerate() {
+                let allowed = Budget::F64
+                    .allowed(e, self.model_scale)
+                    .max(floor.map_or(0.0, |f| F64_FLOOR_FACTOR * f.params[k].max_abs));
+                if !within(e.max_abs, allowed) {
                     out.push(miss(
                         r,
                         e,
@@ -238,6 +257,40 @@ pub fn precision_audit(
     plans: &[ForwardPlan],
     threads: &Threads,
 ) -> Result<PrecisionAudit, TrainError> {
+    audit(model, objective, params, batch, plans, threads, false)
+}
+
+/// [`precision_audit`], and first a row [`FLOOR`]: the `general` plan in double-double with
+/// every value its tape records rounded to f64 (parameters, data, every op's result), against
+/// the exact reference. That is the definition evaluated with f64 storage and exact
+/// arithmetic: its error per tensor, the *f64 floor*, is what half an ulp in every stored value
+/// costs the gradient (its sensitivity to f64 storage), a bound below which no f64 evaluation
+/// that stores its values in f64 gets. [`PrecisionAudit::f64_misses`] then judges a tensor
+/// whose floor is near or above the budget against the floor. Costs one more double-double
+/// evaluation.
+///
+/// # Errors
+/// As [`precision_audit`].
+pub fn precision_audit_with_floor(
+    model: &ModelConfig,
+    objective: &Objective,
+    params: &Params<f64>,
+    batch: &Samples,
+    plans: &[ForwardPlan],
+    threads: &Threads,
+) -> Result<PrecisionAudit, TrainError> {
+    audit(model, objective, params, batch, plans, threads, true)
+}
+
+fn audit(
+    model: &ModelConfig,
+    objective: &Objective,
+    params: &Params<f64>,
+    batch: &Samples,
+    plans: &[ForwardPlan],
+    threads: &Threads,
+    with_floor: bool,
+) -> Result<PrecisionAudit, TrainError> {
     let params = params.cast::<f32>();
     let efa = matches!(model, ModelConfig::Efa(_));
     let eval = |plan: Option<ForwardPlan>| {
@@ -264,6 +317,25 @@ pub fn precision_audit(
         rows: Vec::new(),
         skipped: Vec::new(),
     };
+    let row = |plan, dtype, loss: f64, grads: &[Vec<f64>], eps: f64| PrecisionRow {
+        plan,
+        dtype,
+        loss: tensor_error("loss", &[], &[loss], &[ref_loss], eps),
+        params: names
+            .iter()
+            .zip(grads.iter().zip(&reference))
+            .map(|((n, shape), (g, r))| tensor_error(n, shape, g, r, eps))
+            .collect(),
+    };
+    if with_floor {
+        let (loss, grads) = eval(reference_plan)
+            .with_round_values_to_f64(true)
+            .loss_and_grads::<Dd>(&params.cast::<Dd>(), batch)?;
+        let grads: Vec<Vec<f64>> = grads.iter().map(widen).collect();
+        audit
+            .rows
+            .push(row(reference_plan, FLOOR, loss, &grads, f64::EPSILON));
+    }
     let list: Vec<Option<ForwardPlan>> = if efa {
         plans.iter().map(|&p| Some(p)).collect()
     } else {
@@ -289,16 +361,7 @@ pub fn precision_audit(
             ("f64", l64, g64.iter().map(widen).collect(), f64::EPSILON),
         ];
         for (dtype, loss, grads, eps) in rows {
-            audit.rows.push(PrecisionRow {
-                plan,
-                dtype,
-                loss: tensor_error("loss", &[], &[loss], &[ref_loss], eps),
-                params: names
-                    .iter()
-                    .zip(grads.iter().zip(&reference))
-                    .map(|((n, shape), (g, r))| tensor_error(n, shape, g, r, eps))
-                    .collect(),
-            });
+            audit.rows.push(row(plan, dtype, loss, &grads, eps));
         }
     }
     Ok(audit)

@@ -334,7 +334,7 @@ mod tests {
         assert_eq!(tape.value(out.o).shape(), [2, 3, 4]);
         assert_eq!(tape.value(out.o), tape.value(o4));
         assert_eq!(tape.value(out.lse), tape.value(out4.lse));
-        crate::testutil::assert_audit(&[("q", q), ("k", k), ("v", v)], |tape, x| {
+        efa_testkit::tape::assert_audit(&[("q", q), ("k", k), ("v", v)], |tape, x| {
             let args = Attention::new(x[0], x[1], x[2])
                 .mask(mask.clone())
                 .scale(scale);
@@ -440,7 +440,7 @@ mod tests {
                 .iter()
                 .zip(&want.lse)
                 .all(|(a, b)| a == b || (a - b).abs() < 1e-12));
-            crate::testutil::assert_audit(&[("q", q), ("k", k), ("v", v)], |tape, x| {
+            efa_testkit::tape::assert_audit(&[("q", q), ("k", k), ("v", v)], |tape, x| {
                 let args = Attention::new(x[0], x[1], x[2])
                     .mask(mask.clone())
                     .par(Par::Sequential);

@@ -448,7 +448,7 @@ mod tests {
                 }
             }
         }
-        crate::testutil::assert_audit(&[("a", ta), ("b", tb), ("bias", bias)], |tape, vars| {
+        efa_testkit::tape::assert_audit(&[("a", ta), ("b", tb), ("bias", bias)], |tape, vars| {
             let outs = tape.gather_sum(&vars[..2], parts.clone(), Some(vars[2]), 6, 3)?;
             // A loss that weights every output element differently.
             let s0 = tape.square(outs[0])?;
@@ -633,7 +633,7 @@ mod tests {
                     assert!((v[[b, c]] - want).abs() < 1e-15);
                 }
             }
-            crate::testutil::assert_audit(&[("t", t.clone())], |tape, v| {
+            efa_testkit::tape::assert_audit(&[("t", t.clone())], |tape, v| {
                 let o = tape.bag_sum(v[0], ids.clone(), weights.clone())?;
                 let o = tape.square(o)?;
                 tape.sum_all(o)

@@ -247,7 +247,7 @@ mod tests {
             if bias {
                 params.push(("b", b));
             }
-            crate::testutil::assert_audit(&params, |tape, v| {
+            efa_testkit::tape::assert_audit(&params, |tape, v| {
                 let y = tape.linear(v[0], v[1], v.get(2).copied())?;
                 let y = tape.square(y)?;
                 tape.sum_all(y)

@@ -47,8 +47,6 @@ mod rows;
 mod tests;
 #[cfg(test)]
 mod tests_precision;
-#[cfg(test)]
-mod timing;
 
 use efa_num::Real;
 use efa_tape::{FusedOp, Tape, TapeError, Var};

@@ -5,10 +5,10 @@
 //! the same bits for any thread count; errors naming the tensor.
 
 use super::*;
-use crate::testutil::{assert_audit, rand_array};
 use crate::TapeNn;
 use efa_attn::{Attention, Mask};
 use efa_tape::{audit_fused, AuditOptions};
+use efa_testkit::{rand_array, tape::assert_audit};
 
 /// Modes: projection, given `q, k, v` or given attention output, every row or one query row
 /// per sample.
@@ -224,7 +224,7 @@ fn output_with_nan(case: &Case, mode: Mode, fused: bool, which: usize) -> ArrayD
 }
 
 /// A NaN in any input reaches the fused block's output exactly where it reaches the
-/// composition of tape ops (each of which propagates NaN, tested in tests/nan.rs); it is
+/// composition of tape ops (each of which propagates NaN, tested in tests/all/nan.rs); it is
 /// never absorbed (by a ReLU, a max or a masked-out score) where the definition keeps it.
 #[test]
 fn a_nan_in_any_input_reaches_the_output_as_in_the_composition() {

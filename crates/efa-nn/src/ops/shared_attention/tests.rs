@@ -5,9 +5,9 @@
 //! one and two threads; empty calls; errors naming the field.
 
 use super::*;
-use crate::testutil::{assert_audit, rand_array};
 use crate::TapeNn;
 use efa_tape::{audit_fused, AuditOptions};
+use efa_testkit::{rand_array, tape::assert_audit};
 
 pub(super) const NAMES: [&str; 6] = ["q", "k", "v", "q_t", "k_t", "v_t"];
 

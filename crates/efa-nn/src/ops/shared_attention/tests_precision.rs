@@ -4,7 +4,7 @@
 //! MLPs), sharp scores, one dominant key per row, and 1e4-scale values.
 
 use super::tests::{naive_in, run, Case};
-use crate::testutil::rand_array;
+use efa_testkit::rand_array;
 use ndarray::{ArrayD, Axis};
 
 /// `max |a − b| / max |b|` (`max |a − b|` where `b` is all zeros).

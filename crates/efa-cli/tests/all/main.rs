@@ -1,0 +1,17 @@
+//! The integration tests of `efa-cli`, one test binary (one link and one copy of the
+//! generic code instead of one per file); each file is a module.
+
+mod audit;
+mod bench_train;
+mod common;
+mod domain_families;
+mod expfam_check;
+mod paper_data;
+mod reliability;
+mod reliability_kill;
+mod reliability_resume;
+mod reproduce_all;
+mod reproduce_seeds;
+mod sizes;
+mod stdout;
+mod user_general;
