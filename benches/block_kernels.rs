@@ -119,7 +119,6 @@ fn shared_context_attention(c: &mut Criterion) {
 }
 
 /// `C = A·B` by three loops (`A` with strides `(rsa, csa)`, `B` row-major with `ldb`).
-#[allow(clippy::too_many_arguments)]
 fn naive_product(
     (m, n, k): (usize, usize, usize),
     a: &[f32],

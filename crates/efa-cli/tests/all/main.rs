@@ -2,7 +2,6 @@
 //! generic code instead of one per file); each file is a module.
 
 mod audit;
-mod bench_train;
 mod common;
 mod domain_families;
 mod expfam_check;

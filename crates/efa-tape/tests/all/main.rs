@@ -4,6 +4,5 @@
 mod anomaly;
 mod audit_fused;
 mod double_double;
-mod flops;
 mod nan;
 mod tape;

@@ -1,6 +1,7 @@
 //! The global FLOP counter (`efa_tape::stats`): exact counts for matmul forward/backward and
-//! for fused ops that report FLOPs. This file is its own test binary and its tests hold one
-//! mutex, so no other tape runs while a delta is measured.
+//! for fused ops that report FLOPs. This file is its own test binary (not a module of
+//! `tests/all`: the counter is process-wide) and its tests hold one mutex, so no other tape
+//! runs while a delta is measured.
 
 use efa_tape::{FusedOp, Tape, TapeError};
 use ndarray::{ArrayD, IxDyn};

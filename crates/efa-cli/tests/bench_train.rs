@@ -1,6 +1,8 @@
 //! `efa bench train`: JSON lines with the documented keys and positive rates on a small
 //! synthetic run, a clear error (exit 2, no panic) for missing Instacart data, and the
-//! attention op's FLOP count under masks (in process, through the tape's global counter).
+//! attention op's FLOP count under masks (in process, through the tape's global counter: so
+//! this file is its own test binary, not a module of `tests/all`, where other tests' tapes
+//! would add to the counter).
 
 use std::process::{Command, Output};
 
