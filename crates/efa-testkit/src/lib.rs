@@ -16,7 +16,7 @@
 //!
 //! # Other helpers
 //!
-//! [`scratch`] directories, seeded arrays and NaN-pattern assertions ([`arrays`]), and on the
+//! [`scratch()`] directories, seeded arrays and NaN-pattern assertions ([`arrays`]), and on the
 //! tape an audit assertion and a fused op with a plantable bug ([`tape`]).
 
 #![warn(missing_docs)]
