@@ -16,16 +16,18 @@
 //!
 //! # Other helpers
 //!
-//! [`scratch()`] directories, seeded arrays and NaN-pattern assertions ([`arrays`]), and on the
-//! tape an audit assertion and a fused op with a plantable bug ([`tape`]).
+//! [`scratch()`] directories, seeded arrays and NaN-pattern assertions ([`arrays`]), tolerant
+//! comparison and central differences ([`compare`]), and on the tape an audit assertion and a fused op with a plantable bug ([`tape`]).
 
 #![warn(missing_docs)]
 
 pub mod arrays;
+pub mod compare;
 pub mod scratch;
 pub mod tape;
 
 pub use arrays::{assert_nan_pattern, rand_array};
+pub use compare::{assert_close, central_diff};
 pub use scratch::{scratch, Scratch};
 
 use std::path::{Path, PathBuf};

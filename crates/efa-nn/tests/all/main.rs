@@ -2,7 +2,6 @@
 //! generic code instead of one per file); each file is a module.
 
 mod audit_fused;
-mod common;
 mod link;
 mod nan;
 mod nll_ops;

@@ -3,12 +3,10 @@
 //! padding, at awkward sizes and row strides, for every SIMD variant in f32 and f64; the
 //! backward against central differences; errors for slices that do not fit.
 
-use crate::common;
-
-use common::*;
 use efa_attn::{naive, Attention, Isa, Mask};
 use efa_nn::ops::block::rows::{self, Rows, RowsMut, RowsScratch, RowsShape};
 use efa_num::Real;
+use efa_testkit::{assert_close, central_diff};
 use ndarray::{Array4, ArrayD, IxDyn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -3,7 +3,7 @@
 
 use efa_attn::Mask;
 use efa_num::Real;
-use ndarray::{Array3, Array4, ArrayD, Dimension};
+use ndarray::{Array3, Array4};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -60,36 +60,4 @@ pub fn masks(
     ]
 }
 
-/// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed.
-pub fn assert_close<D: Dimension, A: Real>(
-    a: &ndarray::Array<A, D>,
-    b: &ndarray::Array<f64, D>,
-    atol: f64,
-    rtol: f64,
-    what: &str,
-) {
-    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
-    for ((idx, x), y) in a.indexed_iter().zip(b.iter()) {
-        let x = x.to_f64();
-        if x == *y {
-            continue;
-        }
-        let err = (x - y).abs();
-        assert!(
-            err <= atol + rtol * y.abs(),
-            "{what}: at {idx:?}: got {x}, want {y} (err {err:e})"
-        );
-    }
-}
-
-/// Central differences of `f` at `x` (f64), step `1e-6·max(1, |xᵢ|)`, through the project's
-/// one implementation (`efa_check::central_gradient`).
-pub fn central_diff(x: &ArrayD<f64>, f: impl Fn(&ArrayD<f64>) -> f64) -> ArrayD<f64> {
-    let flat: Vec<f64> = x.iter().copied().collect();
-    let mut eval = |v: &[f64]| {
-        let a = ArrayD::from_shape_vec(x.raw_dim(), v.to_vec()).expect("same size");
-        f(&a)
-    };
-    let g = efa_check::central_gradient(&mut eval, &flat, &efa_check::FdOptions::default());
-    ArrayD::from_shape_vec(x.raw_dim(), g).expect("same size")
-}
+pub use efa_testkit::{assert_close, central_diff};

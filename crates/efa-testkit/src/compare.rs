@@ -1,10 +1,11 @@
-//! Shared test helpers of the kernel tests: tolerant comparison and central differences
-//! (the same helpers as `efa-attn`'s tests, for the kernel that moved here with its adapter).
+//! Tolerant comparison against an f64 reference, and central differences.
 
 use efa_num::Real;
 use ndarray::{ArrayD, Dimension};
 
-/// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed.
+/// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed; `what`
+/// names the tensor in the failure message, with the index.
+#[track_caller]
 pub fn assert_close<D: Dimension, A: Real>(
     a: &ndarray::Array<A, D>,
     b: &ndarray::Array<f64, D>,
@@ -36,4 +37,23 @@ pub fn central_diff(x: &ArrayD<f64>, f: impl Fn(&ArrayD<f64>) -> f64) -> ArrayD<
     };
     let g = efa_check::central_gradient(&mut eval, &flat, &efa_check::FdOptions::default());
     ArrayD::from_shape_vec(x.raw_dim(), g).expect("same size")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn central_diff_of_a_square_sum_is_twice_the_point() {
+        let x = ndarray::arr1(&[0.5, -2.0, 3.0]).into_dyn();
+        let g = central_diff(&x, |a| a.iter().map(|v| v * v).sum());
+        assert_close(&g, &x.mapv(|v| 2.0 * v), 1e-8, 1e-8, "gradient");
+    }
+
+    #[test]
+    #[should_panic(expected = "x: at 1: got 2.5")]
+    fn a_far_element_fails_naming_its_index() {
+        let a = ndarray::arr1(&[1.0f32, 2.5]);
+        assert_close(&a, &ndarray::arr1(&[1.0, 2.0]), 1e-6, 1e-6, "x");
+    }
 }
