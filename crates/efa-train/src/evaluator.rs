@@ -63,7 +63,8 @@ pub struct Evaluator<'a> {
     /// Run every tape in anomaly mode: the first non-finite forward value or gradient is the
     /// error (op, node, parameters).
     pub detect_anomaly: bool,
-    /// Round every value the tapes record to f64 (see
+    /// Round every value the gradient tapes record to f64 (the tapes of
+    /// [`Evaluator::loss_and_grads`] and its micro-batches; see
     /// [`Tape::set_round_values_to_f64`](efa_tape::Tape::set_round_values_to_f64)): with the
     /// double-double type, the definition with f64 storage and exact arithmetic, whose
     /// distance from the exact result is the f64 floor of each gradient.
