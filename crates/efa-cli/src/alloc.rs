@@ -41,12 +41,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune() {
-    extern "C" {
-        fn mallopt(param: i32, value: i32) -> i32;
-    }
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_TOP_PAD: i32 = -2;
-    const M_MMAP_THRESHOLD: i32 = -3;
+    use libc::{mallopt, M_MMAP_THRESHOLD, M_TOP_PAD, M_TRIM_THRESHOLD};
     // SAFETY: mallopt only adjusts allocator parameters; it is called before any other thread
     // exists, and failure (return 0) leaves the defaults in place.
     unsafe {
@@ -156,11 +151,7 @@ mod thp {
     /// Asks for huge pages after the system allocator returned `p` (null: it failed) for
     /// `size` bytes.
     pub(super) fn advise(p: *mut u8, size: usize) {
-        extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-            fn __errno_location() -> *mut i32;
-        }
-        const MADV_HUGEPAGE: i32 = 14;
+        use libc::{__errno_location, madvise, MADV_HUGEPAGE};
         if p.is_null() || size < ADVISE_MIN {
             return;
         }
@@ -178,7 +169,7 @@ mod thp {
         let done = unsafe {
             let errno = __errno_location();
             let saved = *errno;
-            let r = madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
+            let r = madvise(lo as *mut libc::c_void, hi - lo, MADV_HUGEPAGE);
             *errno = saved;
             r == 0
         };

@@ -1,5 +1,5 @@
 //! The processes of this job: one process, or the ranks of an MPI job (`mpirun`, `srun`)
-//! when the binary is built with the `mpi` feature (`efa_train::collective::MpiGroup`).
+//! when the binary is built with the `mpi` feature (`efa_mpi::MpiGroup`).
 //!
 //! Every rank runs the same command on the same files (a shared filesystem); the training code
 //! exchanges per-micro-batch results through [`efa_train::collective::Collective`] and folds
@@ -68,7 +68,7 @@ impl Job {
         #[cfg(feature = "mpi")]
         {
             let _ = (var, n);
-            let group = efa_train::collective::MpiGroup::join()?;
+            let group = efa_mpi::MpiGroup::join()?;
             Ok(Job {
                 group: Box::new(group),
             })

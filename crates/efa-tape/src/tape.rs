@@ -45,6 +45,8 @@ pub struct Tape<T: Real> {
     pub(crate) anomaly: Option<TapeError>,
     /// Whether recorded values are rounded to f64 (see [`Tape::set_round_values_to_f64`]).
     pub(crate) round_to_f64: bool,
+    /// The band of [`Tape::set_relu_kink_flip`], if set.
+    pub(crate) relu_kink_band: Option<f64>,
 }
 
 impl<T: Real> Default for Tape<T> {
@@ -62,6 +64,7 @@ impl<T: Real> Tape<T> {
             params: Vec::new(),
             detect_anomaly: false,
             round_to_f64: false,
+            relu_kink_band: None,
             anomaly: None,
         }
     }
@@ -108,6 +111,18 @@ impl<T: Real> Tape<T> {
     /// A no-op for f32 and f64. State a fused op keeps inside itself is not rounded.
     pub fn set_round_values_to_f64(&mut self, on: bool) {
         self.round_to_f64 = on;
+    }
+
+    /// Inverts the ReLU derivative (`[x > 0]` becomes `[x ≤ 0]`) in every later backward for
+    /// the inputs within `band` times the largest `|x|` of their `relu` node's input: the
+    /// elements whose side of the kink a computation with relative error near `band` may get
+    /// either way. The gradient then differs from the exact one by what those elements' sides
+    /// are worth, which bounds how far a lower-precision evaluation can land from the exact
+    /// gradient by rounding at the kinks alone (the precision audit's `f32-kinks` row). `None`
+    /// (the default) restores the exact derivative. A fused op's internal ReLUs are not
+    /// affected.
+    pub fn set_relu_kink_flip(&mut self, band: Option<f64>) {
+        self.relu_kink_band = band;
     }
 
     /// Value of node `i` (internal index, already checked).

@@ -6,16 +6,11 @@
 //! bit-identical at any number of ranks and threads.
 //!
 //! Implementations: [`Solo`] (one process), [`SimGroup`] (ranks as threads of one process,
-//! for tests) and, with this crate's opt-in `mpi` feature, `MpiGroup` (the ranks of an MPI
-//! job, through rsmpi).
+//! for tests); `efa_mpi::MpiGroup` (crate `efa-mpi`, feature `mpi`) is the ranks of an MPI
+//! job, through rsmpi.
 
 use crate::TrainError;
 use std::sync::{Arc, Condvar, Mutex};
-
-#[cfg(feature = "mpi")]
-mod mpi_group;
-#[cfg(feature = "mpi")]
-pub use mpi_group::MpiGroup;
 
 /// The members of a job and the one exchange the training code needs.
 pub trait Collective: Send + Sync + std::fmt::Debug {

@@ -69,6 +69,10 @@ pub struct Evaluator<'a> {
     /// double-double type, the definition with f64 storage and exact arithmetic, whose
     /// distance from the exact result is the f64 floor of each gradient.
     pub round_values_to_f64: bool,
+    /// Invert the ReLU derivative of the gradient tapes' inputs within this band of the kink
+    /// (see [`Tape::set_relu_kink_flip`](efa_tape::Tape::set_relu_kink_flip)); `None`: the
+    /// exact derivative.
+    pub relu_kink_flip: Option<f64>,
 }
 
 /// The loss of one micro-batch, every parameter's gradient in declaration order, and the
@@ -105,6 +109,7 @@ impl<'a> Evaluator<'a> {
             allow_unused: false,
             detect_anomaly: false,
             round_values_to_f64: false,
+            relu_kink_flip: None,
         }
     }
 
@@ -141,6 +146,12 @@ impl<'a> Evaluator<'a> {
     /// With or without rounding every recorded value to f64.
     pub fn with_round_values_to_f64(mut self, on: bool) -> Self {
         self.round_values_to_f64 = on;
+        self
+    }
+
+    /// With the ReLU derivative inverted within `band` of the kink (or exact for `None`).
+    pub fn with_relu_kink_flip(mut self, band: Option<f64>) -> Self {
+        self.relu_kink_flip = band;
         self
     }
 
@@ -188,6 +199,7 @@ impl<'a> Evaluator<'a> {
         let mut tape = Tape::new();
         tape.set_detect_anomaly(self.detect_anomaly);
         tape.set_round_values_to_f64(self.round_values_to_f64);
+        tape.set_relu_kink_flip(self.relu_kink_flip);
         let reg = self.model.register(&mut tape, params)?;
         let built = self.build(&mut tape, &reg, batch);
         // In anomaly mode, the first non-finite value explains any later failure best.

@@ -37,12 +37,21 @@ pub const F64_FLOOR_FACTOR: f64 = 16.0;
 /// The `dtype` of the row holding the f64 floor (see [`precision_audit_with_floor`]).
 pub const FLOOR: &str = "f64-floor";
 
+/// The `dtype` of the row holding the f32 ReLU-kink spread (see [`PrecisionAudit::kinks`]).
+pub const KINKS: &str = "f32-kinks";
+
+/// The band around a ReLU's kink, relative to the largest input of its node, inside which an
+/// f32 evaluation may land on either side (16 f32 epsilons: the relative error of the
+/// activations feeding a deep model's ReLUs in f32 measures 1e-7–1e-6).
+pub const F32_KINK_BAND: f64 = 16.0 * f32::EPSILON as f64;
+
 /// One plan in one precision against the reference.
 #[derive(Clone, Debug)]
 pub struct PrecisionRow {
     /// The forward plan (`None` for a factor model, which has one forward).
     pub plan: Option<ForwardPlan>,
-    /// `"f32"`, `"f64"`, or [`FLOOR`] (the definition with f64 storage, computed exactly).
+    /// `"f32"`, `"f64"`, [`FLOOR`] (the definition with f64 storage, computed exactly) or
+    /// [`KINKS`] (the definition with the other side of every ReLU kink within f32 round-off).
     pub dtype: &'static str,
     /// The loss's error (a one-element tensor named `loss`).
     pub loss: TensorError,
@@ -118,6 +127,19 @@ impl PrecisionAudit {
         self.rows.iter().find(|r| r.dtype == FLOOR)
     }
 
+    /// The f32 ReLU-kink row, when the audit measured it: the `general` plan in double-double
+    /// with the ReLU derivative inverted for every input within [`F32_KINK_BAND`] of the kink
+    /// ([`Tape::set_relu_kink_flip`](efa_tape::Tape::set_relu_kink_flip)), against the exact
+    /// reference. Which side of a kink such an input lands on in f32 is decided by rounding,
+    /// and one input on the other side moves its row's whole contribution to the next layer's
+    /// gradient: an f32 plan's error can hold that jump on top of its round-off whatever its
+    /// order of operations. The audit measures the row only where an f32 tensor misses its
+    /// budget without it ([`PrecisionAudit::f32_misses`] then allows each tensor its spread on
+    /// top); empty where no ReLU input lies that near its kink.
+    pub fn kinks(&self) -> Option<&PrecisionRow> {
+        self.rows.iter().find(|r| r.dtype == KINKS)
+    }
+
     /// The f64 tensors (loss and gradients) over [`Budget::F64`], or, where the audit measured
     /// the f64 floor, over [`F64_FLOOR_FACTOR`] times the tensor's floor when that is larger
     /// (a tensor whose floor is near or above the budget cannot meet it in any f64 evaluation
@@ -191,8 +213,9 @@ impl PrecisionAudit {
     /// The f32 tensors whose error exceeds [`F32_FACTOR`] times the `general` plan's f32 error
     /// of the same tensor, and [`F32_FLOOR`] epsilons of the tensor's largest entry, and
     /// [`F32_FLOOR`] epsilons of the model's largest gradient (the floor for tensors whose
-    /// exact gradient cancels below the model's round-off, such as a key bias's, exactly 0).
-    /// Empty when `general` was not audited.
+    /// exact gradient cancels below the model's round-off, such as a key bias's, exactly 0),
+    /// each with the tensor's ReLU-kink spread added where the audit measured it
+    /// ([`PrecisionAudit::kinks`]). Empty when `general` was not audited.
     pub fn f32_misses(&self) -> Vec<BudgetMiss> {
         let Some(general) = self
             .rows
@@ -202,12 +225,14 @@ impl PrecisionAudit {
             return Vec::new();
         };
         let eps = F32_FLOOR * f32::EPSILON as f64;
+        let kinks = self.kinks();
         let mut out = Vec::new();
         for r in self.rows.iter().filter(|r| r.dtype == "f32") {
-            for (e, g) in r.params.iter().zip(&general.params) {
+            for (k, (e, g)) in r.params.iter().zip(&general.params).enumerate() {
                 let allowed = (F32_FACTOR * g.max_abs)
                     .max(eps * e.scale)
-                    .max(eps * self.model_scale);
+                    .max(eps * self.model_scale)
+                    + kinks.map_or(0.0, |row| row.params[k].max_abs);
                 if !within(e.max_abs, allowed) {
                     let rel = if e.scale > 0.0 {
                         allowed / e.scale
@@ -364,6 +389,19 @@ fn audit(
             audit.rows.push(row(plan, dtype, loss, &grads, eps));
         }
     }
+    if !audit.f32_misses().is_empty() {
+        let (loss, grads) = eval(reference_plan)
+            .with_relu_kink_flip(Some(F32_KINK_BAND))
+            .loss_and_grads::<Dd>(&params.cast::<Dd>(), batch)?;
+        let grads: Vec<Vec<f64>> = grads.iter().map(widen).collect();
+        audit.rows.push(row(
+            reference_plan,
+            KINKS,
+            loss,
+            &grads,
+            f32::EPSILON as f64,
+        ));
+    }
     Ok(audit)
 }
 
@@ -438,4 +476,49 @@ fn scaled(params: &Params<f64>, factor: impl Fn(&str) -> f64) -> Params<f64> {
         v.mapv_inplace(|x| x * c);
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(plan: ForwardPlan, dtype: &'static str, got: f64) -> PrecisionRow {
+        let e = |n: &str, g: &[f64], w: &[f64]| tensor_error(n, &[2], g, w, f32::EPSILON as f64);
+        PrecisionRow {
+            plan: Some(plan),
+            dtype,
+            loss: tensor_error("loss", &[], &[1.0], &[1.0], f32::EPSILON as f64),
+            params: vec![e("w", &[got, 0.5], &[1.0, 0.5])],
+        }
+    }
+
+    fn audit(fused: f64, kinks: Option<f64>) -> PrecisionAudit {
+        let mut rows = vec![
+            row(ForwardPlan::General, "f32", 1.0 + 1e-6),
+            row(ForwardPlan::FusedBlocks, "f32", fused),
+        ];
+        rows.extend(kinks.map(|k| row(ForwardPlan::General, KINKS, k)));
+        PrecisionAudit {
+            reference_loss: 1.0,
+            model_scale: 1.0,
+            rows,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// A plan 50× `general`'s f32 error misses; with a measured ReLU-kink spread larger than
+    /// the difference it does not, and an error beyond 2× `general` plus the spread still does.
+    #[test]
+    fn the_kink_spread_widens_the_f32_budget_by_itself_only() {
+        let names = |a: &PrecisionAudit| -> Vec<String> {
+            a.f32_misses().iter().map(|m| m.plan.clone()).collect()
+        };
+        assert_eq!(names(&audit(1.0 + 5e-5, None)), vec!["fused-blocks"]);
+        assert!(audit(1.0 + 5e-5, Some(1.0 - 6e-5)).f32_misses().is_empty());
+        let over = audit(1.0 + 2e-4, Some(1.0 - 6e-5));
+        assert_eq!(names(&over), vec!["fused-blocks"]);
+        let allowed = over.f32_misses()[0].allowed;
+        assert!((allowed - (2e-6 + 6e-5)).abs() < 1e-12, "{allowed}");
+        assert!(audit(1.0 + 5e-5, None).kinks().is_none());
+    }
 }

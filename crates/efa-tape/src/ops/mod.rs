@@ -13,7 +13,7 @@ pub mod softmax;
 pub mod unary;
 
 use crate::broadcast::sum_to_shape;
-use crate::op::Op;
+use crate::op::{Op, UnaryKind};
 use crate::tape::Tape;
 use efa_num::Real;
 use ndarray::ArrayD;
@@ -33,7 +33,12 @@ pub(crate) fn vjp<T: Real>(
         Op::Leaf(_) | Op::FusedOutput => vec![None; node.inputs.len()],
         Op::FusedHead { .. } => unreachable!("fused heads are handled by the sweep"),
         Op::Binary(k) => elementwise::backward(*k, x(0), x(1), g, need),
-        Op::Unary(k) => vec![Some(unary::backward(*k, x(0), y, g))],
+        Op::Unary(k) => match (k, tape.relu_kink_band) {
+            (UnaryKind::Relu, Some(band)) => {
+                vec![Some(unary::relu_backward_flipped(x(0), g, band))]
+            }
+            _ => vec![Some(unary::backward(*k, x(0), y, g))],
+        },
         Op::Matmul { trans_a, trans_b } => {
             matmul::backward(x(0), x(1), *trans_a, *trans_b, g, need)
         }

@@ -135,6 +135,33 @@ pub(crate) fn backward<T: Real>(
         .map_collect(|&g, &x, &y| g * kind.derivative(x, y))
 }
 
+/// The ReLU backward with the derivative inverted for inputs within `band` times the largest
+/// `|x|` (see [`Tape::set_relu_kink_flip`]); NaN stays NaN.
+pub(crate) fn relu_backward_flipped<T: Real>(x: &ArrayD<T>, g: &ArrayD<T>, band: f64) -> ArrayD<T> {
+    let largest = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.to_f64().abs()));
+    let near = band * largest;
+    Zip::from(g).and(x).map_collect(|&g, &x| {
+        if x.is_nan() {
+            return x;
+        }
+        let up = x > T::ZERO;
+        if x.to_f64().abs() <= near {
+            if up {
+                T::ZERO
+            } else {
+                g
+            }
+        } else if up {
+            g
+        } else {
+            T::ZERO
+        }
+    })
+}
+
 impl<T: Real> Tape<T> {
     fn unary(&mut self, kind: UnaryKind<T>, a: Var) -> Result<Var> {
         let ia = self.check(a, kind.name())?;

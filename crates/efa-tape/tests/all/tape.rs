@@ -369,3 +369,30 @@ fn nonfinite_output_at_the_start_warns_naming_the_first_nonfinite_node() {
         .nonfinite_base
         .is_none());
 }
+
+/// `set_relu_kink_flip`: inputs within the band of the kink (relative to the largest |x|) get
+/// the other side's derivative, the rest the exact one; `None` restores the exact derivative.
+#[test]
+fn relu_kink_flip_inverts_only_the_inputs_near_the_kink() {
+    let x = ndarray::arr1(&[4.0, 3e-7, -2e-7, -1.0, 0.0, 5e-5]).into_dyn();
+    let run = |band: Option<f64>| -> Vec<f64> {
+        let mut t = Tape::<f64>::new();
+        t.set_relu_kink_flip(band);
+        let v = t.param("x", x.clone()).unwrap();
+        let w = t.constant(ndarray::arr1(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).into_dyn());
+        let r = t.relu(v).unwrap();
+        let p = t.mul(r, w).unwrap();
+        let s = t.sum_all(p).unwrap();
+        t.backward(s)
+            .unwrap()
+            .wrt(v)
+            .unwrap()
+            .iter()
+            .copied()
+            .collect()
+    };
+    assert_eq!(run(None), vec![1.0, 2.0, 0.0, 0.0, 0.0, 6.0]);
+    // Band 1e-7 of max |x| = 4: |x| ≤ 4e-7 flips (3e-7, -2e-7 and the 0 at the kink).
+    assert_eq!(run(Some(1e-7)), vec![1.0, 0.0, 3.0, 0.0, 5.0, 6.0]);
+    assert_eq!(run(Some(0.0)), vec![1.0, 2.0, 0.0, 0.0, 5.0, 6.0]);
+}

@@ -1,21 +1,7 @@
-//! [`Collective`] over MPI (feature `mpi`): the ranks of `MPI_COMM_WORLD`, an ordered
-//! all-gather of byte strings (`MPI_Allgather` of the lengths, then `MPI_Allgatherv`), and
-//! `MPI_Abort`.
-//!
-//! ```no_run
-//! # #[cfg(feature = "mpi")]
-//! # fn main() -> Result<(), efa_train::TrainError> {
-//! use efa_train::collective::{Collective, MpiGroup};
-//! // Under `mpirun -np 4`: every rank joins; MPI is finalised when `group` drops.
-//! let group = MpiGroup::join()?;
-//! println!("rank {} of {}", group.rank(), group.size());
-//! # Ok(()) }
-//! # #[cfg(not(feature = "mpi"))]
-//! # fn main() {}
-//! ```
+//! [`Collective`] over MPI.
 
-use super::Collective;
-use crate::TrainError;
+use efa_train::collective::Collective;
+use efa_train::TrainError;
 use mpi::datatype::PartitionMut;
 use mpi::environment::{Threading, Universe};
 use mpi::topology::SimpleCommunicator;
