@@ -306,6 +306,12 @@ impl<T: Real> Ctx<'_, '_, T> {
         // key ranges stay inside the tile; outputs do not alias.
         for &(r0, r1, kr) in &sc.rows {
             let a = qs.qa.down(r0);
+            // SAFETY: `isa` is `Problem::new`'s `or_scalar` variant, supported. A reads rows
+            // i0 + r0 .. i0 + r1 ≤ i0 + mq ≤ nq, columns < d of the head's Q view; B is `kt`
+            // (d rows at stride bkp, `d·bkp` elements by Scratch::new) read to
+            // padded(kr) ≤ padded(bk) = bkp columns (counts are ≤ bk); C is rows r0..r1 of `s`
+            // at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements (mq ≤ BLOCK_Q, nq). `s` is a
+            // scratch buffer distinct from Q and `kt`.
             unsafe {
                 gemm(
                     isa,
@@ -343,6 +349,13 @@ impl<T: Real> Ctx<'_, '_, T> {
             // before f see none of them, so their P is 0 and is skipped, not added).
             for &(ja, jb, f) in &sc.keys {
                 let b_op = qs.dob.down(f);
+                // SAFETY: `isa` supported (`Problem::new`). A is Pᵀ: element (i, p) at
+                // s[(f + p)·bkp + ja + i] for i < jb − ja, p < mq − f, below mq·bkp ≤ s.len()
+                // (jb ≤ k_eff ≤ bk ≤ bkp); B is dO's rows i0 + f .. i0 + mq as contiguous rows of
+                // dvpad columns (the view itself when dv is a multiple of PAD, else the copy
+                // `b_operand` made in `dob`, sized for these rows); C is rows ja..jb of `dv` at
+                // stride dvpad, inside its `bk·dvpad` elements. `dv` is distinct from `s`, `dob`
+                // and the input views.
                 unsafe {
                     gemm(
                         isa,
@@ -366,6 +379,11 @@ impl<T: Real> Ctx<'_, '_, T> {
             let w = padded(kr);
             // dP = dO·Vᵀ on the group's columns.
             let a = qs.doa.down(r0);
+            // SAFETY: `isa` supported (`Problem::new`). A reads rows i0 + r0 .. i0 + r1 ≤ nq,
+            // columns < dv of the head's dO view; B is `vt` (dv rows at stride bkp,
+            // `dv·bkp` elements) read to w = padded(kr) ≤ bkp columns; C is rows r0..r1 of
+            // `dp` at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements. `dp` is distinct from
+            // dO and `vt`.
             unsafe {
                 gemm(
                     isa,
@@ -393,6 +411,13 @@ impl<T: Real> Ctx<'_, '_, T> {
             }
             if dq {
                 // dQ += dS·K over the group's visible keys (scale applied when written out).
+                // SAFETY: `isa` supported (`Problem::new`). A reads rows r0..r1, columns < kr ≤ bkp
+                // of `dp` (stride bkp, `mq·bkp` elements); B is K's rows j0 .. j0 + kr of the
+                // tile as contiguous rows of dpad columns (the view itself when d is a multiple of
+                // PAD, else `b_operand`'s copy in `kp`, `bk·dpad` elements, kr ≤ bk); C is rows
+                // at + r0 .. at + r1 of `dq` at stride dpad, inside it (`at + mq` is at most the
+                // rows Scratch::new sized `dq` for: nq when fused, else mq ≤ BLOCK_Q.min(nq) at
+                // at = 0). `dq` is distinct from `dp`, `kp` and the input views.
                 unsafe {
                     gemm(
                         isa,
@@ -416,6 +441,12 @@ impl<T: Real> Ctx<'_, '_, T> {
             // dK += dSᵀ·Q (scale applied when written out), rows as for dV.
             for &(ja, jb, f) in &sc.keys {
                 let b_op = qs.qb.down(f);
+                // SAFETY: `isa` supported (`Problem::new`). A is dSᵀ: element (i, p) at
+                // dp[(f + p)·bkp + ja + i] for i < jb − ja, p < mq − f, below mq·bkp ≤ dp.len();
+                // B is Q's rows i0 + f .. i0 + mq as contiguous rows of dpad columns (the view
+                // itself, or `b_operand`'s copy in `qb`, sized for these rows); C is rows ja..jb
+                // of `dk` at stride dpad, inside its `bk·dpad` elements. `dk` is distinct from
+                // `dp`, `qb` and the input views.
                 unsafe {
                     gemm(
                         isa,

@@ -16,44 +16,7 @@
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, Real};
 
-/// Like `efa_num::simd_variants!`, but the body takes a second vector type `H` of the same
-/// element for partial column tails: AVX-512 bodies get the AVX2 register (half the width; on
-/// cores that split 512-bit operations in two it costs half), the others their own type.
-macro_rules! tail_variants {
-    ($body:ident, $disp:ident, ($($a:ident : $t:ty),*) -> $r:ty) => {
-        /// Dispatches to the variant `isa`.
-        ///
-        /// # Safety
-        /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
-        #[inline]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $disp<E: efa_num::simd::SimdElem>(isa: Isa, $($a: $t),*) -> $r {
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn v512<E: efa_num::simd::SimdElem>($($a: $t),*) -> $r {
-                // SAFETY: AVX-512F implies AVX2 and FMA, so both register types are usable.
-                unsafe { $body::<E::Avx512, E::Avx2>($($a),*) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn v256<E: efa_num::simd::SimdElem>($($a: $t),*) -> $r {
-                unsafe { $body::<E::Avx2, E::Avx2>($($a),*) }
-            }
-            // SAFETY: the caller guarantees `isa` is supported.
-            unsafe {
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => v512::<E>($($a),*),
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => v256::<E>($($a),*),
-                    _ => $body::<E::One, E::One>($($a),*),
-                }
-            }
-        }
-    };
-}
+use efa_num::simd_tail_variants as tail_variants;
 
 /// Tile widths are rounded up to a multiple of this (16 elements: a 64-byte f32 or a
 /// 128-byte f64 row chunk; every variant's lane count divides it).
@@ -91,6 +54,8 @@ impl<E> Init<E> {
     /// The offsets stay inside the buffers.
     #[inline(always)]
     unsafe fn at(self, i: usize, j: usize) -> Self {
+        // SAFETY: the caller guarantees row `i`, column `j` lie inside the rows `ci` names (and
+        // column `j` inside the row `cb` when it is not null), this function's contract.
         unsafe {
             Init {
                 ci: self.ci.offset(i as isize * self.rsi).add(j),
@@ -120,6 +85,12 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
     accumulate: bool,
     alpha: V::Elem,
 ) {
+    // SAFETY: the caller (`strip`) runs this with `V`'s instruction set enabled and passes
+    // `MR` rows of A (read at `a[i·rsa + p·csa]`, `p < k`), `k` rows of B at stride `rsb` and
+    // `MR` rows of C at stride `rsc` (and, when accumulating, of `init`), every row valid for
+    // the block's `NR·w` columns: they end within `padded(n)`, the width `gemm`'s caller
+    // guarantees for B, C and the starting rows. The loads, the splats of A's elements and
+    // the stores below touch exactly those elements; C does not alias A or B.
     unsafe {
         let w = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
@@ -186,6 +157,13 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
     accumulate: bool,
     alpha: V::Elem,
 ) {
+    // SAFETY: the caller (`rows`) runs this with the instruction sets of `V` and `H` enabled,
+    // with `MR` rows of A, C (and `init`) inside the matrices and B, C and the starting rows
+    // valid to `padded(nu)` columns. Every block below starts at a column `j < nu` that is a
+    // multiple of its own vector width, which divides PAD, so it ends at or before
+    // `padded(nu)`: the `NR·w` blocks while `j + NR·w ≤ nu`, one-vector blocks of `w` or of
+    // `H::LANES` after that, and the three-vector block only when `nu > 2w`, where
+    // `padded(nu)`, a multiple of `w`, is at least `3w`. `init.at(0, j)` stays in its rows.
     unsafe {
         let w = V::LANES;
         let mut j = 0;
@@ -266,6 +244,11 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
     accumulate: bool,
     alpha: V::Elem,
 ) {
+    // SAFETY: the caller (`gemm_body`) guarantees the instruction sets of `V` and `H` and
+    // `gemm`'s contract: `m` rows of A, C and the starting rows, `padded(n)` columns of B and
+    // C. Each strip takes rows `i .. i + R` with `i + R ≤ m` (12 while `i + 12 ≤ m`, `MR`
+    // while `i + MR ≤ m`, then 4, 2 or 1 while that many are left), so the row offsets of
+    // A, C and `init` stay inside their matrices.
     unsafe {
         let mut i = 0;
         // Rows of one vector (e.g. a 16-wide head in f32 on AVX-512): 12-row strips keep twelve
@@ -329,6 +312,9 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     accumulate: bool,
     alpha: V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`gemm`, `gemm_from`) guarantees the instruction sets of
+    // `V` and `H` and the bounds `rows` needs (`gemm`'s contract); `MR` only picks the
+    // register block.
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
@@ -377,6 +363,11 @@ pub unsafe fn gemm<T: Real>(
     accumulate: bool,
     alpha: T,
 ) {
+    // SAFETY: the caller guarantees `isa` is supported, A, B and C valid for the shapes and
+    // strides with `padded(n)` columns of B and C, and C not aliasing A or B (this function's
+    // contract); the starting rows are C's own (`Init::rows(c, rsc)`, read before they are
+    // overwritten, in the same block). `E` is `T` itself, so the casts keep type and
+    // alignment and the `alpha` read is of an initialised `E`.
     simd_by_kind!(T, E => unsafe {
         gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init::rows(c.cast_const().cast(), rsc), accumulate,
             *(&alpha as *const T).cast::<E>())
@@ -388,7 +379,8 @@ pub unsafe fn gemm<T: Real>(
 /// instead of from `C` itself.
 ///
 /// # Safety
-/// As [`gemm`]; `ci` valid for reads of the rows it names.
+/// As [`gemm`]; `ci` valid for reads of the rows it names, and `cb`, when not null, for reads
+/// of `padded(n)` elements.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_from<T: Real>(
@@ -400,6 +392,9 @@ pub(crate) unsafe fn gemm_from<T: Real>(
     (ci, rsi): (*const T, isize),
     cb: *const T,
 ) {
+    // SAFETY: the caller guarantees `gemm`'s contract, that `ci` is readable for the rows it
+    // names up to `padded(n)` columns and `cb`, when not null, for `padded(n)` elements (this
+    // function's contract); `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
         gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init { ci: ci.cast(), rsi, cb: cb.cast() },
             true, E::ONE)

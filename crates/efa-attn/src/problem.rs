@@ -164,8 +164,13 @@ pub(crate) fn pack_rows<T: Real>(
     let base = unsafe { src.as_ptr().offset(r0 as isize * rs) };
     for r in 0..rows {
         let out = &mut dst[r * stride..(r + 1) * stride];
+        // SAFETY: r < rows and r0 + rows ≤ the view's rows (asserted), so row r0 + r is a row
+        // of the view (its only caller, `b_operand`, has cols ≥ 1: 0 is a multiple of PAD).
         let row = unsafe { base.offset(r as isize * rs) };
         if cs == 1 {
+            // SAFETY: with column stride 1 the row's `cols` elements are contiguous in the
+            // view, which stays borrowed (shared, so unchanged) for this call; `dst` is a
+            // distinct unique borrow, so the slice aliases nothing mutable.
             let s = unsafe { std::slice::from_raw_parts(row, cols) };
             if alpha == T::ONE {
                 for (o, &x) in out[..cols].iter_mut().zip(s) {
@@ -178,6 +183,7 @@ pub(crate) fn pack_rows<T: Real>(
             }
         } else {
             for (c, o) in out[..cols].iter_mut().enumerate() {
+                // SAFETY: c < cols addresses element (r0 + r, c) of the view.
                 *o = alpha * unsafe { *row.offset(c as isize * cs) };
             }
         }
@@ -188,7 +194,7 @@ pub(crate) fn pack_rows<T: Real>(
 /// Transposed pack: `dst[c·stride + r] = src[r0 + r, c]` for `r < rows`, zero for
 /// `rows ≤ r < stride`, for every column `c`. With `isa = Avx512`, `f32` elements, contiguous
 /// rows and `stride` a multiple of 16, 16×16 blocks are transposed in registers
-/// ([`transpose16_f32`]); otherwise element by element.
+/// ([`efa_num::simd::transpose16::transpose16_f32`]); otherwise element by element.
 pub(crate) fn pack_cols<T: Real>(
     isa: Isa,
     src: &ArrayView2<T>,
@@ -220,7 +226,7 @@ pub(crate) fn pack_cols<T: Real>(
             let d = dst.as_mut_ptr().cast::<f32>();
             for rb in (0..rows).step_by(16) {
                 for cb in (0..cols).step_by(16) {
-                    transpose16_f32(
+                    efa_num::simd::transpose16::transpose16_f32(
                         base.offset(rb as isize * rs).add(cb),
                         rs,
                         (rows - rb).min(16),
@@ -255,99 +261,6 @@ pub(crate) fn pack_cols<T: Real>(
             } else {
                 for c in 0..cols {
                     *out.add(c * stride) = *row.offset(c as isize * cs);
-                }
-            }
-        }
-    }
-}
-
-/// Transposes a block of `rows ≤ 16` rows (row `r` at `src + r·rs`, `cols ≤ 16` contiguous
-/// elements) into `cols` rows of 16 at `dst + c·stride` (entries past `rows` are zero).
-///
-/// # Safety
-/// AVX-512F must be supported; `src` valid for the stated rows and columns, `dst` for `cols`
-/// rows of 16 elements at stride `stride`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn transpose16_f32(
-    src: *const f32,
-    rs: isize,
-    rows: usize,
-    cols: usize,
-    dst: *mut f32,
-    stride: usize,
-) {
-    let from = std::array::from_fn(|i| src.wrapping_offset(i as isize * rs));
-    let to = std::array::from_fn(|c| dst.wrapping_add(c * stride));
-    // SAFETY: the caller's contract, row by row; all 16 lanes of each output row are written.
-    unsafe { transpose16_at_f32(&from, rows, cols, &to, 16) }
-}
-
-/// [`transpose16_f32`] with each row at its own address: source row `r < rows` at `src[r]`
-/// (`cols ≤ 16` contiguous elements; `src[r]` for `r ≥ rows` is not read) becomes element `r`
-/// of output row `c < cols`, of which the first `lanes` elements are written at `dst[c]`
-/// (elements past `rows` are zero).
-///
-/// # Safety
-/// AVX-512F must be supported; `src[r]` valid for `cols` elements for `r < rows`, `dst[c]`
-/// for `lanes ≤ 16` elements for `c < cols`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn transpose16_at_f32(
-    src: &[*const f32; 16],
-    rows: usize,
-    cols: usize,
-    dst: &[*mut f32; 16],
-    lanes: usize,
-) {
-    use std::arch::x86_64::*;
-    debug_assert!(rows <= 16 && cols <= 16 && lanes <= 16);
-    // SAFETY: masked loads touch only the first `cols` elements of the first `rows` rows;
-    // masked stores write the first `lanes` elements of the first `cols` output rows (caller's
-    // contract).
-    unsafe {
-        let mask = (((1u32 << cols) - 1) & 0xffff) as __mmask16;
-        let keep = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
-        let r: [__m512; 16] = std::array::from_fn(|i| {
-            if i < rows {
-                _mm512_maskz_loadu_ps(mask, src[i])
-            } else {
-                _mm512_setzero_ps()
-            }
-        });
-        // 4×4 transposes inside each 128-bit lane: u[4g + k] lane L holds column 4L + k of
-        // rows 4g .. 4g + 4.
-        let mut u = [_mm512_setzero_ps(); 16];
-        for g in 0..4 {
-            let (a, b, c, d) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
-            let t0 = _mm512_castps_pd(_mm512_unpacklo_ps(a, b));
-            let t1 = _mm512_castps_pd(_mm512_unpackhi_ps(a, b));
-            let t2 = _mm512_castps_pd(_mm512_unpacklo_ps(c, d));
-            let t3 = _mm512_castps_pd(_mm512_unpackhi_ps(c, d));
-            u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-            u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-            u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-            u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-        }
-        // Gather lane L of u[k], u[4 + k], u[8 + k], u[12 + k]: column 4L + k.
-        for k in 0..4 {
-            let ve = _mm512_shuffle_f32x4::<0x88>(u[k], u[4 + k]);
-            let vo = _mm512_shuffle_f32x4::<0xdd>(u[k], u[4 + k]);
-            let we = _mm512_shuffle_f32x4::<0x88>(u[8 + k], u[12 + k]);
-            let wo = _mm512_shuffle_f32x4::<0xdd>(u[8 + k], u[12 + k]);
-            let out = [
-                (k, _mm512_shuffle_f32x4::<0x88>(ve, we)),
-                (4 + k, _mm512_shuffle_f32x4::<0x88>(vo, wo)),
-                (8 + k, _mm512_shuffle_f32x4::<0xdd>(ve, we)),
-                (12 + k, _mm512_shuffle_f32x4::<0xdd>(vo, wo)),
-            ];
-            for (c, v) in out {
-                if c < cols {
-                    if lanes >= 16 {
-                        _mm512_storeu_ps(dst[c], v);
-                    } else {
-                        _mm512_mask_storeu_ps(dst[c], keep, v);
-                    }
                 }
             }
         }

@@ -153,7 +153,13 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
                 // the output rows (r·cols + cb + k)·16 for k < min(16, cols − cb) lie inside
                 // dst (asserted above).
                 unsafe {
-                    crate::problem::transpose16_at_f32(&src, GROUP, (cols - cb).min(16), &to, GROUP)
+                    efa_num::simd::transpose16::transpose16_at_f32(
+                        &src,
+                        GROUP,
+                        (cols - cb).min(16),
+                        &to,
+                        GROUP,
+                    )
                 };
             }
         }
@@ -197,7 +203,7 @@ unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, o
                 });
                 // SAFETY: T is f32, AVX-512 supported; the w source rows of 16 lanes lie in
                 // src (asserted); head g < n gets w elements of its row r (caller's contract).
-                unsafe { crate::problem::transpose16_at_f32(&from, w, n, &to, w) };
+                unsafe { efa_num::simd::transpose16::transpose16_at_f32(&from, w, n, &to, w) };
             }
         }
         return;
@@ -217,6 +223,8 @@ struct Out<T>(*mut MaybeUninit<T>);
 // SAFETY: tasks write disjoint elements (the heads of distinct groups) and nothing reads them
 // until every task has finished.
 unsafe impl<T: Send> Send for Out<T> {}
+// SAFETY: as for `Send`: a shared `Out` only hands out its pointer, through which the tasks
+// write disjoint elements (each group's heads) and nothing reads until all have finished.
 unsafe impl<T: Send> Sync for Out<T> {}
 
 /// Forward (see [`crate::Attention::forward`]); the caller checked [`applies`].

@@ -337,6 +337,9 @@ mod tests {
         let a = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0];
         let b = [7.0f64, 8.0, 9.0, 10.0, 11.0, 12.0];
         let mut c = [0.0f64; 4];
+        // SAFETY: `a` holds the 2×3 A (row stride 3, column stride 1), `b` the 3×2 B (strides
+        // 2, 1) and `c` the 2×2 C (strides 2, 1): every addressed element is in its array, and
+        // `c` is a separate local, so it aliases neither input.
         unsafe {
             <f64 as Real>::gemm(
                 2,

@@ -183,8 +183,11 @@ unsafe fn gemm_started<T: Real>(
         "gemm: start bounds"
     );
     check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c_len, ldc);
+    // A variant the CPU lacks runs as the scalar path (the public safe callers pass any `isa`).
+    let isa = isa.or_scalar();
     // SAFETY: the checks keep every element read (A, B, the start rows, the bias) or written
-    // (C rows up to the padded width) inside the slices; the caller guarantees C is unique.
+    // (C rows up to the padded width) inside the slices; the caller guarantees C is unique;
+    // `isa` is supported (`or_scalar` above).
     unsafe {
         gemm_from(
             isa,
@@ -245,9 +248,12 @@ unsafe fn gemm_bounded<T: Real>(
         return;
     }
     check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c_len, ldc);
+    // A variant the CPU lacks runs as the scalar path (the public safe callers pass any `isa`).
+    let isa = isa.or_scalar();
     // SAFETY: the checks keep every element the kernel reads (A through its strides, B rows
     // up to the padded width) or writes (C rows up to the padded width) inside the slices; the
-    // caller guarantees C is unique (and initialised when accumulating).
+    // caller guarantees C is unique (and initialised when accumulating); `isa` is supported
+    // (`or_scalar` above).
     unsafe {
         gemm(
             isa,

@@ -14,6 +14,10 @@ unsafe fn scale_rows_body<V: SimdVec>(
     alpha: V::Elem,
     dst: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`scale_rows`) guarantees `V`'s instruction set and that
+    // `src` holds rows of `n ≤ w` elements at stride `w` and `dst` `rows·n` elements; row `r`
+    // reads `src[r·w + j]` and writes `dst[r·n + j]` for `j < n` only (vectors while
+    // `j + lanes ≤ n`, then single elements while `j < n`).
     unsafe {
         let lanes = V::LANES;
         let va = V::splat(alpha);
@@ -51,9 +55,11 @@ pub fn scale_rows<T: Real>(
         return;
     }
     assert!(w >= n && src.len() >= (rows - 1) * w + n && dst.len() >= rows * n);
+    // A variant the CPU lacks runs as the scalar path.
+    let isa = isa.or_scalar();
     // SAFETY: the assert keeps every read inside `src` and every write inside `dst`; writing
-    // initialised values into `MaybeUninit` storage is sound; `isa` is supported (callers pass
-    // the problem's checked variant).
+    // initialised values into `MaybeUninit` storage is sound; `isa` is supported (`or_scalar`
+    // above).
     simd_by_kind!(T, E => unsafe {
         scale_rows_d::<E>(isa, rows, n, src.as_ptr().cast(), w, *(&alpha as *const T).cast::<E>(),
             dst.as_mut_ptr().cast())
@@ -70,6 +76,9 @@ unsafe fn dot_rows_body<V: SimdVec>(
     rsb: isize,
     out: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`dot_rows`) guarantees `V`'s instruction set, that row
+    // `r < rows` of `a` and `b` (at `r·rsa`, `r·rsb`) is valid for `n` elements — what
+    // `dot_body` needs — and that `out` holds `rows` elements.
     unsafe {
         for r in 0..rows {
             let (x, y) = (a.offset(r as isize * rsa), b.offset(r as isize * rsb));
@@ -96,6 +105,9 @@ pub unsafe fn dot_rows<T: Real>(
     rsb: isize,
     out: &mut [T],
 ) {
+    // SAFETY: the caller guarantees `isa` is supported and the rows of `a`, `b` for every
+    // `r < out.len()` (this function's contract); `out` is a slice of `out.len()` elements;
+    // `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
         dot_rows_d::<E>(isa, out.len(), n, a.cast(), rsa, b.cast(), rsb, out.as_mut_ptr().cast())
     })

@@ -10,6 +10,9 @@ pub use cols::{ds_cols, softmax_cols, softmax_cols_again, softmax_cols_keep};
 
 #[inline(always)]
 unsafe fn ds_body<V: SimdVec>(p: *const V::Elem, dp: *mut V::Elem, d: V::Elem, n: usize) {
+    // SAFETY: the caller (the `ds_d` dispatcher's caller, or `ds_rows_body`) guarantees `V`'s
+    // instruction set and `p`, `dp` valid for `n` elements; vectors cover `j .. j + w` only
+    // while `j + w ≤ n`, the tail single elements `j < n`.
     unsafe {
         let w = V::LANES;
         let vd = V::splat(d);
@@ -30,6 +33,11 @@ simd_variants!(ds_body, ds_d, (p: *const E, dp: *mut E, d: E, n: usize) -> ());
 /// In place `dpⱼ ← pⱼ·(dpⱼ − d)` over a row (the softmax backward `dS = P ∘ (dP − D)`).
 pub fn ds_row<T: Real>(isa: Isa, p: &[T], dp: &mut [T], d: T) {
     let n = p.len().min(dp.len());
+    // A variant the CPU lacks runs as the scalar path.
+    let isa = isa.or_scalar();
+    // SAFETY: `n` is at most both lengths, so both pointers are valid for `n` elements, and
+    // `dp` is a unique borrow distinct from `p`; `E` is `T` itself, so the casts keep type and
+    // alignment; `isa` is supported (`or_scalar` above).
     simd_by_kind!(T, E => unsafe {
         ds_d::<E>(isa, p.as_ptr().cast(), dp.as_mut_ptr().cast(), *(&d as *const T).cast::<E>(), n)
     })
@@ -37,6 +45,10 @@ pub fn ds_row<T: Real>(isa: Isa, p: &[T], dp: &mut [T], d: T) {
 
 #[inline(always)]
 unsafe fn softmax_rows_body<V: SimdVec>(p: *mut V::Elem, ld: usize, rows: usize, n: usize) {
+    // SAFETY: the dispatcher's caller (`softmax_rows`) guarantees `V`'s instruction set and
+    // that row `r < rows`, at `p + r·ld`, is valid for `n` elements (asserted there); the row
+    // bodies are called on rows `r`, `r + 1 < rows` (`r + 2 ≤ rows`) or the last `r < rows`,
+    // each with `n` elements.
     unsafe {
         // Two rows at a time, their steps interleaved: each row's steps form one long chain of
         // dependent operations (reductions, the tail's sequential sum, a division), and the
@@ -91,6 +103,9 @@ unsafe fn ds_rows_body<V: SimdVec>(
     rows: usize,
     n: usize,
 ) {
+    // SAFETY: the dispatcher's caller (`ds_rows`) guarantees `V`'s instruction set and that row
+    // `r < rows` of `p` and of `dp` (at `r·ld`) is valid for `n` elements (asserted there, in
+    // distinct borrows); the bodies run on rows `r`, `r + 1 < rows` or the last `r < rows`.
     unsafe {
         // Two rows at a time (as in `softmax_rows_body`); each row's operations are unchanged.
         let mut r = 0;
@@ -144,6 +159,10 @@ pub fn ds_rows<T: Real>(isa: Isa, p: &[T], dp: &mut [T], ld: usize, rows: usize,
 /// Sets row `[from, w)` to `x` (scalar until lane-aligned, then whole vectors).
 #[inline(always)]
 unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem) {
+    // SAFETY: the caller (`probs_body`) runs this with `V`'s instruction set enabled, `row`
+    // valid for `w` elements and `w` a multiple of PAD (`bkp`, or `padded(c) ≤ bkp`), which
+    // `lanes` divides: single stores at `j < w`, then whole vectors from a multiple of
+    // `lanes`, which end exactly at `w`.
     unsafe {
         let lanes = V::LANES;
         let mut j = from;
@@ -176,6 +195,13 @@ unsafe fn online_t_block<X: SimdVec>(
     dv: usize,
     alpha_out: *mut X::Elem,
 ) {
+    // SAFETY: the caller (`online_t_body`) runs this with `X`'s instruction set enabled, for a
+    // block start `cb < mq` that is a multiple of `lanes`, with `mq = cnt.len() ≤ mqp` and
+    // `mqp` a multiple of PAD, which `lanes` divides: the block's columns `cb .. cb + lanes`
+    // end within `mqp`. So `cnt` is read at `min(cb + lanes, mq) − 1 < mq`, `st` at rows
+    // `j < rows` (`rows·mqp` elements), `m`, `l` and `alpha_out` (if not null) at the block's
+    // columns (`mqp` elements each), `acct` at rows `c < dv` (`dv·mqp` elements): the sizes of
+    // `online_softmax_t`'s contract.
     unsafe {
         let lanes = X::LANES;
         let ninf = X::splat(X::Elem::NEG_INFINITY);
@@ -235,6 +261,10 @@ unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     dv: usize,
     alpha_out: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`online_softmax_t`) guarantees the instruction sets of
+    // `V` and `H` and its buffer sizes. Blocks start at `cb < mq`; `cb` is a multiple of `w`
+    // (hence of `H::LANES`, which divides it) because only the last block may be a narrower
+    // `H` one, so each block gets the aligned start `online_t_block` needs.
     unsafe {
         // Column blocks up to the last query; the last one in the narrower `H` when that
         // covers it. Columns past it are left as they are.
@@ -251,7 +281,7 @@ unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
         }
     }
 }
-tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
+efa_num::simd_tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
     acct: *mut E, dv: usize, alpha_out: *mut E) -> ());
 
 /// Forward online-softmax update on a transposed score tile `st` (`rows` keys × `mqp` queries,
@@ -266,7 +296,7 @@ tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: 
 ///
 /// # Safety
 /// `st` holds `rows·mqp`, `m`, `l` (and `alpha`) hold `mqp`, `acct` holds `dv·mqp` elements,
-/// `cnt.len() ≤ mqp`; `isa` supported.
+/// `cnt.len() ≤ mqp`, `mqp` is a multiple of [`PAD`]; `isa` supported.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn online_softmax_t<T: Real>(
     isa: Isa,
@@ -286,6 +316,9 @@ pub unsafe fn online_softmax_t<T: Real>(
     debug_assert!(acct.len() >= dv * mqp);
     debug_assert!(alpha.as_ref().is_none_or(|a| a.len() >= mqp));
     let alpha = alpha.map_or(std::ptr::null_mut(), |a| a.as_mut_ptr());
+    // SAFETY: the caller guarantees `isa` is supported and the buffer sizes, `cnt.len() ≤ mqp`
+    // and `mqp` a multiple of PAD (this function's contract); the slices are distinct borrows,
+    // and `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
         online_t_dd::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
             l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv, alpha.cast())
@@ -300,6 +333,13 @@ unsafe fn probs_body<V: SimdVec>(
     cnt: *const usize,
     lse: *const V::Elem,
 ) -> usize {
+    // SAFETY: the dispatcher's caller (`probabilities`) guarantees `V`'s instruction set, `mq`
+    // rows of `bkp` elements at `s` with `bkp` a multiple of PAD, `mq` entries of `cnt` and
+    // `lse`, and every `cnt[r] ≤ bkp`. So for row `r < mq`: `exp_sub_sum_body` covers
+    // `full ≤ c` elements; the partial vector starts at `full`, a multiple of `lanes`, reads
+    // `c − full < lanes` elements and stores `lanes` ending at or before `padded(c)`; the
+    // `hidden` stores run from a multiple of `lanes` up to `w = min(padded(c), bkp)`, a
+    // multiple of `lanes`; `fill` gets `w` and `bkp` as it needs.
     unsafe {
         let ninf = V::Elem::NEG_INFINITY;
         let mut k_eff = 0;
@@ -349,7 +389,8 @@ simd_variants!(probs_body, probs_d, (mq: usize, s: *mut E, bkp: usize, cnt: *con
 /// visible count.
 ///
 /// # Safety
-/// Buffers sized `mq·bkp` (`s`) and `mq` (`cnt`, `lse`); `isa` supported.
+/// Buffers sized `mq·bkp` (`s`) and `mq` (`cnt`, `lse`); `bkp` a multiple of [`PAD`] and every
+/// `cnt[r] ≤ bkp`; `isa` supported.
 pub unsafe fn probabilities<T: Real>(
     isa: Isa,
     mq: usize,
@@ -359,6 +400,9 @@ pub unsafe fn probabilities<T: Real>(
     lse: &[T],
 ) -> usize {
     debug_assert!(s.len() >= mq * bkp && cnt.len() >= mq && lse.len() >= mq);
+    // SAFETY: the caller guarantees `isa` is supported, the buffer sizes, `bkp` a multiple of
+    // PAD and `cnt[r] ≤ bkp` (this function's contract); `E` is `T` itself, so the casts keep
+    // type and alignment.
     simd_by_kind!(T, E => unsafe {
         probs_d::<E>(isa, mq, s.as_mut_ptr().cast(), bkp, cnt.as_ptr(), lse.as_ptr().cast())
     })

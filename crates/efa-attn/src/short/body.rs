@@ -26,12 +26,16 @@ impl Dims {
     /// Keys row `i` sees.
     #[inline(always)]
     unsafe fn cnt(self, i: usize) -> usize {
+        // SAFETY: `cnt` points to the `nq` counts of `Scratch::cnt` (see `Scratch::dims`), and
+        // every caller passes a query row `i < nq`.
         unsafe { *self.cnt.add(i) }
     }
 
     /// First query row that sees key `j`.
     #[inline(always)]
     unsafe fn first(self, j: usize) -> usize {
+        // SAFETY: `first` points to `Scratch::first`, whose first `c` entries `Scratch::dims`
+        // filled, and every caller passes a key `j < c`.
         unsafe { *self.first.add(j) }
     }
 }
@@ -53,6 +57,8 @@ fn op<T>(ptr: *const T, sa: usize, sb: usize) -> Op<T> {
 impl<T> Op<T> {
     #[inline(always)]
     unsafe fn at(self, a: usize, b: usize, u: usize) -> *const T {
+        // SAFETY: callers pass only `(a, b)` of the operand's matrix and a lane `u < GROUP`, so
+        // the offset `(a·sa + b·sb)·GROUP + u` stays inside the buffer the operand addresses.
         unsafe { self.ptr.add((a * self.sa + b * self.sb) * GROUP + u) }
     }
 }
@@ -81,6 +87,12 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
     out: Op<V::Elem>,
     u: usize,
 ) {
+    // SAFETY: the caller (`row_block`) runs this with `V`'s instruction set enabled, on rows
+    // `a0 .. a0 + R` of `x` and `out` and columns `b0 .. b0 + N` of `y` and `out` inside their
+    // matrices, and with `[lo[r], hi[r])` inside row `a0 + r`'s `k` range of `x` and `y`;
+    // each vector is `LANES` lanes from lane `u`, a multiple of `LANES` below GROUP (which
+    // `LANES` divides), so it stays in one element's GROUP lanes. Every `k` read below lies in
+    // `[lo[r], hi[r])` for the row it feeds (`[jl, jh)` is inside every row's range).
     unsafe {
         let mut acc = [[V::splat(V::Elem::ZERO); N]; R];
         let jl = lo.iter().copied().max().unwrap_or(0);
@@ -129,6 +141,9 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
     out: Op<V::Elem>,
     u: usize,
 ) {
+    // SAFETY: the caller (`rows`) guarantees `V`'s instruction set, rows `a0 .. a0 + R` inside
+    // the matrices and `kr(a)`, columns `0..nb` valid for them; the column blocks below stay
+    // below `nb` (`b + 8 ≤ nb`, `b + 4 ≤ nb`, `b + 2 ≤ nb`, `b < nb`), as `chain_block` needs.
     unsafe {
         let lo = std::array::from_fn(|r| kr(a0 + r).0);
         let hi = std::array::from_fn(|r| kr(a0 + r).1);
@@ -167,6 +182,9 @@ unsafe fn rows<V: SimdVec>(
     out: Op<V::Elem>,
     u: usize,
 ) {
+    // SAFETY: the caller guarantees `V`'s instruction set and that rows `a0 .. a0 + rows`, their
+    // `k` ranges `kr(a)` and columns `0..nb` are inside `x`, `y` and `out`; each `row_block`
+    // call takes rows below `end = a0 + rows` (`a + 4 ≤ end`, `a + 2 ≤ end`, `a < end`).
     unsafe {
         let mut a = a0;
         let end = a0 + rows;
@@ -201,6 +219,10 @@ unsafe fn product<V: SimdVec>(
     out: Op<V::Elem>,
     u: usize,
 ) {
+    // SAFETY: the caller guarantees `V`'s instruction set and that rows `a < na`, their `k`
+    // ranges `kr(a)` and columns `b < nb(a)` are inside `x`, `y` and `out`; each block takes
+    // rows `a0 .. a0 + n ≤ na` and the columns of its last row, the widest (`nb`
+    // nondecreasing).
     unsafe {
         for a0 in (0..na).step_by(ROWS) {
             let n = ROWS.min(na - a0);
@@ -223,6 +245,10 @@ unsafe fn scores<V: SimdVec>(
     kt: *const V::Elem,
     s: *mut V::Elem,
 ) {
+    // SAFETY: the caller guarantees `V`'s instruction set, rows `i0 .. i0 + n ≤ nq`, `qt`
+    // holding `nq × d`, `kt` `c × d` and `s` `nq × c` lane-major elements. Row `a` reads Q's
+    // row `a`, columns `k < d`, and K's keys `b < cnt(i0 + n − 1) ≤ c` (the block's widest
+    // row), and writes `s(a, b)`: all inside.
     unsafe {
         let q = op(qt, x.d, 1);
         let k = op(kt, 1, x.d);
@@ -234,6 +260,7 @@ unsafe fn scores<V: SimdVec>(
 /// `v·scale`, skipped when the scale is 1 (as the tile kernel skips it).
 #[inline(always)]
 unsafe fn scaled<V: SimdVec>(v: V, scale: V, one: bool) -> V {
+    // SAFETY: register arithmetic only; the caller runs with `V`'s instruction set enabled.
     unsafe {
         if one {
             v
@@ -260,6 +287,11 @@ unsafe fn forward_body<V: SimdVec>(
     m: *mut V::Elem,
     l: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`group_forward`) guarantees `V`'s instruction set and
+    // the scratch of `Scratch::new`: `qt` `nq × d`, `kt` `c × d`, `vt` `c × dv`, `s` at least
+    // `nq × c`, `acc` `nq × dv`, `m` and `l` `nq` lane-major elements (GROUP lanes each), and
+    // `x`'s counts with `cnt(i) ≤ c`. Below, rows are `i < nq`, keys `j < cnt(i) ≤ c`, value
+    // columns `e < dv`, and vectors start at lane `u`, a multiple of `LANES` below GROUP.
     unsafe {
         let zero = V::splat(V::Elem::ZERO);
         let ninf = V::splat(V::Elem::NEG_INFINITY);
@@ -333,6 +365,14 @@ unsafe fn backward_body<V: SimdVec>(
     ds: *mut V::Elem,
     g: [*mut V::Elem; 3],
 ) {
+    // SAFETY: the dispatcher's caller (`group_backward`) guarantees `V`'s instruction set and
+    // the scratch of `Scratch::new`: `qt`, `dq` `nq × d`, `kt`, `dk` `c × d`, `vt`, `dv`
+    // `c × dv`, `dot` `nq × dv`, `p` and `ds` at least `nq × c`, `lse` and `dd` `nq` lane-major
+    // elements (GROUP lanes each), `dead` `nq` flags, and `x`'s counts with `cnt(i) ≤ c` and
+    // `first(j) < nq`. Below, rows are `i < nq`, keys `j < cnt(i) ≤ c` (or `j < c` for the
+    // key-side products, over rows `first(j) .. nq`), head columns `< d` or `< dv`; vectors
+    // start at lane `u`, a multiple of `LANES` below GROUP, and scalar lanes are `u + lane`
+    // with `lane < LANES`.
     unsafe {
         let [dq, dk, dvv] = g;
         let (nq, c, d, dv) = (x.nq, x.c, x.d, x.dv);

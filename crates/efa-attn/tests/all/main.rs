@@ -5,3 +5,4 @@ mod backward;
 mod common;
 mod forward;
 mod nan;
+mod unsupported_isa;

@@ -103,6 +103,15 @@ unsafe fn gather_body<V: SimdVec>(
     srcs: *const RawSource<V::Elem>,
     bias: *const V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`gather_rows`) guarantees `V`'s instruction set, rows
+    // `r0..r1` within `rows`, `npieces` pieces and their terms, one output pointer per chunk
+    // with capacity for `rows·cw` elements, and the sources and bias it asserted. So piece `q`
+    // (`< npieces`) has `chunk < chunks` and `lo ≤ hi ≤ cw`: the writes `r·cw + lo + j` with
+    // `j < hi − lo` stay inside row `r` of the chunk, the bias reads inside `chunks·cw`; each
+    // term `(p, col)` names a source and a column with `col + (hi − lo) ≤ f` (its segment
+    // covers the piece), so the table reads `id·f + col + j` stay inside row `id` (asserted
+    // to fit) and `ids[r]` inside the `rows` ids. Vector accesses cover `j .. j + lanes` only
+    // while that is `≤ n = hi − lo`.
     unsafe {
         let lanes = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
@@ -281,6 +290,12 @@ unsafe fn sum_block<V: SimdVec, const NV: usize>(
     j: usize,
     last: usize,
 ) {
+    // SAFETY: the caller (`sum_body`) runs this with `V`'s instruction set enabled, `n` picked
+    // rows, every `picked[k]·stride + w ≤ src.len()`, `dst` holding `w` elements, and columns
+    // `j .. j + width ≤ w` (`width = (NV − 1)·lanes + last`, `1 ≤ last ≤ lanes`). So each row
+    // read (whole vectors, and `load_first` with `last < lanes` elements for a partial last
+    // one), each prefetch address (the row ahead, `c < width`) and each store to `dst` stays
+    // inside its buffer; `picked` is read at `k < n` and `k + AHEAD < n`.
     unsafe {
         let lanes = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
@@ -325,6 +340,11 @@ unsafe fn sum_body<V: SimdVec>(
     n: usize,
     stride: usize,
 ) {
+    // SAFETY: the dispatcher's caller (`sum_rows`) guarantees `V`'s instruction set, `dst`
+    // holding `w` elements, `n` picked rows with `picked[k]·stride + w ≤ src.len()`. Each pass
+    // takes `rem = w − j ≥ 1` columns, `nv = min(⌈rem / lanes⌉, 4)` vectors with
+    // `last = min(rem − (nv − 1)·lanes, lanes) ≥ 1`, so its width `(nv − 1)·lanes + last` is at
+    // most `rem`: the block's columns end at or before `w`, as `sum_block` needs.
     unsafe {
         let lanes = V::LANES;
         // Up to four vectors of columns per pass over the picked rows (four independent

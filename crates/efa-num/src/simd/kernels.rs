@@ -23,14 +23,26 @@ macro_rules! simd_variants {
             #[target_feature(enable = "avx512f")]
             #[allow(clippy::too_many_arguments)]
             unsafe fn v512<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
+                // SAFETY: `v512` is called only from the `Isa::Avx512` arm below, whose caller
+                // guarantees the CPU supports AVX-512F, the instruction set of `E::Avx512`; the
+                // pointer arguments are forwarded unchanged, valid as the caller of the
+                // dispatcher guarantees.
                 unsafe { $body::<E::Avx512>($($a),*) }
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
             #[allow(clippy::too_many_arguments)]
             unsafe fn v256<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
+                // SAFETY: `v256` is called only from the `Isa::Avx2` arm below, whose caller
+                // guarantees the CPU supports AVX2 + FMA, the instruction set of `E::Avx2`; the
+                // pointer arguments are forwarded unchanged, valid as the caller of the
+                // dispatcher guarantees.
                 unsafe { $body::<E::Avx2>($($a),*) }
             }
+            // SAFETY: the caller guarantees `isa` is supported by the CPU, so the
+            // `#[target_feature]` wrapper of each arm (AVX-512F for `Avx512`, AVX2 + FMA for
+            // `Avx2`) may run, and the one-lane body needs no CPU feature; the pointers are
+            // valid for the stated lengths (the caller's contract), forwarded unchanged.
             unsafe {
                 match isa {
                     #[cfg(target_arch = "x86_64")]
@@ -97,6 +109,9 @@ use crate::simd_by_kind as by_kind;
 /// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
 pub unsafe fn dot_body<V: SimdVec>(a: *const V::Elem, b: *const V::Elem, n: usize) -> V::Elem {
+    // SAFETY: the caller guarantees `V`'s instruction set is enabled and `a`, `b` are valid
+    // for `n` elements; every vector load reads `w` elements from offset `i` with
+    // `i + w <= n` (the loop conditions), the tail reads index `i < n`.
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::ZERO);
@@ -125,6 +140,9 @@ variants!(dot_body, dot_d, (a: *const E, b: *const E, n: usize) -> E);
 
 #[inline(always)]
 unsafe fn axpy_body<V: SimdVec>(alpha: V::Elem, x: *const V::Elem, y: *mut V::Elem, n: usize) {
+    // SAFETY: the caller (the `axpy_d` dispatcher's contract) guarantees `V`'s instruction set
+    // is enabled and `x`, `y` are valid for `n` elements; every vector access covers offsets
+    // `i..i + w` with `i + w <= n` (the loop condition), the tail accesses index `i < n`.
     unsafe {
         let w = V::LANES;
         let va = V::splat(alpha);
@@ -147,6 +165,10 @@ variants!(axpy_body, axpy_d, (alpha: E, x: *const E, y: *mut E, n: usize) -> ())
 /// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
 pub unsafe fn scale_body<V: SimdVec>(alpha: V::Elem, x: *mut V::Elem, n: usize) {
+    // SAFETY: the caller guarantees `V`'s instruction set is enabled and `x` is valid for `n`
+    // elements; the loop accesses offsets `i..i + w` with `i + w <= n`, and the tail
+    // `t = n - i` elements from `i` with `0 < t < w = LANES` (the loop has exited), as the
+    // `_first` methods require.
     unsafe {
         let w = V::LANES;
         let va = V::splat(alpha);
@@ -172,6 +194,10 @@ variants!(scale_body, scale_d, (alpha: E, x: *mut E, n: usize) -> ());
 /// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
 pub unsafe fn max_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+    // SAFETY: the caller guarantees `V`'s instruction set is enabled and `x` is valid for `n`
+    // elements; the loops load offsets `i..i + w` with `i + w <= n`, and the tail reads
+    // `n - i` elements from `i` with `0 < n - i < w = LANES` (the loops have exited), as
+    // `load_first` requires.
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::NEG_INFINITY);
@@ -204,6 +230,9 @@ variants!(max_body, max_d, (x: *const E, n: usize) -> E);
 /// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
 pub unsafe fn sum_body<V: SimdVec>(x: *const V::Elem, n: usize) -> V::Elem {
+    // SAFETY: the caller guarantees `V`'s instruction set is enabled and `x` is valid for `n`
+    // elements; every vector load reads offsets `i..i + w` with `i + w <= n` (the loop
+    // conditions), the tail reads index `i < n`.
     unsafe {
         let w = V::LANES;
         let z = V::splat(V::Elem::ZERO);
@@ -232,6 +261,10 @@ variants!(sum_body, sum_d, (x: *const E, n: usize) -> E);
 
 #[inline(always)]
 unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V::Elem {
+    // SAFETY: the caller (the `sum_exp_d` dispatcher's contract) guarantees `V`'s instruction
+    // set is enabled and `x` is valid for `n` elements; every vector load reads offsets
+    // `i..i + w` with `i + w <= n` (the loop conditions), the tail reads index `i < n`; the
+    // one-lane vector needs no CPU feature.
     unsafe {
         let w = V::LANES;
         let vm = V::splat(m);
@@ -265,6 +298,10 @@ variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
 /// The instruction set of `V` must be enabled; the pointers valid for `n` elements.
 #[inline(always)]
 pub unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem) -> V::Elem {
+    // SAFETY: the caller guarantees `V`'s instruction set is enabled and `x` is valid for `n`
+    // elements; the loops access offsets `i..i + w` with `i + w <= n`, and the tail
+    // `t = n - i` elements from `i` with `0 < t < w = LANES` (the loops have exited), as the
+    // `_first` methods require; `buf` holds `MAX_LANES >= LANES` elements for `store`.
     unsafe {
         let w = V::LANES;
         let vm = V::splat(m);
@@ -309,6 +346,10 @@ variants!(exp_sub_sum_body, exp_sub_sum_d, (x: *mut E, n: usize, m: E) -> E);
 
 #[inline(always)]
 unsafe fn exp_body<V: SimdVec>(x: *mut V::Elem, n: usize) {
+    // SAFETY: the caller (the `exp_d` dispatcher's contract) guarantees `V`'s instruction set
+    // is enabled and `x` is valid for `n` elements; every vector access covers offsets
+    // `i..i + w` with `i + w <= n` (the loop condition), the tail accesses index `i < n`; the
+    // one-lane vector needs no CPU feature.
     unsafe {
         let w = V::LANES;
         let mut i = 0;
@@ -351,6 +392,8 @@ pub fn dot_with<T: Real>(isa: Isa, a: &[T], b: &[T]) -> T {
         return from_dd(dd_path::dot(a, b));
     }
     let isa = isa.or_scalar();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `a` and `b` are slices of the same length (checked above), so both
+    // pointers are valid for `a.len()` elements; `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment.
     by_kind!(T, E => unsafe { dot_d::<E>(isa, a.as_ptr().cast(), b.as_ptr().cast(), a.len()) })
 }
 
@@ -373,6 +416,9 @@ pub fn axpy_with<T: Real>(isa: Isa, alpha: T, x: &[T], y: &mut [T]) {
     }
     let isa = isa.or_scalar();
     let n = y.len();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` and `y` are slices of length `n` (checked above), `y` borrowed
+    // mutably, so the pointers are valid for `n` elements; `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment, and the
+    // `alpha` read is of an initialised `E`.
     by_kind!(T, E => unsafe {
         axpy_d::<E>(isa, *(&alpha as *const T).cast::<E>(), x.as_ptr().cast(), y.as_mut_ptr().cast(), n)
     })
@@ -391,6 +437,8 @@ pub fn scale_with<T: Real>(isa: Isa, alpha: T, x: &mut [T]) {
     }
     let isa = isa.or_scalar();
     let n = x.len();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a mutably borrowed slice of length `n`, valid for `n` elements;
+    // `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment, and the `alpha` read is of an initialised `E`.
     by_kind!(T, E => unsafe {
         scale_d::<E>(isa, *(&alpha as *const T).cast::<E>(), x.as_mut_ptr().cast(), n)
     })
@@ -408,6 +456,7 @@ pub fn max_with<T: Real>(isa: Isa, x: &[T]) -> T {
         return from_dd(dd_path::max(x));
     }
     let isa = isa.or_scalar();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a slice, valid for `x.len()` elements; `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment.
     by_kind!(T, E => unsafe { max_d::<E>(isa, x.as_ptr().cast(), x.len()) })
 }
 
@@ -423,6 +472,7 @@ pub fn sum_with<T: Real>(isa: Isa, x: &[T]) -> T {
         return from_dd(dd_path::sum(x));
     }
     let isa = isa.or_scalar();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a slice, valid for `x.len()` elements; `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment.
     by_kind!(T, E => unsafe { sum_d::<E>(isa, x.as_ptr().cast(), x.len()) })
 }
 
@@ -439,6 +489,8 @@ pub fn sum_exp_with<T: Real>(isa: Isa, x: &[T], m: T) -> T {
         return from_dd(dd_path::sum_exp(x, m));
     }
     let isa = isa.or_scalar();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a slice, valid for `x.len()` elements; `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment, and the `m` read
+    // is of an initialised `E`.
     by_kind!(T, E => unsafe {
         sum_exp_d::<E>(isa, x.as_ptr().cast(), x.len(), *(&m as *const T).cast::<E>())
     })
@@ -457,6 +509,8 @@ pub fn exp_sub_sum_with<T: Real>(isa: Isa, x: &mut [T], m: T) -> T {
     }
     let isa = isa.or_scalar();
     let n = x.len();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a mutably borrowed slice of length `n`, valid for `n` elements;
+    // `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment, and the `m` read is of an initialised `E`.
     by_kind!(T, E => unsafe {
         exp_sub_sum_d::<E>(isa, x.as_mut_ptr().cast(), n, *(&m as *const T).cast::<E>())
     })
@@ -475,5 +529,7 @@ pub fn exp_slice_with<T: Real>(isa: Isa, x: &mut [T]) {
     }
     let isa = isa.or_scalar();
     let n = x.len();
+    // SAFETY: `isa.or_scalar()` is a variant this CPU supports; `x` is a mutably borrowed slice of length `n`, valid for `n` elements;
+    // `by_kind!` sets `E` to the concrete type of `T`, so the pointer casts keep type and alignment.
     by_kind!(T, E => unsafe { exp_d::<E>(isa, x.as_mut_ptr().cast(), n) })
 }

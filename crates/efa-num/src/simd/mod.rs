@@ -20,8 +20,16 @@
 
 mod dd_lane;
 mod dd_path;
+mod dispatch;
 mod kernels;
 mod vector;
+
+#[cfg(target_arch = "x86_64")]
+pub mod ln16;
+#[cfg(target_arch = "x86_64")]
+pub mod row16;
+#[cfg(target_arch = "x86_64")]
+pub mod transpose16;
 
 use crate::Real;
 use std::any::TypeId;

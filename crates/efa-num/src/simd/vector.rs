@@ -97,47 +97,97 @@ pub const MAX_LANES: usize = 16;
 /// A SIMD register of `LANES` elements of type `Elem`.
 ///
 /// # Safety
-/// (This section covers every method: each is `unsafe` for the same two reasons.)
+/// (Callers: this section covers every method; each is `unsafe` for the same two reasons.)
 /// Implementations use CPU-specific instructions: every method may only be called on a CPU
 /// that supports the type's instruction set (see [`super::Isa`]), and pointer arguments must be
-/// valid for `LANES` elements.
-#[allow(clippy::missing_safety_doc)]
+/// valid for `LANES` elements (`n` for the `_first` methods) and aligned for `Elem`
+/// ("unaligned" below means: not necessarily aligned to the width of the register).
+///
+/// Implementors must keep `LANES <= MAX_LANES` (the default `load_first` and `store_first` go
+/// through a `MAX_LANES` buffer), make `load` and `store` access exactly the `LANES` elements
+/// at the pointer, and use only instructions of the type's instruction set.
 pub unsafe trait SimdVec: Copy {
     /// The element type.
     type Elem: SimdElem;
     /// Number of lanes.
     const LANES: usize;
     /// All lanes equal to `x`.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn splat(x: Self::Elem) -> Self;
     /// Unaligned load of `LANES` elements.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set; `p` must be valid for reading `LANES`
+    /// elements and aligned for `Elem`.
     unsafe fn load(p: *const Self::Elem) -> Self;
     /// Unaligned store of `LANES` elements.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set; `p` must be valid for writing `LANES`
+    /// elements and aligned for `Elem`.
     unsafe fn store(self, p: *mut Self::Elem);
     /// Lane-wise `a + b`.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn add(self, b: Self) -> Self;
     /// Lane-wise `a − b`.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn sub(self, b: Self) -> Self;
     /// Lane-wise `a · b`.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn mul(self, b: Self) -> Self;
     /// Lane-wise `a / b` (correctly rounded, as the scalar division).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn div(self, b: Self) -> Self;
     /// Lane-wise `a · b + c` with one rounding.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn fma(self, b: Self, c: Self) -> Self;
     /// Lane-wise maximum; returns `b` when either is NaN (x86 `max` semantics).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn max(self, b: Self) -> Self;
     /// Lane-wise minimum; returns `b` when either is NaN.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn min(self, b: Self) -> Self;
     /// Round to nearest integer, ties to even.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn round(self) -> Self;
     /// Round toward −∞.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn floor(self) -> Self;
     /// 2ⁿ for integral lanes `n` within the normal exponent range.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn pow2i(self) -> Self;
     /// `self·2ⁿ` for integral lanes `n` with |n| up to about twice the exponent range:
     /// scaled in two steps `2^⌊n/2⌋·2^(n−⌊n/2⌋)` so results underflow gradually to 0 and
     /// overflow to +∞ (AVX-512 uses its `scalef` instruction, which does the same in one).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     #[inline(always)]
     unsafe fn ldexp(self, n: Self) -> Self {
+        // SAFETY: register arithmetic only (no memory access); the caller guarantees the CPU
+        // supports the type's instruction set, which is all these methods need.
         unsafe {
             let n1 = n.mul(Self::splat(Self::Elem::HALF)).floor();
             let n2 = n.sub(n1);
@@ -147,8 +197,17 @@ pub unsafe trait SimdVec: Copy {
     /// The first `n` elements at `p` (`n < LANES`; only those are read) in the first lanes,
     /// `fill` in the others. The default goes through a stack buffer; AVX-512 uses a masked
     /// load.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set; `n < LANES`; `p` must be valid for
+    /// reading `n` elements and aligned for `Elem`.
     #[inline(always)]
     unsafe fn load_first(p: *const Self::Elem, n: usize, fill: Self::Elem) -> Self {
+        // SAFETY: the caller guarantees `p` is valid for reading `n` elements and `n < LANES`,
+        // and implementors keep `LANES <= MAX_LANES` (the trait's contract), so the copy writes
+        // inside the local `buf`, which cannot overlap `p`'s storage; `load` then reads `LANES`
+        // elements of `buf`, all in bounds and aligned, on a CPU the caller guarantees supports
+        // the instruction set.
         unsafe {
             let mut buf = [fill; MAX_LANES];
             debug_assert!(n < Self::LANES && Self::LANES <= MAX_LANES);
@@ -157,8 +216,16 @@ pub unsafe trait SimdVec: Copy {
         }
     }
     /// Stores the first `n` lanes at `p` (`n < LANES`; only those are written).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set; `n < LANES`; `p` must be valid for
+    /// writing `n` elements and aligned for `Elem`.
     #[inline(always)]
     unsafe fn store_first(self, p: *mut Self::Elem, n: usize) {
+        // SAFETY: `store` writes `LANES <= MAX_LANES` elements (the implementors' contract)
+        // into the local `buf`, on a CPU the caller guarantees supports the instruction set;
+        // the copy then reads `n < LANES` of them and writes `n` elements at `p`, which the
+        // caller guarantees is valid for that, and a local buffer cannot overlap `p`'s storage.
         unsafe {
             let mut buf = [Self::Elem::ZERO; MAX_LANES];
             debug_assert!(n < Self::LANES && Self::LANES <= MAX_LANES);
@@ -167,8 +234,14 @@ pub unsafe trait SimdVec: Copy {
         }
     }
     /// Sum of the lanes (fixed pairwise order).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn reduce_sum(self) -> Self::Elem;
     /// Maximum of the lanes.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     unsafe fn reduce_max(self) -> Self::Elem;
 
     /// Lane-wise eˣ: `n = round(x·log₂e)`, `r = x − n·ln2_hi − n·ln2_lo` (|r| ≤ ln2/2),
@@ -177,8 +250,13 @@ pub unsafe trait SimdVec: Copy {
     /// `[EXP_LO, EXP_HI]` first, so −∞ gives exactly 0, +∞ gives +∞; NaN stays NaN.
     /// Measured maximum relative error against `std` exp over normal results: below 2 ulp
     /// (see the tests in `simd::tests`).
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
     #[inline(always)]
     unsafe fn exp(self) -> Self {
+        // SAFETY: register arithmetic only (no memory access); the caller guarantees the CPU
+        // supports the type's instruction set, which is all these methods need.
         unsafe {
             let e = Self::Elem::EXP_COEF;
             // max(lo, x) keeps a NaN x (second operand); min(hi, ·) likewise.
@@ -202,6 +280,8 @@ pub struct Lane<T>(pub T);
 
 macro_rules! impl_lane {
     ($t:ident, $bits:ident, $mbits:expr, $bias:expr) => {
+        // SAFETY: plain scalar code, valid on every CPU (no instruction-set requirement);
+        // `LANES = 1 <= MAX_LANES`, and `load`/`store` access exactly the one element at `p`.
         unsafe impl SimdVec for Lane<$t> {
             type Elem = $t;
             const LANES: usize = 1;
@@ -211,10 +291,14 @@ macro_rules! impl_lane {
             }
             #[inline(always)]
             unsafe fn load(p: *const $t) -> Self {
+                // SAFETY: the caller guarantees `p` is valid for reading `LANES = 1` element
+                // and aligned for `$t` (the `# Safety` contract of `load`).
                 Lane(unsafe { *p })
             }
             #[inline(always)]
             unsafe fn store(self, p: *mut $t) {
+                // SAFETY: the caller guarantees `p` is valid for writing `LANES = 1` element
+                // and aligned for `$t` (the `# Safety` contract of `store`).
                 unsafe { *p = self.0 }
             }
             #[inline(always)]
@@ -310,42 +394,64 @@ mod x86 {
             const LANES: usize = $n;
             #[inline(always)]
             unsafe fn splat(x: $t) -> Self {
+                // SAFETY: a broadcast of the type's instruction set, on a CPU the caller
+                // guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($set1(x)) }
             }
             #[inline(always)]
             unsafe fn load(p: *const $t) -> Self {
+                // SAFETY: the caller guarantees `p` is valid for reading `LANES = $n` elements
+                // (`$loadu` reads exactly those, with no alignment requirement) and that the
+                // CPU supports the type's instruction set (the `# Safety` contract of `load`).
                 unsafe { $w($loadu(p)) }
             }
             #[inline(always)]
             unsafe fn store(self, p: *mut $t) {
+                // SAFETY: the caller guarantees `p` is valid for writing `LANES = $n` elements
+                // (`$storeu` writes exactly those, with no alignment requirement) and that the
+                // CPU supports the type's instruction set (the `# Safety` contract of `store`).
                 unsafe { $storeu(p, self.0) }
             }
             #[inline(always)]
             unsafe fn add(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($add(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn sub(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($sub(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn mul(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($mul(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn div(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($div(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn fma(self, b: Self, c: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($fma(self.0, b.0, c.0)) }
             }
             #[inline(always)]
             unsafe fn max(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($max(self.0, b.0)) }
             }
             #[inline(always)]
             unsafe fn min(self, b: Self) -> Self {
+                // SAFETY: register arithmetic of the type's instruction set, on a CPU the
+                // caller guarantees supports it (the trait's contract); no memory access.
                 unsafe { $w($min(self.0, b.0)) }
             }
         };
@@ -354,6 +460,9 @@ mod x86 {
     /// Reduces an array of lanes pairwise (halving), a fixed order for every call.
     macro_rules! reduce {
         ($v:expr, $t:ident, $n:expr, $op:expr) => {{
+            // SAFETY: every use passes a register of exactly `$n` lanes of `$t` (`__m256` as
+            // 8 × f32, `__m256d` as 4 × f64, `__m512` as 16 × f32, `__m512d` as 8 × f64), so
+            // the sizes match, and every bit pattern is a valid `$t`.
             let mut a: [$t; $n] = unsafe { std::mem::transmute($v) };
             let mut w = $n;
             while w > 1 {
@@ -381,6 +490,8 @@ mod x86 {
         }
     }
 
+    // SAFETY: only AVX, AVX2 and FMA instructions (the "AVX2 + FMA" set the type needs);
+    // `LANES = 8 <= MAX_LANES`, and `load`/`store` access exactly the 8 f32 at the pointer.
     unsafe impl SimdVec for Avx2F32 {
         common!(
             Avx2F32,
@@ -399,14 +510,20 @@ mod x86 {
         );
         #[inline(always)]
         unsafe fn round(self) -> Self {
+            // SAFETY: an AVX rounding instruction (part of the AVX2 + FMA set the caller
+            // guarantees the CPU supports); no memory access.
             unsafe { Avx2F32(_mm256_round_ps::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         unsafe fn floor(self) -> Self {
+            // SAFETY: an AVX rounding instruction (part of the AVX2 + FMA set the caller
+            // guarantees the CPU supports); no memory access.
             unsafe { Avx2F32(_mm256_round_ps::<DOWN>(self.0)) }
         }
         #[inline(always)]
         unsafe fn pow2i(self) -> Self {
+            // SAFETY: AVX and AVX2 integer/conversion instructions, on a CPU the caller
+            // guarantees supports AVX2 + FMA; register arithmetic only.
             unsafe {
                 let n = _mm256_add_epi32(_mm256_cvtps_epi32(self.0), _mm256_set1_epi32(127));
                 Avx2F32(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(n)))
@@ -422,6 +539,8 @@ mod x86 {
         }
     }
 
+    // SAFETY: only AVX, AVX2 and FMA instructions (the "AVX2 + FMA" set the type needs);
+    // `LANES = 4 <= MAX_LANES`, and `load`/`store` access exactly the 4 f64 at the pointer.
     unsafe impl SimdVec for Avx2F64 {
         common!(
             Avx2F64,
@@ -440,14 +559,20 @@ mod x86 {
         );
         #[inline(always)]
         unsafe fn round(self) -> Self {
+            // SAFETY: an AVX rounding instruction (part of the AVX2 + FMA set the caller
+            // guarantees the CPU supports); no memory access.
             unsafe { Avx2F64(_mm256_round_pd::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         unsafe fn floor(self) -> Self {
+            // SAFETY: an AVX rounding instruction (part of the AVX2 + FMA set the caller
+            // guarantees the CPU supports); no memory access.
             unsafe { Avx2F64(_mm256_round_pd::<DOWN>(self.0)) }
         }
         #[inline(always)]
         unsafe fn pow2i(self) -> Self {
+            // SAFETY: AVX and AVX2 integer/conversion instructions, on a CPU the caller
+            // guarantees supports AVX2 + FMA; register arithmetic only.
             unsafe {
                 let n = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(self.0));
                 let n = _mm256_add_epi64(n, _mm256_set1_epi64x(1023));
@@ -464,6 +589,8 @@ mod x86 {
         }
     }
 
+    // SAFETY: only AVX-512F instructions; `LANES = 16 <= MAX_LANES`; `load`/`store` access
+    // exactly the 16 f32 at the pointer, the masked `_first` forms only the first `n`.
     unsafe impl SimdVec for Avx512F32 {
         common!(
             Avx512F32,
@@ -482,14 +609,20 @@ mod x86 {
         );
         #[inline(always)]
         unsafe fn round(self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F32(_mm512_roundscale_ps::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         unsafe fn floor(self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F32(_mm512_roundscale_ps::<DOWN>(self.0)) }
         }
         #[inline(always)]
         unsafe fn pow2i(self) -> Self {
+            // SAFETY: AVX-512F integer/conversion instructions, on a CPU the caller guarantees
+            // supports AVX-512F; register arithmetic only.
             unsafe {
                 let n = _mm512_add_epi32(_mm512_cvtps_epi32(self.0), _mm512_set1_epi32(127));
                 Avx512F32(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(n)))
@@ -497,17 +630,25 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn ldexp(self, n: Self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F32(_mm512_scalef_ps(self.0, n.0)) }
         }
         #[inline(always)]
         unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
             // Masked-off lanes are not read (no fault past the end).
             let k = ((1u32 << n) - 1) as __mmask16;
+            // SAFETY: the mask selects lanes `0..n`, and the caller guarantees `p` is valid for
+            // reading those `n` elements and the CPU supports AVX-512F (the contract of
+            // `load_first`); `n < 16`, so the shift above does not overflow.
             unsafe { Avx512F32(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), k, p)) }
         }
         #[inline(always)]
         unsafe fn store_first(self, p: *mut f32, n: usize) {
             let k = ((1u32 << n) - 1) as __mmask16;
+            // SAFETY: the mask selects lanes `0..n`, and the caller guarantees `p` is valid for
+            // writing those `n` elements and the CPU supports AVX-512F (the contract of
+            // `store_first`); masked-off lanes are not written.
             unsafe { _mm512_mask_storeu_ps(p, k, self.0) }
         }
         #[inline(always)]
@@ -520,6 +661,8 @@ mod x86 {
         }
     }
 
+    // SAFETY: only AVX-512F instructions; `LANES = 8 <= MAX_LANES`; `load`/`store` access
+    // exactly the 8 f64 at the pointer, the masked `_first` forms only the first `n`.
     unsafe impl SimdVec for Avx512F64 {
         common!(
             Avx512F64,
@@ -538,14 +681,20 @@ mod x86 {
         );
         #[inline(always)]
         unsafe fn round(self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F64(_mm512_roundscale_pd::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         unsafe fn floor(self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F64(_mm512_roundscale_pd::<DOWN>(self.0)) }
         }
         #[inline(always)]
         unsafe fn pow2i(self) -> Self {
+            // SAFETY: AVX-512F integer/conversion instructions, on a CPU the caller guarantees
+            // supports AVX-512F; register arithmetic only.
             unsafe {
                 let n = _mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(self.0));
                 let n = _mm512_add_epi64(n, _mm512_set1_epi64(1023));
@@ -554,17 +703,25 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn ldexp(self, n: Self) -> Self {
+            // SAFETY: an AVX-512F instruction, on a CPU the caller guarantees supports
+            // AVX-512F; no memory access.
             unsafe { Avx512F64(_mm512_scalef_pd(self.0, n.0)) }
         }
         #[inline(always)]
         unsafe fn load_first(p: *const f64, n: usize, fill: f64) -> Self {
             // Masked-off lanes are not read (no fault past the end).
             let k = ((1u32 << n) - 1) as __mmask8;
+            // SAFETY: the mask selects lanes `0..n`, and the caller guarantees `p` is valid for
+            // reading those `n` elements and the CPU supports AVX-512F (the contract of
+            // `load_first`); `n < 8`, so the mask fits in `__mmask8`.
             unsafe { Avx512F64(_mm512_mask_loadu_pd(_mm512_set1_pd(fill), k, p)) }
         }
         #[inline(always)]
         unsafe fn store_first(self, p: *mut f64, n: usize) {
             let k = ((1u32 << n) - 1) as __mmask8;
+            // SAFETY: the mask selects lanes `0..n`, and the caller guarantees `p` is valid for
+            // writing those `n` elements and the CPU supports AVX-512F (the contract of
+            // `store_first`); masked-off lanes are not written.
             unsafe { _mm512_mask_storeu_pd(p, k, self.0) }
         }
         #[inline(always)]

@@ -151,11 +151,14 @@ pub(crate) fn backward<T: Real>(
         let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), dc.as_ptr());
         for bi in 0..g.batch {
             let (oa, ob, oc) = (bi * g.step_a, bi * g.step_b, bi * g.step_c);
-            // SAFETY (both calls): standard-layout buffers, offsets/strides within one batch
-            // block as in forward; outputs are fresh buffers distinct from every input.
             if let Some(da) = da.as_mut() {
                 // forward computed C = A·B, so dA (m×k) = dC (m×n) · Bᵀ (n×k); Bᵀ reads B with
                 // swapped strides and dA is written with A's strides into a's storage layout.
+                // SAFETY: `a`, `b` are arena values (always standard layout, see `Tape::push_node`)
+                // whose shapes `geometry` validated above, `dc` is made standard layout and has
+                // the output's shape (a cotangent has its node's shape), so the batch offsets and
+                // strides stay inside one batch block of each buffer, as in forward; `da` is a
+                // fresh buffer of `a`'s shape, distinct from every input.
                 unsafe {
                     T::gemm(
                         g.m,
@@ -178,6 +181,9 @@ pub(crate) fn backward<T: Real>(
             if let Some(db) = db.as_mut() {
                 // forward computed C = A·B, so dB (k×n) = Aᵀ (k×m) · dC (m×n); a shared B
                 // (step_b = 0) accumulates over the batch through β = 1.
+                // SAFETY: as for `da` above: standard-layout inputs of validated shapes, offsets
+                // and strides inside one batch block (block 0 of a shared B); `db` is a fresh
+                // buffer of `b`'s shape, distinct from every input.
                 unsafe {
                     T::gemm(
                         g.k,

@@ -40,6 +40,13 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
     valid: [usize; G],
     stats: *mut V::Elem,
 ) {
+    // SAFETY: the caller (`softmax_cols_body`) runs this only with `V`'s instruction set
+    // enabled, on `G` blocks of `w` columns that end within the row stride `ld`, with rows
+    // `0..n` inside `x` and, when `stats` is not null, `2·ld` elements at `stats` from the
+    // block's first column. Every access here is a whole vector at row `j < n` (the chunk loops
+    // read rows `i + l`, `i + w + l` only while `i + 2w ≤ n` or `i + w ≤ n`, the tail only while
+    // `i + l < n`, later loops run `j < n`) and block `b < G`, or a store of `w ≤ LANES_MAX`
+    // lanes into the local `r`, or of block `b`'s `w` lanes at `stats[b·w]`, `stats[ld + b·w]`.
     unsafe {
         let w = V::LANES;
         let at = |b: usize, j: usize| x.add(b * w + j * ld);
@@ -150,6 +157,12 @@ unsafe fn softmax_cols_body<V: SimdVec>(
     cols: usize,
     stats: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`softmax_cols`, `softmax_cols_keep`) guarantees `V`'s
+    // instruction set, `n` rows of stride `ld` at `x` with `cols ≤ ld` and `ld` a multiple of
+    // PAD, which `w` divides, and `2·ld` elements at `stats` unless null. Blocks start at
+    // multiples `c` of `w` and are called only while `c + 2w < cols` (three blocks), `c + w <
+    // cols` (two) or `c < cols` (one), so the last block ends at the first multiple of `w` at
+    // or past `cols`, which is at most `ld`: each block call gets what it requires.
     unsafe {
         let w = V::LANES;
         let left = |c: usize| cols.saturating_sub(c);
@@ -188,6 +201,11 @@ unsafe fn softmax_cols_again_body<V: SimdVec>(
     cols: usize,
     stats: *const V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller (`softmax_cols_again`) guarantees `V`'s instruction set,
+    // `n` rows of stride `ld` at `x` and `2·ld` elements at `stats`, with `cols ≤ ld` and `ld`
+    // a multiple of PAD, which `w` divides. Each `c < cols` is a multiple of `w`, so
+    // `c + w ≤ ld`: the vectors at `stats[c]`, `stats[ld + c]` and `x[j·ld + c]` (`j < n`)
+    // are inside the buffers.
     unsafe {
         let w = V::LANES;
         let mut c = 0;
@@ -314,6 +332,11 @@ unsafe fn ds_cols_block<V: SimdVec, const G: usize>(
     ld: usize,
     n: usize,
 ) {
+    // SAFETY: the caller (`ds_cols_body`) runs this only with `V`'s instruction set enabled, on
+    // `G` blocks of `w` columns ending within the row stride `ld`, rows `0..n` of `p` and `dp`
+    // inside the buffers. Every access is a whole vector of block `b < G` at row `i + l`,
+    // `i + w + l`, … only while the chunk (`i + 4w ≤ n` or `i + w ≤ n`) lies below `n`, or at
+    // a row `j < n` (the tail and the final loop).
     unsafe {
         let w = V::LANES;
         let pa = |b: usize, j: usize| p.add(b * w + j * ld);
@@ -368,6 +391,10 @@ unsafe fn ds_cols_body<V: SimdVec>(
     n: usize,
     cols: usize,
 ) {
+    // SAFETY: the dispatcher's caller (`ds_cols`) guarantees `V`'s instruction set and `n` rows
+    // of stride `ld` in both `p` and `dp` with `cols ≤ ld` and `ld` a multiple of PAD, which `w`
+    // divides. As in `softmax_cols_body`, the blocks start at multiples of `w` below `cols`, so
+    // the last one ends at most at `ld`: each block call gets what it requires.
     unsafe {
         let w = V::LANES;
         let mut c = 0;

@@ -6,6 +6,11 @@
 
 use super::*;
 use crate::TapeNn;
+use efa_block::block::BlockSource as Source;
+
+fn tail_at(src: Source) -> usize {
+    src.tail_input()
+}
 use efa_attn::{Attention, Mask};
 use efa_tape::{audit_fused, AuditOptions};
 use efa_testkit::{rand_array, tape::assert_audit};
@@ -47,18 +52,15 @@ impl Case {
     /// The op for `mode` (ε 10⁻³, Keras's scale), run directly; `keep_cols_p` keeps the
     /// column path's probabilities instead of forming them again.
     fn op<T: Real>(&self, mode: Mode, keep_cols_p: bool) -> BlockOp<T> {
-        BlockOp {
-            cfg: Config {
-                heads: self.heads,
-                scale: 1.0 / (self.kd as f64).sqrt(),
-                eps: 1e-3,
-                src: mode.src,
-                lengths: self.lengths.clone().map(Arc::from),
-                queries: mode.targets.then(|| Arc::from(self.queries())),
-                keep_cols_p,
-            },
-            saved: Saved::default(),
-        }
+        BlockOp(PostNormKernel::new(BlockSettings {
+            heads: self.heads,
+            scale: 1.0 / (self.kd as f64).sqrt(),
+            eps: 1e-3,
+            source: mode.src,
+            key_lengths: self.lengths.clone(),
+            queries: mode.targets.then(|| self.queries()),
+            keep_cols_p,
+        }))
     }
 
     fn queries(&self) -> Vec<usize> {

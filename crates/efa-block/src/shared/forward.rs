@@ -101,7 +101,7 @@ pub(super) fn run<T: Real>(
 }
 
 // One group, compiled for the active instruction set.
-isa_compiled!(group => group_body, cx.isa, (cx: &Inputs<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
+efa_num::isa_compiled!(group => group_body, cx.isa, (cx: &Inputs<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
 
 #[inline(always)]
 fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>) {

@@ -5,10 +5,10 @@ use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
 use super::norm::ln_rows_into;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved, Source};
+use crate::KernelError;
 use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
-use efa_tape::TapeError;
 use ndarray::{ArrayD, CowArray, IxDyn};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -91,7 +91,7 @@ pub(super) fn run<T: Real>(
     cfg: &Config,
     dm: &Dims,
     inputs: &[&ArrayD<T>],
-) -> Result<(ArrayD<T>, Saved<T>), TapeError> {
+) -> Result<(ArrayD<T>, Saved<T>), KernelError> {
     let vals = slices(inputs);
     let v = |i: usize| vals[i].as_slice().expect("standard layout");
     let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
@@ -179,7 +179,7 @@ pub(super) fn run<T: Real>(
     chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
-        .collect::<Result<Vec<()>, TapeError>>()?;
+        .collect::<Result<Vec<()>, KernelError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
     // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `p`
     // (`rows::forward_uninit_kept` on each sample's whole `saved_p_len` slice), `hid`
@@ -231,10 +231,10 @@ pub(super) fn query_rows<'a, T: Real>(
 }
 
 // One chunk, compiled for the active instruction set.
-isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError>);
+efa_num::isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), KernelError>);
 
 #[inline(always)]
-fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), TapeError> {
+fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), KernelError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));

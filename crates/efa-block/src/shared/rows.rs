@@ -243,56 +243,7 @@ pub(super) fn mix_k<T: Real>(k16: K16, (r, a): (T, &[T]), (p, v): (T, &[T]), out
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    /// [`super::dot`] of two rows of sixteen `f32`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn dot16(a: *const f32, b: *const f32) -> f32 {
-        unsafe {
-            let p = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
-            let lo = _mm512_castps512_ps256(p);
-            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(p)));
-            // Lane l: (0 + p[l]) + p[l + 8], as two blocks of eight from zero.
-            let acc = _mm256_add_ps(_mm256_add_ps(_mm256_setzero_ps(), lo), hi);
-            // (a0 + a4, a1 + a5, a2 + a6, a3 + a7), then (b0 + b2, b1 + b3), then their sum.
-            let b4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
-            let c2 = _mm_add_ps(b4, _mm_movehl_ps(b4, b4));
-            let d = _mm_add_ss(c2, _mm_shuffle_ps::<0b01>(c2, c2));
-            // `+ tail` with no tail: 0.
-            _mm_cvtss_f32(d) + 0.0
-        }
-    }
-
-    /// `out = r·a + p·v` on sixteen `f32` (two products, then their sum).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn mix16(
-        (r, a): (f32, *const f32),
-        (p, v): (f32, *const f32),
-        out: *mut f32,
-    ) {
-        unsafe {
-            let ra = _mm512_mul_ps(_mm512_set1_ps(r), _mm512_loadu_ps(a));
-            let pv = _mm512_mul_ps(_mm512_set1_ps(p), _mm512_loadu_ps(v));
-            _mm512_storeu_ps(out, _mm512_add_ps(ra, pv));
-        }
-    }
-
-    /// `y ← y + α·x` on sixteen `f32` (a product, then a sum).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn axpy16(alpha: f32, x: *const f32, y: *mut f32) {
-        unsafe {
-            let v = _mm512_add_ps(
-                _mm512_loadu_ps(y),
-                _mm512_mul_ps(_mm512_set1_ps(alpha), _mm512_loadu_ps(x)),
-            );
-            _mm512_storeu_ps(y, v);
-        }
-    }
-}
+use efa_num::simd::row16 as x86;
 
 /// The softmax row of query `q` (one head, `K = q.len()`) over `len` keys: the base keys
 /// transposed in `ktr` (`[K, n]`, key `j` in column `j`) with key `tg` replaced by `kt`;

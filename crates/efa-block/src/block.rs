@@ -1,6 +1,7 @@
-//! `post_norm_block`: one post-norm transformer block (the paper's temperature model,
-//! docs/paper.md §6.2) as a single fused op, computed in parallel chunks of whole samples with
-//! every intermediate kept in cache-sized row-major buffers.
+//! One post-norm transformer block (the paper's temperature model, docs/paper.md §6.2) as a
+//! single kernel ([`PostNormKernel`], recorded on the tape by `efa-nn`'s `post_norm_block`),
+//! computed in parallel chunks of whole samples with every intermediate kept in cache-sized
+//! row-major buffers.
 //!
 //! For `x` `[B, N, d]` and each query row `i` of sample `b` (every row, or one given row per
 //! sample), with heads `h` of width `K` and the first `len_b` keys visible:
@@ -33,12 +34,10 @@ mod dense;
 mod forward;
 mod norm;
 pub mod rows;
-#[cfg(test)]
-mod tests;
 mod transpose;
 
+use crate::KernelError;
 use efa_num::Real;
-use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
 use rows::RowsShape;
 use std::mem::MaybeUninit;
@@ -52,105 +51,53 @@ const NAME: &str = "fused:post_norm_block";
 /// products still run many register blocks.
 pub const CHUNK_ROWS: usize = 256;
 
-/// Where a block's queries, keys and values come from.
+/// Where a block's queries, keys and values come from (the inputs after `x`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockQkv {
-    /// Projected from the block input inside the op: `q = x·W_q + b_q`, `k = x·W_k + b_k`,
-    /// `v = x·W_v + b_v`, each kernel `[d, H·K]` and bias `[H·K]`.
-    Project {
-        /// Query kernel.
-        wq: Var,
-        /// Query bias.
-        bq: Var,
-        /// Key kernel.
-        wk: Var,
-        /// Key bias.
-        bk: Var,
-        /// Value kernel.
-        wv: Var,
-        /// Value bias.
-        bv: Var,
-    },
-    /// Already projected: `q` `[B, Nq, H·K]` (`Nq` = N, or 1 with query rows), `k`, `v`
-    /// `[B, N, H·K]` (head `h` owns columns `[h·K, (h+1)·K)`).
-    Given {
-        /// Queries.
-        q: Var,
-        /// Keys.
-        k: Var,
-        /// Values.
-        v: Var,
-    },
-    /// The attention itself computed elsewhere (e.g. by
-    /// [`TapeNn::shared_context_attention`](crate::TapeNn::shared_context_attention)): `a`
-    /// `[B, Nq, H·K]` holds each head's `softmax(…)·v` (head `h` in columns `[h·K, (h+1)·K)`)
-    /// for every query row, before the output projection.
-    /// The op runs the block from `a·W_o + b_o` on; `heads`, `scale` and `key_lengths` are
-    /// not used.
-    Attended {
-        /// Attention output before its projection.
-        a: Var,
-    },
-}
-
-/// Which [`BlockQkv`] a call was recorded with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
+pub enum BlockSource {
+    /// Projected from the block input inside the kernel: inputs `x, W_q, b_q, W_k, b_k, W_v,
+    /// b_v`, each kernel `[d, H·K]` and bias `[H·K]`.
     Project,
+    /// Already projected: inputs `x, q, k, v`, `q` `[B, Nq, H·K]` (`Nq` = N, or 1 with query
+    /// rows), `k`, `v` `[B, N, H·K]` (head `h` owns columns `[h·K, (h+1)·K)`).
     Given,
+    /// The attention computed elsewhere: inputs `x, a`, `a` `[B, Nq, H·K]` each head's
+    /// `softmax(…)·v` before the output projection; `heads`, `scale` and `key_lengths` are
+    /// not used.
     Attended,
 }
+use BlockSource as Source;
 
-/// The parameters after the attention: output projection, first layer norm, feed-forward
-/// layers and second layer norm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlockTail {
-    /// Output projection `[H·K, d]`.
-    pub wo: Var,
-    /// Output bias `[d]`.
-    pub bo: Var,
-    /// First layer norm's gain `[d]`.
-    pub ln1_gain: Var,
-    /// First layer norm's shift `[d]`.
-    pub ln1_bias: Var,
-    /// Feed-forward kernel `[d, F]`.
-    pub w1: Var,
-    /// Feed-forward bias `[F]`.
-    pub b1: Var,
-    /// Feed-forward output kernel `[F, d]`.
-    pub w2: Var,
-    /// Feed-forward output bias `[d]`.
-    pub b2: Var,
-    /// Second layer norm's gain `[d]`.
-    pub ln2_gain: Var,
-    /// Second layer norm's shift `[d]`.
-    pub ln2_bias: Var,
+impl BlockSource {
+    /// The position of the tail's first input (`W_o`) among the kernel's inputs: after `x`
+    /// and the projection (6), the given `q, k, v` (3) or the attention output `a` (1).
+    pub fn tail_input(self) -> usize {
+        tail_at(self)
+    }
 }
 
-/// One call of [`TapeNn::post_norm_block`](crate::TapeNn::post_norm_block) (formulas in the
-/// [module docs](self)).
+/// The settings of one block (its inputs are arrays: `x`, those of the [`BlockSource`], then
+/// the tail `W_o, b_o, γ₁, β₁, W₁, b₁, W₂, b₂, γ₂, β₂`).
 #[derive(Clone, Debug)]
-pub struct PostNormBlock {
-    /// Block input `[B, N, d]`.
-    pub x: Var,
-    /// Queries, keys and values: projected here or given.
-    pub qkv: BlockQkv,
-    /// Output projection, layer norms and feed-forward block.
-    pub tail: BlockTail,
+pub struct BlockSettings {
     /// Heads `H` (the projection width `H·K` must divide by it).
     pub heads: usize,
     /// Score scale (`1/√K` for Keras).
     pub scale: f64,
     /// Layer-norm ε of both norms.
     pub eps: f64,
+    /// Where queries, keys and values come from.
+    pub source: BlockSource,
     /// Visible keys per sample (`j < len_b`); `None`: all `N`.
     pub key_lengths: Option<Vec<usize>>,
     /// One query row per sample (e.g. the target position), giving `[B, 1, d]`; `None`: every
     /// row is a query, giving `[B, N, d]`.
     pub queries: Option<Vec<usize>>,
+    /// Keep the column path's attention probabilities instead of forming them again in the
+    /// backward (the same bits; for tests that compare the two).
+    pub keep_cols_p: bool,
 }
 
-/// The op's settings (the inputs come from the tape).
+/// The kernel's settings (the inputs come with each call).
 #[derive(Clone, Debug)]
 struct Config {
     heads: usize,
@@ -189,12 +136,12 @@ fn tail_at(src: Source) -> usize {
     }
 }
 
-fn err(message: String) -> TapeError {
-    TapeError::new(NAME, message)
+fn err(message: String) -> KernelError {
+    KernelError::new(NAME, message)
 }
 
 impl Config {
-    fn dims<T: Real>(&self, inputs: &[&ArrayD<T>]) -> Result<Dims, TapeError> {
+    fn dims<T: Real>(&self, inputs: &[&ArrayD<T>]) -> Result<Dims, KernelError> {
         let t = tail_at(self.src);
         if inputs.len() != t + 10 {
             return Err(err(format!("{} inputs, expected {}", inputs.len(), t + 10)));
@@ -377,8 +324,10 @@ struct Saved<T> {
     hid: Vec<T>,
 }
 
-#[derive(Clone)]
-struct BlockOp<T> {
+/// One block as a kernel object: [`PostNormKernel::forward`] keeps what
+/// [`PostNormKernel::backward`] needs (the saved state of the last forward).
+#[derive(Clone, Debug)]
+pub struct PostNormKernel<T> {
     cfg: Config,
     saved: Saved<T>,
 }
@@ -435,27 +384,47 @@ fn split_ref<T>(buf: &[T], each: usize, per: usize, b: usize) -> Vec<&[T]> {
     buf.chunks(per * each).collect()
 }
 
-impl<T: Real> FusedOp<T> for BlockOp<T> {
-    fn name(&self) -> &str {
-        "post_norm_block"
+impl<T: Real> PostNormKernel<T> {
+    /// A kernel with `settings` and no saved state.
+    pub fn new(settings: BlockSettings) -> Self {
+        PostNormKernel {
+            cfg: Config {
+                heads: settings.heads,
+                scale: settings.scale,
+                eps: settings.eps,
+                src: settings.source,
+                lengths: settings.key_lengths.map(Arc::from),
+                queries: settings.queries.map(Arc::from),
+                keep_cols_p: settings.keep_cols_p,
+            },
+            saved: Saved::default(),
+        }
     }
 
-    fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<Vec<ArrayD<T>>, TapeError> {
+    /// The block's output `[B, N, d]` (or `[B, 1, d]` with query rows) for `inputs` (see
+    /// [`BlockSettings`]); keeps the state the backward needs.
+    ///
+    /// # Errors
+    /// Input count or shapes that do not fit the settings, naming the tensor and shapes.
+    pub fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<ArrayD<T>, KernelError> {
         let dm = self.cfg.dims(inputs)?;
         let (y, saved) = forward::run(&self.cfg, &dm, inputs)?;
         self.saved = saved;
-        Ok(vec![y])
+        Ok(y)
     }
 
-    fn backward(
+    /// Every input's gradient for the output cotangent `dy` (`None`: zero), after
+    /// [`PostNormKernel::forward`] on the same inputs.
+    ///
+    /// # Errors
+    /// As [`PostNormKernel::forward`].
+    pub fn backward(
         &self,
         inputs: &[&ArrayD<T>],
-        _outputs: &[&ArrayD<T>],
-        d_outputs: &[Option<&ArrayD<T>>],
-        _needs_grad: &[bool],
-    ) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
+        dy: Option<&ArrayD<T>>,
+    ) -> Result<Vec<Option<ArrayD<T>>>, KernelError> {
         let dm = self.cfg.dims(inputs)?;
-        let Some(dy) = d_outputs[0] else {
+        let Some(dy) = dy else {
             return Ok(inputs
                 .iter()
                 .map(|x| Some(ArrayD::zeros(x.raw_dim())))
@@ -464,8 +433,8 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
         backward::run(&self.cfg, &dm, inputs, &self.saved, dy)
     }
 
-    /// The saved activations.
-    fn saved_bytes(&self) -> usize {
+    /// The bytes of the saved activations.
+    pub fn saved_bytes(&self) -> usize {
         let s = &self.saved;
         let n = s.q.len()
             + s.kv.len()
@@ -489,11 +458,11 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
     /// counted: the op redoes it to save memory traffic, and counting it would raise the
     /// GFLOP/s figure without any more of the model's work done. Layer norms and element-wise
     /// work are not counted.
-    fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
+    pub fn flops(&self, inputs: &[&ArrayD<T>], backward: bool) -> u64 {
         let Ok(dm) = self.cfg.dims(inputs) else {
             return 0;
         };
-        let g = efa_tape::stats::gemm_flops;
+        let g = crate::gemm_flops;
         let rq = dm.b * dm.nq;
         let proj = if self.cfg.project() {
             g(1, dm.b * dm.n, 2 * dm.hk, dm.d) + g(1, rq, dm.hk, dm.d)
@@ -514,52 +483,6 @@ impl<T: Real> FusedOp<T> for BlockOp<T> {
             fwd
         }
     }
-}
-
-/// Records [`TapeNn::post_norm_block`](crate::TapeNn::post_norm_block) (documented there).
-pub(crate) fn post_norm_block<T: Real>(
-    tape: &mut Tape<T>,
-    blk: PostNormBlock,
-) -> Result<Var, TapeError> {
-    let mut inputs = vec![blk.x];
-    let src = match blk.qkv {
-        BlockQkv::Project {
-            wq,
-            bq,
-            wk,
-            bk,
-            wv,
-            bv,
-        } => {
-            inputs.extend([wq, bq, wk, bk, wv, bv]);
-            Source::Project
-        }
-        BlockQkv::Given { q, k, v } => {
-            inputs.extend([q, k, v]);
-            Source::Given
-        }
-        BlockQkv::Attended { a } => {
-            inputs.push(a);
-            Source::Attended
-        }
-    };
-    let t = blk.tail;
-    inputs.extend([
-        t.wo, t.bo, t.ln1_gain, t.ln1_bias, t.w1, t.b1, t.w2, t.b2, t.ln2_gain, t.ln2_bias,
-    ]);
-    let op = BlockOp::<T> {
-        cfg: Config {
-            heads: blk.heads,
-            scale: blk.scale,
-            eps: blk.eps,
-            src,
-            lengths: blk.key_lengths.map(Arc::from),
-            queries: blk.queries.map(Arc::from),
-            keep_cols_p: false,
-        },
-        saved: Saved::default(),
-    };
-    Ok(tape.fused(Box::new(op), &inputs)?[0])
 }
 
 /// `rows × cols` taken from a padded row-major buffer (row stride `ld`) as an array of `shape`.

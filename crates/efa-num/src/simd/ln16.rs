@@ -1,4 +1,6 @@
-//! Sixteen rows at a time (AVX-512, f32, row widths 16, 32 and 48): each row's two sums are
+//! Layer norm and its backward, sixteen rows at a time (AVX-512, f32, row widths 16, 32 and
+//! 48), for the row kernels of the fused block (`efa-nn`'s layer-norm bodies, which call them
+//! from their AVX-512 f32 variant): each row's two sums are
 //! accumulated as `efa_num`'s `sum_body` / `dot_body` accumulate them (one vector of partial
 //! sums per row; their closing additions of empty accumulators are identities here), and the
 //! sixteen partial-sum vectors are then reduced together, the rows side by side, with exactly
@@ -10,11 +12,11 @@
 use std::arch::x86_64::*;
 
 /// Rows of one call.
-pub(super) const ROWS: usize = 16;
+pub const ROWS: usize = 16;
 
 /// Whether rows of width `d` take this path (one to three whole vectors: the shapes whose
 /// accumulation `sum_body` runs in its first accumulator alone).
-pub(super) fn fits(d: usize) -> bool {
+pub fn fits(d: usize) -> bool {
     matches!(d, 16 | 32 | 48)
 }
 
@@ -87,14 +89,17 @@ fn lanes(v: __m512) -> [f32; 16] {
     unsafe { std::mem::transmute(v) }
 }
 
-/// Layer norm of rows `0..16` (the arguments of `norm::ln_body`, `d` with [`fits`]).
+/// Layer norm of rows `0..16` of width `d` (with [`fits`]): `x` rows at stride `ldx`, gain
+/// `g` and shift `b` `[d]`; writes the normalised rows `xhat` (stride `ldh`), the outputs `y`
+/// (stride `ldy`) and the reciprocal deviations `rstd` `[16]`.
 ///
 /// # Safety
-/// AVX-512F must be supported; the pointers valid for sixteen rows as in `ln_body`.
+/// AVX-512F must be supported; rows `r < 16` valid for `d` elements at `x + r·ldx` (read),
+/// `xhat + r·ldh` and `y + r·ldy` (written); `g`, `b` for `d` reads, `rstd` for 16 writes.
 #[inline]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn ln16(
+pub unsafe fn ln16(
     d: usize,
     x: *const f32,
     ldx: usize,
@@ -150,14 +155,16 @@ pub(super) unsafe fn ln16(
     }
 }
 
-/// The second step of the layer-norm backward for rows `0..16` (the arguments of
-/// `norm::ln_back_group`, `d` with [`fits`]): `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` in place.
+/// The second step of the layer-norm backward for rows `0..16` of width `d` (with [`fits`]):
+/// `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` in place, `dx` holding `ĝ` (stride `ldx`), `xhat`
+/// the normalised rows (stride `ldh`), `rstd` the reciprocal deviations `[16]`.
 ///
 /// # Safety
-/// AVX-512F must be supported; the pointers valid for sixteen rows as in `ln_back_group`.
+/// AVX-512F must be supported; rows `r < 16` valid for `d` elements at `dx + r·ldx` (read and
+/// written) and `xhat + r·ldh`, `rstd` for 16.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn ln_back16(
+pub unsafe fn ln_back16(
     d: usize,
     dx: *mut f32,
     ldx: usize,

@@ -9,9 +9,9 @@ use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::{
     assume_init, err, split, split_ref, tail_at, uninit, unpad, zeroed, Config, Dims, Saved, Source,
 };
+use crate::KernelError;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
-use efa_tape::TapeError;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -120,7 +120,7 @@ pub(super) fn run<T: Real>(
     inputs: &[&ArrayD<T>],
     s: &Saved<T>,
     dy: &ArrayD<T>,
-) -> Result<Vec<Option<ArrayD<T>>>, TapeError> {
+) -> Result<Vec<Option<ArrayD<T>>>, KernelError> {
     let vals = slices(inputs);
     let v = |i: usize| vals[i].as_slice().expect("standard layout");
     let dy = dy.as_standard_layout();
@@ -216,7 +216,7 @@ pub(super) fn run<T: Real>(
     let parts: Vec<Vec<T>> = chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
-        .collect::<Result<_, TapeError>>()?;
+        .collect::<Result<_, KernelError>>()?;
     // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
     // every chunk that returned Ok zeroed or wrote each of its pieces in full (`chunk_body`);
     // on an error we returned above.
@@ -309,10 +309,14 @@ fn prefetch_saved<T>(dm: &Dims, c: &Chunk<'_, T>) {
 const PREFETCH_MAX_ROWS: usize = 64;
 
 // One chunk, compiled for the active instruction set.
-isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, TapeError>);
+efa_num::isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, KernelError>);
 
 #[inline(always)]
-fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<Vec<T>, TapeError> {
+fn chunk_body<T: Real>(
+    cx: &Ctx<T>,
+    c: Chunk<T>,
+    sc: &mut Scratch<T>,
+) -> Result<Vec<T>, KernelError> {
     let (dm, isa) = (cx.dm, cx.isa);
     let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
     let (ldd, ldhk, ldf) = (ld(d), ld(hk), ld(f));
@@ -623,7 +627,7 @@ fn residual_only<T: Real>(
     dz: &[T],
     dx: &mut [MaybeUninit<T>],
     part: Vec<T>,
-) -> Result<Vec<T>, TapeError> {
+) -> Result<Vec<T>, KernelError> {
     let (d, ldd) = (dm.d, ld(dm.d));
     let dx = zeroed(dx);
     for r in 0..rq {

@@ -13,7 +13,7 @@ use efa_num::{simd_by_kind, simd_variants, Real};
 use std::mem::MaybeUninit;
 
 #[cfg(target_arch = "x86_64")]
-mod lanes;
+use efa_num::simd::ln16 as lanes;
 
 /// Whether `V` is the AVX-512 f32 vector (sixteen lanes of four bytes: only that variant is
 /// compiled with AVX-512) and rows of width `d` take the sixteen-row kernels.
@@ -39,6 +39,10 @@ unsafe fn ln_body<V: SimdVec>(
     ldy: usize,
     rstd: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set and rows `0..rows` of
+    // width `d` at `x`, `xhat`, `y` (strides `ldx`, `ldh`, `ldy`), `d` elements at `g`, `b` and
+    // `rows` at `rstd`; every access below stays inside those rows (the sixteen-row path only
+    // for `V` = AVX-512 f32, see `lanes16`).
     unsafe {
         // Four rows at a time, their steps interleaved (each row is one long chain of
         // dependent reductions, a square root and a division; the other rows' steps fill its
@@ -93,6 +97,8 @@ unsafe fn ln_group<V: SimdVec, const R: usize>(
     ldy: usize,
     rstd: *mut V::Elem,
 ) {
+    // SAFETY: the caller (`ln_body`) passes rows `i..i + R` inside its own contract: `d`
+    // elements per row at `x`, `xhat`, `y` and one `rstd` per row.
     unsafe {
         let one = V::Elem::ONE;
         let inv_d = one / V::Elem::from_usize(d);
@@ -242,6 +248,9 @@ unsafe fn ln_back_params<V: SimdVec>(
     dg: *mut V::Elem,
     db: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set, `rows` rows of `d`
+    // elements at `src`, `dx`, `xhat` (their strides) and `d` elements at `g`, `dg`, `db`; the
+    // column blocks stay below `d`.
     unsafe {
         let w = V::LANES;
         let mut j = 0;
@@ -290,6 +299,8 @@ unsafe fn col_sums_body<V: SimdVec>(
     ldc: usize,
     rows: usize,
 ) {
+    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set, `rows` rows of `n`
+    // elements at `c` (stride `ldc`) and `n` at `acc`; the column blocks stay below `n`.
     unsafe {
         let w = V::LANES;
         let mut j = 0;
@@ -365,6 +376,9 @@ unsafe fn ln_back_body<V: SimdVec>(
     dg: *mut V::Elem,
     db: *mut V::Elem,
 ) {
+    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set and rows `0..rows` of
+    // `d` elements at `dx` and `xhat` (strides `ldx`, `ldh`) with one `rstd` per row; every
+    // access stays inside them (the sixteen-row path only for `V` = AVX-512 f32).
     unsafe {
         let inv_d = V::Elem::ONE / V::Elem::from_usize(d);
         // forward computed y = x̂∘g + b: dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place).
@@ -410,6 +424,8 @@ unsafe fn ln_back_group<V: SimdVec, const R: usize>(
     ldh: usize,
     rstd: *const V::Elem,
 ) {
+    // SAFETY: the caller (`ln_back_body`) passes rows `i..i + R` inside its own contract: `d`
+    // elements per row at `dx` and `xhat`, one `rstd` per row.
     unsafe {
         let rows: [*mut V::Elem; R] = std::array::from_fn(|t| dx.add((i + t) * ldx));
         let hs: [*const V::Elem; R] = std::array::from_fn(|t| xhat.add((i + t) * ldh));
