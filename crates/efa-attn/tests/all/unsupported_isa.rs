@@ -20,9 +20,18 @@ fn bits(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
 }
 
-fn init(x: Vec<MaybeUninit<f32>>) -> Vec<f32> {
-    // SAFETY: every element was written by the kernel (checked by the callers' bounds).
-    x.into_iter().map(|v| unsafe { v.assume_init() }).collect()
+/// A buffer for the `_into` kernels: every element initialised (NaN), so that reading back
+/// the padding columns they need not write is defined.
+fn unwritten(n: usize) -> Vec<MaybeUninit<f32>> {
+    vec![MaybeUninit::new(f32::NAN); n]
+}
+
+/// The first `n` columns of each row of width `ld` (the kernels' padding columns are not
+/// part of the result).
+fn cols(x: Vec<MaybeUninit<f32>>, ld: usize, n: usize) -> Vec<f32> {
+    // SAFETY: every element was initialised by `unwritten` or written by the kernel.
+    let x: Vec<f32> = x.into_iter().map(|v| unsafe { v.assume_init() }).collect();
+    x.chunks(ld).flat_map(|row| row[..n].to_vec()).collect()
 }
 
 /// Every kernel with `isa` and with the scalar path, as bits.
@@ -33,13 +42,17 @@ fn run(isa: Isa) -> Vec<Vec<u32>> {
     let mut out = Vec::new();
     let mut c = values(m * np, 2.1);
     gemm_checked(isa, (m, n, k), &a, (k, 1), &b, np, &mut c, np, true, 0.5);
-    out.push(bits(&c));
-    let mut c = vec![MaybeUninit::uninit(); m * np];
+    out.push(bits(
+        &c.chunks(np)
+            .flat_map(|r| r[..n].to_vec())
+            .collect::<Vec<_>>(),
+    ));
+    let mut c = unwritten(m * np);
     gemm_checked_into(isa, (m, n, k), &a, (k, 1), &b, np, &mut c, np, 2.0);
-    out.push(bits(&init(c)));
-    let mut c = vec![MaybeUninit::uninit(); m * np];
+    out.push(bits(&cols(c, np, n)));
+    let mut c = unwritten(m * np);
     gemm_checked_bias_into(isa, (m, n, k), &a, (k, 1), &b, np, &bias, &mut c, np);
-    out.push(bits(&init(c)));
+    out.push(bits(&cols(c, np, n)));
     let start = values(m * np, 3.3);
     let mut c = vec![0.0; m * np];
     gemm_checked_from(
@@ -55,9 +68,9 @@ fn run(isa: Isa) -> Vec<Vec<u32>> {
         np,
     );
     out.push(bits(&c));
-    let (src, mut dst) = (values(m * n, 6.6), vec![MaybeUninit::uninit(); m * n]);
+    let (src, mut dst) = (values(m * n, 6.6), unwritten(m * n));
     scale_rows(isa, m, n, &src, n, 0.25, &mut dst);
-    out.push(bits(&init(dst)));
+    out.push(bits(&cols(dst, n, n)));
     let (p, mut dp) = (values(37, 4.4), values(37, 5.5));
     ds_row(isa, &p, &mut dp, 0.125);
     out.push(bits(&dp));
