@@ -313,7 +313,7 @@ struct Saved<T> {
     /// ([`Config::saved_p_len`]).
     p: Vec<T>,
     /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
-    /// [`BlockQkv::Attended`]).
+    /// [`BlockSource::Attended`]).
     o: Vec<T>,
     /// Normalised rows and reciprocal deviations of both layer norms.
     xhat1: Vec<T>,
@@ -450,7 +450,7 @@ impl<T: Real> PostNormKernel<T> {
     }
 
     /// The block's products: the projections (`2·B·N·d·2HK + 2·B·Nq·d·HK` in projection
-    /// mode), attention (`2·H·Nq·len·2K` per sample, none with [`BlockQkv::Attended`]), output projection
+    /// mode), attention (`2·H·Nq·len·2K` per sample, none with [`BlockSource::Attended`]), output projection
     /// (`2·B·Nq·HK·d`) and feed-forward (`2·2·B·Nq·d·F`); backward twice each (both operand
     /// gradients of every product; `dQ, dK, dV, dP` for attention). The backward's second
     /// score product (the column path's probabilities formed again, `2·H·Nq·len·K` per

@@ -29,7 +29,7 @@ struct Ctx<'a, T> {
     isa: Isa,
     x: &'a [T],
     given: Option<[&'a [T]; 3]>,
-    /// The attention ran elsewhere ([`super::BlockQkv::Attended`]): its gradient is the
+    /// The attention ran elsewhere ([`super::BlockSource::Attended`]): its gradient is the
     /// op's (in `dq`).
     attended: bool,
     /// Row stride of the attention output `o` (saved, or the given `a`).

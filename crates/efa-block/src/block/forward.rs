@@ -26,7 +26,7 @@ struct Ctx<'a, T> {
     x: &'a [T],
     /// Given `q, k, v`, or the packed projections `W_q` and `[W_k | W_v]` with their biases.
     given: Option<[&'a [T]; 3]>,
-    /// The attention output `a` `[B·Nq, H·K]` computed elsewhere ([`super::BlockQkv::Attended`]).
+    /// The attention output `a` `[B·Nq, H·K]` computed elsewhere ([`super::BlockSource::Attended`]).
     attended: Option<&'a [T]>,
     wq: Option<Packed<T>>,
     /// `b_q` and `[b_k | b_v]` with zero padding (the bias rows of `mm_bias_into`).

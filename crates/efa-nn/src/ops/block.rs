@@ -17,7 +17,7 @@
 //! exactly `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))` of a Keras post-norm block, as the tape
 //! would compute it from `linear`, `attention_heads`, `add` and `layer_norm` nodes, but with
 //! the projections run on weights packed once per call, the attention on the
-//! [`rows`](efa_block::block::rows) kernel, biases, residuals and the ReLU applied in place, and the backward of the
+//! [`rows`] kernel, biases, residuals and the ReLU applied in place, and the backward of the
 //! whole block in one pass per chunk. The attention probabilities of blocks whose every row is
 //! a query are not kept: the backward forms them again per sample, in cache, from the kept `q`
 //! and `k` and the softmax's per-query maxima and scales (`rows::probs_uninit`: one score
@@ -25,7 +25,7 @@
 //! quarter to the saved state's bytes in the temperature model, all of it traffic to main
 //! memory. Those of a few query rows (one per sample, at the targets) are small and kept.
 //!
-//! Work is split into chunks of whole samples ([`CHUNK_ROWS`](efa_block::block::CHUNK_ROWS) rows) that run on rayon's pool;
+//! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
 //! each chunk writes its own rows and its own partial parameter gradients, which are summed in
 //! chunk order, so results are bitwise the same for any number of threads.
 

@@ -22,7 +22,7 @@
 //! cases `o = r·A⁻[t] + p'·v_t[s]` with `r = exp(m − max)/Z` (so base key `j` has probability
 //! `eⱼ·r`) and `p'` the replaced key's probability. That is `O(N²·H·K)` per group plus
 //! `O(N·H·K)` per sample instead of `O(N²·H·K)` per sample. A sample's own query row
-//! (`i = t`), any pair whose `Z⁻[t]` is below [`LOO_MIN`](efa_block::shared::LOO_MIN) (the base maximum sits at the
+//! (`i = t`), any pair whose `Z⁻[t]` is below [`LOO_MIN`] (the base maximum sits at the
 //! target and the other keys' exponentials are so small relative to it that their sum would
 //! lose precision further down, and `1/Z` overflow in f32 below 2⁻¹²⁸), and any pair whose
 //! replaced key's score is not finite, is computed directly, as an ordinary softmax row over
