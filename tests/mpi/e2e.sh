@@ -15,7 +15,6 @@
 # Usage: tests/mpi/e2e.sh [WORKDIR]   (EFA_MPI_SKIP=1 skips it, e.g. without root.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
 WORK=${1:-$(mktemp -d /tmp/efa-mpi-e2e.XXXXXX)}
 mkdir -p "$WORK"
 say() { printf '\n== %s\n' "$*"; }
@@ -46,8 +45,22 @@ if ! have_mpi; then
   }
 fi
 
+# The build without MPI (step 4): the one `cargo test --workspace` left in target/debug when
+# it is newer than every source, else built here. Kept aside before the MPI build replaces it:
+# building `-p efa-cli` resolves its dependencies' features apart from the workspace's (cargo
+# unifies them over the packages it builds), so a second build would compile the model crates
+# again.
+PLAIN="$WORK/efa-plain"
+newest_source=$(find crates Cargo.toml Cargo.lock -newer target/debug/efa -type f 2>/dev/null | head -1 || true)
+if [ -x target/debug/efa ] && [ -z "$newest_source" ]; then
+  cp target/debug/efa "$PLAIN"
+else
+  say "building efa without MPI"
+  cargo build --quiet --profile test -p efa-cli
+  cp target/debug/efa "$PLAIN"
+fi
+
 say "building efa with --features mpi"
-# The test profile: `cargo test` has built every dependency in it already.
 cargo build --quiet --profile test -p efa-cli --features mpi
 EFA="$WORK/efa-mpi"
 cp target/debug/efa "$EFA"
@@ -178,8 +191,7 @@ done
 echo "resumed 3 -> 2 ranks and 3 ranks -> one process: identical to the uninterrupted run"
 
 say "4. a build without MPI started as 2 ranks refuses"
-cargo build --quiet --profile test -p efa-cli
-if run_np 2 "$ROOT/target/debug/efa" train --config "$DATA/model.toml" \
+if run_np 2 "$PLAIN" train --config "$DATA/model.toml" \
   --data "$DATA/train.csv" --out "$WORK/refused" >"$WORK/refused.log" 2>&1; then
   fail "a build without MPI ran as 2 ranks"
 fi

@@ -34,13 +34,14 @@ mod dense;
 mod forward;
 mod norm;
 pub mod rows;
+mod saved;
 mod transpose;
 
 use crate::KernelError;
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rows::RowsShape;
-use std::mem::MaybeUninit;
+use saved::Saved;
 use std::sync::Arc;
 
 const NAME: &str = "fused:post_norm_block";
@@ -299,89 +300,12 @@ impl Config {
     }
 }
 
-/// What the forward keeps for the backward, row-major with padded strides (see `forward`).
-#[derive(Clone, Debug, Default)]
-struct Saved<T> {
-    /// Projected queries `[B·Nq, ld(H·K)]` and keys ‖ values `[B·N, ld(2·H·K)]` (projection
-    /// mode only).
-    q: Vec<T>,
-    kv: Vec<T>,
-    /// Per sample on the column path, the attention softmax's per-query maxima and scales
-    /// ([`Config::kept_len`]), from which the backward forms the probabilities again.
-    kept: Vec<T>,
-    /// Per sample on the row-major path (a few query rows), the probabilities themselves
-    /// ([`Config::saved_p_len`]).
-    p: Vec<T>,
-    /// Attention output before its projection `[B·Nq, ld(H·K)]` (empty when it is given:
-    /// [`BlockSource::Attended`]).
-    o: Vec<T>,
-    /// Normalised rows and reciprocal deviations of both layer norms.
-    xhat1: Vec<T>,
-    rstd1: Vec<T>,
-    xhat2: Vec<T>,
-    rstd2: Vec<T>,
-    /// Feed-forward hidden layer after the ReLU `[B·Nq, ld(F)]`.
-    hid: Vec<T>,
-}
-
 /// One block as a kernel object: [`PostNormKernel::forward`] keeps what
 /// [`PostNormKernel::backward`] needs (the saved state of the last forward).
 #[derive(Clone, Debug)]
 pub struct PostNormKernel<T> {
     cfg: Config,
     saved: Saved<T>,
-}
-
-/// `buf` (`b` samples of `each` elements, or empty) cut into one piece per chunk of `per`
-/// samples (empty pieces for an empty buffer).
-fn split<T>(buf: &mut [T], each: usize, per: usize, b: usize) -> Vec<&mut [T]> {
-    let chunks = b.div_ceil(per);
-    if buf.is_empty() || each == 0 {
-        return (0..chunks).map(|_| <&mut [T]>::default()).collect();
-    }
-    debug_assert_eq!(buf.len(), b * each);
-    buf.chunks_mut(per * each).collect()
-}
-
-/// A buffer of `n` elements not yet written, to be cut like [`split`] and written piece by
-/// piece by the parallel chunks that own them: in full by the products and row kernels that
-/// produce it, or zeroed first ([`zeroed`]) where a chunk accumulates or writes only part of
-/// it. No serial zero-fill runs before the chunks start, and a piece is first touched by the
-/// thread that computes it.
-fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(n);
-    v.resize_with(n, MaybeUninit::uninit);
-    v
-}
-
-/// A piece of an [`uninit`] buffer, zeroed and returned initialised.
-fn zeroed<T: Real>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
-    for x in s.iter_mut() {
-        x.write(T::ZERO);
-    }
-    // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
-    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
-}
-
-/// An [`uninit`] buffer whose every piece went through [`zeroed`] (or was otherwise written).
-///
-/// # Safety
-/// Every element must be initialised.
-unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
-    let mut v = std::mem::ManuallyDrop::new(v);
-    // SAFETY: same allocation, length and capacity; `MaybeUninit<T>` has the layout of `T`; the
-    // caller guarantees every element is initialised.
-    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
-}
-
-/// `buf` cut like [`split`], read-only.
-fn split_ref<T>(buf: &[T], each: usize, per: usize, b: usize) -> Vec<&[T]> {
-    let chunks = b.div_ceil(per);
-    if buf.is_empty() || each == 0 {
-        return (0..chunks).map(|_| <&[T]>::default()).collect();
-    }
-    debug_assert_eq!(buf.len(), b * each);
-    buf.chunks(per * each).collect()
 }
 
 impl<T: Real> PostNormKernel<T> {
@@ -435,17 +359,7 @@ impl<T: Real> PostNormKernel<T> {
 
     /// The bytes of the saved activations.
     pub fn saved_bytes(&self) -> usize {
-        let s = &self.saved;
-        let n = s.q.len()
-            + s.kv.len()
-            + s.kept.len()
-            + s.p.len()
-            + s.o.len()
-            + s.xhat1.len()
-            + s.rstd1.len()
-            + s.xhat2.len()
-            + s.rstd2.len()
-            + s.hid.len();
+        let n = self.saved.each_ref().map(Vec::len).total();
         n * std::mem::size_of::<T>()
     }
 

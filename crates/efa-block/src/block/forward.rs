@@ -4,7 +4,8 @@
 use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
 use super::norm::ln_rows_into;
 use super::rows::{self, Rows, RowsMut, RowsScratch};
-use super::{assume_init, err, split, tail_at, uninit, zeroed, Config, Dims, Saved, Source};
+use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
+use super::{err, tail_at, Config, Dims, Source};
 use crate::KernelError;
 use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
@@ -47,21 +48,34 @@ struct Ctx<'a, T> {
 
 /// One chunk's rows of the output and of the saved buffers, not yet written: the chunk writes
 /// every element of each (`mm_bias_into`, `rows::forward_uninit`, `ln_rows_into`) before
-/// reading it, except `o`, which it zeroes first (on the thread that computes it, in cache).
+/// reading it, except `o` and `kept`, which it zeroes first (on the thread that computes them,
+/// in cache).
 struct Chunk<'a, T> {
-    s0: usize,
-    ns: usize,
-    q: &'a mut [MaybeUninit<T>],
-    kv: &'a mut [MaybeUninit<T>],
-    kept: &'a mut [T],
-    p: &'a mut [MaybeUninit<T>],
-    o: &'a mut [MaybeUninit<T>],
-    xhat1: &'a mut [MaybeUninit<T>],
-    rstd1: &'a mut [MaybeUninit<T>],
-    hid: &'a mut [MaybeUninit<T>],
-    xhat2: &'a mut [MaybeUninit<T>],
-    rstd2: &'a mut [MaybeUninit<T>],
+    at: At,
+    saved: SavedParts<&'a mut [MaybeUninit<T>]>,
     y: &'a mut [MaybeUninit<T>],
+}
+
+/// Where a chunk sits: its first sample, its samples, its key rows and its query rows.
+#[derive(Clone, Copy)]
+pub(super) struct At {
+    pub s0: usize,
+    pub ns: usize,
+    pub rk: usize,
+    pub rq: usize,
+}
+
+impl At {
+    /// The chunk of `per` samples starting at sample `s0` of `b`.
+    pub fn new(dm: &Dims, s0: usize, per: usize) -> Self {
+        let ns = per.min(dm.b - s0);
+        At {
+            s0,
+            ns,
+            rk: ns * dm.n,
+            rq: ns * dm.nq,
+        }
+    }
 }
 
 /// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output, one
@@ -94,7 +108,7 @@ pub(super) fn run<T: Real>(
 ) -> Result<(ArrayD<T>, Saved<T>), KernelError> {
     let vals = slices(inputs);
     let v = |i: usize| vals[i].as_slice().expect("standard layout");
-    let (b, n, nq, d, hk, f) = (dm.b, dm.n, dm.nq, dm.d, dm.hk, dm.f);
+    let (b, nq, d, hk, f) = (dm.b, dm.nq, dm.d, dm.hk, dm.f);
     let t = tail_at(cfg.src);
     let project = cfg.project();
     let cx = Ctx {
@@ -125,83 +139,33 @@ pub(super) fn run<T: Real>(
         vecs: [v(t + 2), v(t + 3), v(t + 8), v(t + 9)],
         eps: T::from_f64(cfg.eps),
     };
-    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let rq = b * nq;
-    let nkept = cfg.kept_len(dm);
-    // Small (two numbers per query and head): zeroed here, every element then written.
-    let mut skept = vec![T::ZERO; b * nkept];
-    let nsp = cfg.saved_p_len(dm);
-    let mut sp = uninit::<T>(b * nsp);
     // Every buffer is written in full, or zeroed, by the chunk that owns its piece (see
     // `uninit` and `Chunk`).
-    let mut sq = uninit::<T>(if project { rq * ldhk } else { 0 });
-    let mut skv = uninit::<T>(if project { b * n * ldkv } else { 0 });
-    // The attention output, unless it is given (then the input is read in place).
-    let mut so = uninit::<T>(if cx.attended.is_some() { 0 } else { rq * ldhk });
-    let mut sx1 = uninit::<T>(rq * ldd);
-    let mut sr1 = uninit::<T>(rq);
-    let mut sx2 = uninit::<T>(rq * ldd);
-    let mut sr2 = uninit::<T>(rq);
-    let mut shid = uninit::<T>(rq * ldf);
-    let mut y = uninit::<T>(rq * d);
+    let lens = SavedParts::per_sample(cfg, dm);
+    let mut bufs = lens.map(|each| uninit::<T>(b * each));
+    let mut y = uninit::<T>(b * nq * d);
     let per = Config::per_chunk(dm);
-    let chunks: Vec<Chunk<T>> = {
-        let mut q = split(&mut sq, nq * ldhk, per, b).into_iter();
-        let mut kv = split(&mut skv, n * ldkv, per, b).into_iter();
-        let mut kept = split(&mut skept, nkept, per, b).into_iter();
-        let mut p = split(&mut sp, nsp, per, b).into_iter();
-        let mut o = split(&mut so, nq * ldhk, per, b).into_iter();
-        let mut xhat1 = split(&mut sx1, nq * ldd, per, b).into_iter();
-        let mut rstd1 = split(&mut sr1, nq, per, b).into_iter();
-        let mut hid = split(&mut shid, nq * ldf, per, b).into_iter();
-        let mut xhat2 = split(&mut sx2, nq * ldd, per, b).into_iter();
-        let mut rstd2 = split(&mut sr2, nq, per, b).into_iter();
-        let mut ys = split(&mut y, nq * d, per, b).into_iter();
-        (0..b)
-            .step_by(per)
-            .map(|s0| Chunk {
-                s0,
-                ns: per.min(b - s0),
-                q: q.next().expect("chunk"),
-                kv: kv.next().expect("chunk"),
-                kept: kept.next().expect("chunk"),
-                p: p.next().expect("chunk"),
-                o: o.next().expect("chunk"),
-                xhat1: xhat1.next().expect("chunk"),
-                rstd1: rstd1.next().expect("chunk"),
-                hid: hid.next().expect("chunk"),
-                xhat2: xhat2.next().expect("chunk"),
-                rstd2: rstd2.next().expect("chunk"),
-                y: ys.next().expect("chunk"),
-            })
-            .collect()
-    };
+    let views = bufs.each_mut().map(|v| &mut v[..]);
+    let chunks: Vec<Chunk<T>> = carve(views, lens, per, b)
+        .into_iter()
+        .zip(y.as_mut_slice().cut(nq * d, per, b))
+        .zip((0..b).step_by(per))
+        .map(|((saved, y), s0)| Chunk {
+            at: At::new(dm, s0, per),
+            saved,
+            y,
+        })
+        .collect();
     chunks
         .into_par_iter()
         .map_init(Scratch::new, |sc, c| chunk(&cx, c, sc))
         .collect::<Result<Vec<()>, KernelError>>()?;
-    // SAFETY: the chunks cover every buffer (`split` cuts each into one piece per chunk) and
-    // every chunk that returned Ok zeroed its `o` and wrote its `q`, `kv`, `p`
-    // (`rows::forward_uninit_kept` on each sample's whole `saved_p_len` slice), `hid`
+    // SAFETY: the chunks cover every buffer (`carve` and `cut` give each one piece per chunk)
+    // and every chunk that returned Ok zeroed its `o` and `kept` and wrote its `q`, `kv`, `p`
+    // (`rows::forward_uninit` on each sample's whole `saved_p_len` slice), `hid`
     // (`mm_bias_into`, whole pieces), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole
     // pieces) in full; on an error we returned above.
-    let (s, y) = unsafe {
-        (
-            Saved {
-                q: assume_init(sq),
-                kv: assume_init(skv),
-                kept: skept,
-                p: assume_init(sp),
-                o: assume_init(so),
-                xhat1: assume_init(sx1),
-                rstd1: assume_init(sr1),
-                xhat2: assume_init(sx2),
-                rstd2: assume_init(sr2),
-                hid: assume_init(shid),
-            },
-            assume_init(y),
-        )
-    };
+    let (s, y): (Saved<T>, _) = unsafe { (bufs.map(|v| assume_init(v)), assume_init(y)) };
     let y = ArrayD::from_shape_vec(IxDyn(&[b, nq, d]), y).expect("block: sizes");
     Ok((y, s))
 }
@@ -233,14 +197,12 @@ pub(super) fn query_rows<'a, T: Real>(
 // One chunk, compiled for the active instruction set.
 efa_num::isa_compiled!(chunk => chunk_body, cx.isa, (cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), KernelError>);
 
+/// The forward of one chunk, stage by stage: projections, attention, output projection and
+/// first norm, feed-forward layer and second norm.
 #[inline(always)]
 fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<(), KernelError> {
-    let (dm, isa) = (cx.dm, cx.isa);
-    let (n, nq, d, hk, f) = (dm.n, dm.nq, dm.d, dm.hk, dm.f);
-    let (ldd, ldhk, ldkv, ldf) = (ld(d), ld(hk), ld(2 * hk), ld(f));
-    let (s0, ns) = (c.s0, c.ns);
-    let (rk, rq) = (ns * n, ns * nq);
-    let [g1, be1, g2, be2] = cx.vecs;
+    let (dm, at) = (cx.dm, c.at);
+    let (n, d) = (dm.n, dm.d);
     let Scratch {
         xq,
         pre,
@@ -248,77 +210,178 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
         p: pbuf,
         attn,
     } = sc;
-    let o = zeroed(c.o);
-    let xc = &cx.x[s0 * n * d..(s0 + ns) * n * d];
-    let xq = query_rows(cx.cfg, dm, s0, ns, xc, xq);
-    // q = x_q·W_q + b_q and [k | v] = x·[W_k | W_v] + [b_k | b_v] (projection mode).
-    let (cq, ckv): (&[T], &[T]) = if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
-        let kv = mm_bias_into(isa, (rk, 2 * hk, d), xc, (d, 1), wkv, &cx.bkv, c.kv, ldkv);
-        let q = mm_bias_into(isa, (rq, hk, d), xq, (d, 1), wq, &cx.bq, c.q, ldhk);
+    let SavedParts {
+        q,
+        kv,
+        kept,
+        p,
+        o,
+        xhat1,
+        rstd1,
+        xhat2,
+        rstd2,
+        hid,
+    } = c.saved;
+    let xc = &cx.x[at.s0 * n * d..(at.s0 + at.ns) * n * d];
+    let xq = query_rows(cx.cfg, dm, at.s0, at.ns, xc, xq);
+    let qkv = project(cx, at, (xc, xq), q, kv);
+    let kept = zeroed(kept);
+    let (o, ldo) = match cx.attended {
+        Some(a) => (
+            &a[at.s0 * dm.nq * dm.hk..(at.s0 + at.ns) * dm.nq * dm.hk],
+            dm.hk,
+        ),
+        None => (
+            attention(cx, at, qkv, AttnSaved { o, kept, p }, pbuf, attn)?,
+            ld(dm.hk),
+        ),
+    };
+    let pre = grow(pre, at.rq * ld(d));
+    let y1 = norm1(cx, at, (o, ldo), xq, pre, y1, (xhat1, rstd1));
+    ffn_norm2(cx, at, y1, pre, hid, (xhat2, rstd2), c.y);
+    Ok(())
+}
+
+/// `q = x_q·W_q + b_q` and `[k | v] = x·[W_k | W_v] + [b_k | b_v]` into the chunk's saved
+/// pieces (projection mode; with `q, k, v` given the pieces are empty and so is the result).
+#[inline(always)]
+fn project<'c, T: Real>(
+    cx: &Ctx<T>,
+    at: At,
+    (xc, xq): (&[T], &[T]),
+    q: &'c mut [MaybeUninit<T>],
+    kv: &'c mut [MaybeUninit<T>],
+) -> (&'c [T], &'c [T]) {
+    let (isa, d, hk) = (cx.isa, cx.dm.d, cx.dm.hk);
+    if let (Some(wq), Some(wkv)) = (&cx.wq, &cx.wkv) {
+        let kv = mm_bias_into(
+            isa,
+            (at.rk, 2 * hk, d),
+            xc,
+            (d, 1),
+            wkv,
+            &cx.bkv,
+            kv,
+            ld(2 * hk),
+        );
+        let q = mm_bias_into(isa, (at.rq, hk, d), xq, (d, 1), wq, &cx.bq, q, ld(hk));
         (q, kv)
     } else {
-        // Given q, k, v: these pieces are empty.
-        debug_assert!(c.q.is_empty() && c.kv.is_empty());
+        debug_assert!(q.is_empty() && kv.is_empty());
         (&[], &[])
-    };
-    // Attention per sample, its probabilities kept (a few query rows) or in scratch (the
-    // backward forms them again); or the given attention output's rows. Then
-    // z = LN₁(x_q + o·W_o + b_o).
-    let (o, ldo) = match cx.attended {
-        Some(a) => (&a[s0 * nq * hk..(s0 + ns) * nq * hk], hk),
-        None => {
-            let (nkept, nsp) = (cx.cfg.kept_len(dm), cx.cfg.saved_p_len(dm));
-            let p = grow(pbuf, if nsp > 0 { 0 } else { cx.cfg.p_len(dm) });
-            // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes
-            // initialised values through the view.
-            let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
-            for i in 0..ns {
-                let shape = cx.cfg.shape(dm, s0 + i);
-                let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, s0, i);
-                let o = RowsMut {
-                    data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
-                    ld: ldhk,
-                };
-                let kept = &mut c.kept[i * nkept..(i + 1) * nkept];
-                if nsp > 0 {
-                    let p = &mut c.p[i * nsp..(i + 1) * nsp];
-                    rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
-                } else {
-                    rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
-                }
-                .map_err(|e| err(e.to_string()))?;
-            }
-            (&*o, ldhk)
+    }
+}
+
+/// A chunk's saved attention pieces: the output (zeroed by the caller's [`zeroed`] below),
+/// the softmax's kept statistics (zeroed) and the kept probabilities (not yet written).
+struct AttnSaved<'c, T> {
+    o: &'c mut [MaybeUninit<T>],
+    kept: &'c mut [T],
+    p: &'c mut [MaybeUninit<T>],
+}
+
+/// The attention per sample into the chunk's `o` (row stride `ld(H·K)`), its probabilities
+/// kept (a few query rows) or in scratch (the backward forms them again).
+#[inline(always)]
+fn attention<'c, T: Real>(
+    cx: &Ctx<T>,
+    at: At,
+    (cq, ckv): (&[T], &[T]),
+    out: AttnSaved<'c, T>,
+    pbuf: &mut Vec<T>,
+    attn: &mut RowsScratch<T>,
+) -> Result<&'c [T], KernelError> {
+    let (dm, isa) = (cx.dm, cx.isa);
+    let (nq, ldhk) = (dm.nq, ld(dm.hk));
+    let (nkept, nsp) = (cx.cfg.kept_len(dm), cx.cfg.saved_p_len(dm));
+    let AttnSaved {
+        o,
+        kept,
+        p: saved_p,
+    } = out;
+    let o = zeroed(o);
+    let p = grow(pbuf, if nsp > 0 { 0 } else { cx.cfg.p_len(dm) });
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the kernel only writes initialised
+    // values through the view.
+    let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
+    for i in 0..at.ns {
+        let shape = cx.cfg.shape(dm, at.s0 + i);
+        let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, at.s0, i);
+        let o = RowsMut {
+            data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
+            ld: ldhk,
+        };
+        let kept = &mut kept[i * nkept..(i + 1) * nkept];
+        if nsp > 0 {
+            let p = &mut saved_p[i * nsp..(i + 1) * nsp];
+            rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
+        } else {
+            rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
         }
-    };
-    let pre = grow(pre, rq * ldd);
+        .map_err(|e| err(e.to_string()))?;
+    }
+    Ok(o)
+}
+
+/// `z = LN₁(x_q + o·W_o + b_o)`: the pre-norm rows in `pre`, `z` returned (in `y1`, row
+/// stride `ld(d)`), `x̂₁` and `r₁` saved.
+#[inline(always)]
+fn norm1<'s, T: Real>(
+    cx: &Ctx<T>,
+    at: At,
+    (o, ldo): (&[T], usize),
+    xq: &[T],
+    pre: &mut [T],
+    y1: &'s mut Vec<T>,
+    (xhat1, rstd1): (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]),
+) -> &'s [T] {
+    let (isa, d, hk) = (cx.isa, cx.dm.d, cx.dm.hk);
+    let [g1, be1, ..] = cx.vecs;
+    let ldd = ld(d);
     residual_mm(
         isa,
-        (rq, d, hk),
+        (at.rq, d, hk),
         (o, ldo),
         &cx.wo,
         (xq, d),
         &cx.bo,
         (pre, ldd),
     );
-    let y1 = grow(y1, rq * ldd);
+    let y1 = grow(y1, at.rq * ldd);
     // SAFETY: `MaybeUninit<T>` has the layout of `T`; `ln_rows_into` only writes initialised
     // values through the view.
     let y1_out = unsafe { &mut *(&mut *y1 as *mut [T] as *mut [MaybeUninit<T>]) };
     ln_rows_into(
         isa,
-        rq,
+        at.rq,
         (pre, ldd),
         g1,
         be1,
         cx.eps,
-        (c.xhat1, ldd),
+        (xhat1, ldd),
         (y1_out, ldd),
-        c.rstd1,
+        rstd1,
     );
-    // h = relu(z·W₁ + b₁); y = LN₂(z + h·W₂ + b₂).
-    let hid = mm_bias_into(isa, (rq, f, d), y1, (ldd, 1), &cx.w1, &cx.b1, c.hid, ldf);
-    for r in 0..rq {
+    y1
+}
+
+/// `h = relu(z·W₁ + b₁)` (saved) and `y = LN₂(z + h·W₂ + b₂)` into the chunk's output rows,
+/// `x̂₂` and `r₂` saved.
+#[inline(always)]
+fn ffn_norm2<T: Real>(
+    cx: &Ctx<T>,
+    at: At,
+    y1: &[T],
+    pre: &mut [T],
+    hid: &mut [MaybeUninit<T>],
+    (xhat2, rstd2): (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]),
+    y: &mut [MaybeUninit<T>],
+) {
+    let (isa, d, f) = (cx.isa, cx.dm.d, cx.dm.f);
+    let [.., g2, be2] = cx.vecs;
+    let (ldd, ldf) = (ld(d), ld(f));
+    let hid = mm_bias_into(isa, (at.rq, f, d), y1, (ldd, 1), &cx.w1, &cx.b1, hid, ldf);
+    for r in 0..at.rq {
         for h in &mut hid[r * ldf..r * ldf + f] {
             // A NaN stays NaN (as the tape's relu).
             if *h < T::ZERO {
@@ -328,7 +391,7 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     }
     residual_mm(
         isa,
-        (rq, d, f),
+        (at.rq, d, f),
         (hid, ldf),
         &cx.w2,
         (y1, ldd),
@@ -337,16 +400,15 @@ fn chunk_body<T: Real>(cx: &Ctx<T>, c: Chunk<T>, sc: &mut Scratch<T>) -> Result<
     );
     ln_rows_into(
         isa,
-        rq,
+        at.rq,
         (pre, ldd),
         g2,
         be2,
         cx.eps,
-        (c.xhat2, ldd),
-        (c.y, d),
-        c.rstd2,
+        (xhat2, ldd),
+        (y, d),
+        rstd2,
     );
-    Ok(())
 }
 
 /// Sample `s0 + i`'s queries, keys and values as rows: slices of the given `[q, k, v]`

@@ -203,25 +203,71 @@ fn centred<T: Real>(
 // One group, compiled for the active instruction set.
 efa_num::isa_compiled!(group => group_body, cx.isa, (cx: &Ctx<'_, T>, t: Task<'_, T>, sc: &mut Scratch<T>) -> ());
 
+/// Where one base query row of one head sits: its head's first column, the row, its offset in
+/// a `[N, H·K]` row block, its index among the `N·H` (row, head) pairs, its query and its base
+/// exponentials.
+struct RowAt<'r, T> {
+    c0: usize,
+    i: usize,
+    at: usize,
+    idx: usize,
+    qi: &'r [T],
+    e: &'r [T],
+}
+
 #[inline(always)]
 fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>) {
     let dm = cx.dm;
     let (n, hk, kd, heads, g) = (dm.n, dm.hk, dm.kd, dm.heads, t.g);
     let len = cx.cfg.lengths[g];
-    let scale = cx.scale;
-    let k16 = k16::<T>(cx.isa, kd);
     sc.fit(&dm);
     let [qg, kg, _] = cx.base(g);
-    let (nh, sv) = (n * heads, cx.saved);
+    for h in 0..heads {
+        let c0 = h * kd;
+        // This head's keys and values, transposed, for the rows computed directly.
+        transpose_cols(cx.isa, kg, hk, c0, kd, len, &mut sc.ktr, n);
+        centred(cx, &t, (c0, len), 1, &mut sc.kc, &mut sc.ktc);
+        centred(cx, &t, (c0, len), 2, &mut sc.vc, &mut sc.vtc);
+        // The direct rows' dP run along the centred values.
+        transpose_cols(cx.isa, &sc.vc, kd, 0, kd, len, &mut sc.vtr, n);
+        for i in 0..n {
+            let (at, idx) = (i * hk + c0, i * heads + h);
+            let e0 = ((g * heads + h) * n + i) * n;
+            let r = RowAt {
+                c0,
+                i,
+                at,
+                idx,
+                qi: &qg[at..at + kd],
+                e: &cx.saved.e[e0..e0 + len],
+            };
+            pairs_back(cx, &mut t, &r, sc);
+            direct_back(cx, &mut t, &r, sc);
+        }
+    }
+}
+
+/// The leave-one-out pairs of one base row and head: their cotangents gathered per target,
+/// every base key's share from the leave-one-out sums over targets, the replaced keys', and
+/// the row's `dq`.
+#[inline(always)]
+fn pairs_back<T: Real>(
+    cx: &Ctx<'_, T>,
+    t: &mut Task<'_, T>,
+    r: &RowAt<'_, T>,
+    sc: &mut Scratch<T>,
+) {
+    let dm = cx.dm;
+    let (n, hk, kd, g) = (dm.n, dm.hk, dm.kd, t.g);
+    let (len, scale, k16) = (cx.cfg.lengths[g], cx.scale, k16::<T>(cx.isa, kd));
+    let (nh, sv) = (n * dm.heads, cx.saved);
+    let (c0, at, idx, qi, e) = (r.c0, r.at, r.idx, r.qi, r.e);
     let Scratch {
         rpos,
         dpos,
         rx,
         dx,
         dq: dqi,
-        row,
-        ktr,
-        vtr,
         dp,
         pairs,
         cnt,
@@ -231,136 +277,148 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
         vc,
         vtc,
         ao,
+        ..
     } = sc;
-    for h in 0..heads {
-        let c0 = h * kd;
-        // This head's keys and values, transposed, for the rows computed directly.
-        transpose_cols(cx.isa, kg, hk, c0, kd, len, ktr, n);
-        centred(cx, &t, (c0, len), 1, kc, ktc);
-        centred(cx, &t, (c0, len), 2, vc, vtc);
-        // The direct rows' dP run along the centred values.
-        transpose_cols(cx.isa, vc, kd, 0, kd, len, vtr, n);
-        for i in 0..n {
-            let (at, idx) = (i * hk + c0, i * heads + h);
-            let qi = &qg[at..at + kd];
-            let e0 = ((g * heads + h) * n + i) * n;
-            let e = &sv.e[e0..e0 + len];
-            // The pairs' outputs less the values' mean, õ = r·Ã⁻[t] + p·ṽ_t, from the
-            // leave-one-out sums of eⱼ·ṽⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
-            if t.members.iter().any(|&s| sv.direct[s * nh + idx] == 0) {
-                loo_rows(len, kd, |j| e[j], |j| &vc[j * kd..(j + 1) * kd], ao);
+    // The pairs' outputs less the values' mean, õ = r·Ã⁻[t] + p·ṽ_t, from the
+    // leave-one-out sums of eⱼ·ṽⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
+    if t.members.iter().any(|&s| sv.direct[s * nh + idx] == 0) {
+        loo_rows(len, kd, |j| e[j], |j| &vc[j * kd..(j + 1) * kd], ao);
+    }
+    // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
+    rpos[..len * kd].fill(T::ZERO);
+    dpos[..len].fill(T::ZERO);
+    cnt[..len].fill(0);
+    pairs.clear();
+    for (mi, &s) in t.members.iter().enumerate() {
+        if sv.direct[s * nh + idx] != 0 {
+            continue;
+        }
+        let tg = cx.cfg.target[s];
+        let row_at = s * n * hk + at;
+        let dos = &cx.d_o[row_at..row_at + kd];
+        let (r, p) = (sv.r[s * nh + idx], sv.p[s * nh + idx]);
+        // D = ⟨dO, õ⟩ and dP' = ⟨dO, ṽ_t⟩ with the values less their mean: the score
+        // gradients p·(dP − D) are unchanged, but their round-off is relative to the
+        // values' spread, not to their common part (which dP and D share).
+        let vts = &vtc[mi * kd..(mi + 1) * kd];
+        let dpt = dot_k(k16, dos, vts);
+        let d = r * dot_k(k16, dos, &ao[tg * kd..(tg + 1) * kd]) + p * dpt;
+        axpy_k(k16, r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
+        dpos[tg] += r * d;
+        cnt[tg] += 1;
+        // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
+        axpy_k(k16, p, dos, &mut t.dvt[mi][c0..c0 + kd]);
+        let ds = scale * (p * (dpt - d));
+        axpy_k(k16, ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
+        pairs.push((ds, s, mi));
+    }
+    dqi.fill(T::ZERO);
+    if !pairs.is_empty() {
+        // Their leave-one-out sums over targets: suffixes, then prefixes in front.
+        loo_rows(len, kd, |_| T::ONE, |j| &rpos[j * kd..(j + 1) * kd], rx);
+        loo_scalars(&dpos[..len], &mut dx[..len]);
+        // Every base key's share of those pairs: the keys some pair sees (a key is
+        // left out by the pairs that target it; a key no pair sees adds nothing, not
+        // even 0·NaN from a non-finite row).
+        seen.clear();
+        seen.extend((0..len).filter(|&j| cnt[j] < pairs.len()));
+        let ds = &mut dp[..len];
+        for &j in seen.iter() {
+            let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
+            axpy_k(k16, ej, w, &mut t.dv[kj..kj + kd]);
+            ds[j] = scale * (ej * (dot_k(k16, w, &vc[j * kd..(j + 1) * kd]) - dx[j]));
+            axpy_k(k16, ds[j], qi, &mut t.dk[kj..kj + kd]);
+        }
+        // dq = Σ dS·k over every pair's keys, with the keys less their mean: the
+        // pairs' dS sum to zero over each one's keys, so this is the same sum, while
+        // its round-off scales with the keys' spread, not their common part.
+        let key = |k: usize| &kc[seen[k] * kd..(seen[k] + 1) * kd];
+        add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
+        // The pairs' replaced keys, in member order.
+        let kt_row = |k: usize| &ktc[pairs[k].2 * kd..(pairs[k].2 + 1) * kd];
+        add_rows(pairs.len(), |k| pairs[k].0, kt_row, dqi);
+        for (a, &d) in t.dq[at..at + kd].iter_mut().zip(dqi.iter()) {
+            *a += d;
+        }
+    }
+}
+
+/// The pairs of one base row and head computed directly (a sample's own query row, a small
+/// leave-one-out sum, a non-finite replaced score): the ordinary backward of one softmax row.
+#[inline(always)]
+fn direct_back<T: Real>(
+    cx: &Ctx<'_, T>,
+    t: &mut Task<'_, T>,
+    r: &RowAt<'_, T>,
+    sc: &mut Scratch<T>,
+) {
+    let dm = cx.dm;
+    let (n, hk, kd, g) = (dm.n, dm.hk, dm.kd, t.g);
+    let (len, scale, k16) = (cx.cfg.lengths[g], cx.scale, k16::<T>(cx.isa, kd));
+    let (nh, sv) = (n * dm.heads, cx.saved);
+    let (c0, i, at, idx, qi) = (r.c0, r.i, r.at, r.idx, r.qi);
+    let Scratch {
+        dq: dqi,
+        row,
+        ktr,
+        vtr,
+        dp,
+        kc,
+        ktc,
+        vtc,
+        ..
+    } = sc;
+    for (mi, &s) in t.members.iter().enumerate() {
+        if sv.direct[s * nh + idx] == 0 {
+            continue;
+        }
+        let tg = cx.cfg.target[s];
+        let row_at = s * n * hk + at;
+        let dos = &cx.d_o[row_at..row_at + kd];
+        let kts = &cx.kt[s * hk + c0..][..kd];
+        let own = tg == i;
+        let q = if own { &cx.qt[s * hk + c0..][..kd] } else { qi };
+        direct_probs(cx.isa, q, ktr, n, len, (tg, kts), scale, row);
+        // dPⱼ = ⟨dO, ṽⱼ⟩ along the keys (values less their mean), D = Σ pⱼ·dPⱼ from
+        // the same dP, dSⱼ = scale·pⱼ·(dPⱼ − D).
+        let dp = &mut dp[..len];
+        combine(dos, vtr, n, dp);
+        if let Some(x) = dp.get_mut(tg) {
+            *x = dot_k(k16, dos, &vtc[mi * kd..(mi + 1) * kd]);
+        }
+        let d = row[..len]
+            .iter()
+            .zip(dp.iter())
+            .fold(T::ZERO, |a, (&pj, &dpj)| a + pj * dpj);
+        // dp becomes dS in place.
+        for (j, (&pj, dsj)) in row[..len].iter().zip(dp.iter_mut()).enumerate() {
+            let kj = j * hk + c0;
+            *dsj = scale * (pj * (*dsj - d));
+            if j == tg {
+                axpy_k(k16, pj, dos, &mut t.dvt[mi][c0..c0 + kd]);
+                axpy_k(k16, *dsj, q, &mut t.dkt[mi][c0..c0 + kd]);
+            } else {
+                axpy_k(k16, pj, dos, &mut t.dv[kj..kj + kd]);
+                axpy_k(k16, *dsj, q, &mut t.dk[kj..kj + kd]);
             }
-            // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
-            rpos[..len * kd].fill(T::ZERO);
-            dpos[..len].fill(T::ZERO);
-            cnt[..len].fill(0);
-            pairs.clear();
-            for (mi, &s) in t.members.iter().enumerate() {
-                if sv.direct[s * nh + idx] != 0 {
-                    continue;
-                }
-                let tg = cx.cfg.target[s];
-                let row_at = s * n * hk + at;
-                let dos = &cx.d_o[row_at..row_at + kd];
-                let (r, p) = (sv.r[s * nh + idx], sv.p[s * nh + idx]);
-                // D = ⟨dO, õ⟩ and dP' = ⟨dO, ṽ_t⟩ with the values less their mean: the score
-                // gradients p·(dP − D) are unchanged, but their round-off is relative to the
-                // values' spread, not to their common part (which dP and D share).
-                let vts = &vtc[mi * kd..(mi + 1) * kd];
-                let dpt = dot_k(k16, dos, vts);
-                let d = r * dot_k(k16, dos, &ao[tg * kd..(tg + 1) * kd]) + p * dpt;
-                axpy_k(k16, r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
-                dpos[tg] += r * d;
-                cnt[tg] += 1;
-                // The pair's replaced key (`dS'` kept for `dq`, added after the base keys').
-                axpy_k(k16, p, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                let ds = scale * (p * (dpt - d));
-                axpy_k(k16, ds, qi, &mut t.dkt[mi][c0..c0 + kd]);
-                pairs.push((ds, s, mi));
+        }
+        // dq over the keys less their mean (the row's dS sum to zero).
+        let key = |j: usize| {
+            if j == tg {
+                &ktc[mi * kd..(mi + 1) * kd]
+            } else {
+                &kc[j * kd..(j + 1) * kd]
             }
-            dqi.fill(T::ZERO);
-            if !pairs.is_empty() {
-                // Their leave-one-out sums over targets: suffixes, then prefixes in front.
-                loo_rows(len, kd, |_| T::ONE, |j| &rpos[j * kd..(j + 1) * kd], rx);
-                loo_scalars(&dpos[..len], &mut dx[..len]);
-                // Every base key's share of those pairs: the keys some pair sees (a key is
-                // left out by the pairs that target it; a key no pair sees adds nothing, not
-                // even 0·NaN from a non-finite row).
-                seen.clear();
-                seen.extend((0..len).filter(|&j| cnt[j] < pairs.len()));
-                let ds = &mut dp[..len];
-                for &j in seen.iter() {
-                    let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
-                    axpy_k(k16, ej, w, &mut t.dv[kj..kj + kd]);
-                    ds[j] = scale * (ej * (dot_k(k16, w, &vc[j * kd..(j + 1) * kd]) - dx[j]));
-                    axpy_k(k16, ds[j], qi, &mut t.dk[kj..kj + kd]);
-                }
-                // dq = Σ dS·k over every pair's keys, with the keys less their mean: the
-                // pairs' dS sum to zero over each one's keys, so this is the same sum, while
-                // its round-off scales with the keys' spread, not their common part.
-                let key = |k: usize| &kc[seen[k] * kd..(seen[k] + 1) * kd];
-                add_rows(seen.len(), |k| ds[seen[k]], key, dqi);
-                // The pairs' replaced keys, in member order.
-                let kt_row = |k: usize| &ktc[pairs[k].2 * kd..(pairs[k].2 + 1) * kd];
-                add_rows(pairs.len(), |k| pairs[k].0, kt_row, dqi);
-                for (a, &d) in t.dq[at..at + kd].iter_mut().zip(dqi.iter()) {
-                    *a += d;
-                }
-            }
-            // The rows computed directly: the ordinary backward of one softmax row.
-            for (mi, &s) in t.members.iter().enumerate() {
-                if sv.direct[s * nh + idx] == 0 {
-                    continue;
-                }
-                let tg = cx.cfg.target[s];
-                let row_at = s * n * hk + at;
-                let dos = &cx.d_o[row_at..row_at + kd];
-                let kts = &cx.kt[s * hk + c0..][..kd];
-                let own = tg == i;
-                let q = if own { &cx.qt[s * hk + c0..][..kd] } else { qi };
-                direct_probs(cx.isa, q, ktr, n, len, (tg, kts), scale, row);
-                // dPⱼ = ⟨dO, ṽⱼ⟩ along the keys (values less their mean), D = Σ pⱼ·dPⱼ from
-                // the same dP, dSⱼ = scale·pⱼ·(dPⱼ − D).
-                let dp = &mut dp[..len];
-                combine(dos, vtr, n, dp);
-                if let Some(x) = dp.get_mut(tg) {
-                    *x = dot_k(k16, dos, &vtc[mi * kd..(mi + 1) * kd]);
-                }
-                let d = row[..len]
-                    .iter()
-                    .zip(dp.iter())
-                    .fold(T::ZERO, |a, (&pj, &dpj)| a + pj * dpj);
-                // dp becomes dS in place.
-                for (j, (&pj, dsj)) in row[..len].iter().zip(dp.iter_mut()).enumerate() {
-                    let kj = j * hk + c0;
-                    *dsj = scale * (pj * (*dsj - d));
-                    if j == tg {
-                        axpy_k(k16, pj, dos, &mut t.dvt[mi][c0..c0 + kd]);
-                        axpy_k(k16, *dsj, q, &mut t.dkt[mi][c0..c0 + kd]);
-                    } else {
-                        axpy_k(k16, pj, dos, &mut t.dv[kj..kj + kd]);
-                        axpy_k(k16, *dsj, q, &mut t.dk[kj..kj + kd]);
-                    }
-                }
-                // dq over the keys less their mean (the row's dS sum to zero).
-                let key = |j: usize| {
-                    if j == tg {
-                        &ktc[mi * kd..(mi + 1) * kd]
-                    } else {
-                        &kc[j * kd..(j + 1) * kd]
-                    }
-                };
-                dqi.fill(T::ZERO);
-                add_rows(len, |j| dp[j], key, dqi);
-                let dst = if own {
-                    &mut t.dqt[mi][c0..c0 + kd]
-                } else {
-                    &mut t.dq[at..at + kd]
-                };
-                for (a, &d) in dst.iter_mut().zip(dqi.iter()) {
-                    *a += d;
-                }
-            }
+        };
+        dqi.fill(T::ZERO);
+        add_rows(len, |j| dp[j], key, dqi);
+        let dst = if own {
+            &mut t.dqt[mi][c0..c0 + kd]
+        } else {
+            &mut t.dq[at..at + kd]
+        };
+        for (a, &d) in dst.iter_mut().zip(dqi.iter()) {
+            *a += d;
         }
     }
 }

@@ -5,6 +5,7 @@
 //! it is also the bitwise reference of the column path's tests (the code as it was before
 //! that path; the output products, the same calls in both, are shared in `out.rs`).
 
+use super::out::{dq_dk_out, dv_out, head_do, pv_out, zero_head_grads};
 use super::*;
 use efa_attn::micro::{ds_rows, gemm_checked_into, softmax_rows};
 
