@@ -90,36 +90,12 @@ impl UserTable {
 
 /// Reads `path` in the layout of the module docs.
 pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
-    let err = |line: usize, field: &str, value: &str, why: String| {
-        DataError::parse(path, line, field, value, why)
-    };
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    // Line numbers from byte offsets: the csv crate's own line count skips blank lines.
-    let newlines: Vec<u64> = bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b == b'\n')
-        .map(|(i, _)| i as u64)
-        .collect();
-    // A record position may point at the rest of the previous record's terminator (the `\n`
-    // of a CRLF); the record starts after it (blank lines are rejected below, first).
-    let line_of = |byte: u64| {
-        let mut b = byte as usize;
-        while b < bytes.len() && matches!(bytes[b], b'\r' | b'\n') {
-            b += 1;
-        }
-        newlines.partition_point(|&nl| nl < b as u64) + 1
-    };
     if let Some(line) = first_blank_line(&bytes) {
         return Err(if line == 1 {
-            err(
-                1,
-                "header",
-                "",
-                format!("empty file: expected the header `{}`", COLUMNS.join(",")),
-            )
+            empty_file(path)
         } else {
-            err(line, "", "", "empty line".into())
+            DataError::parse(path, line, "", "", "empty line")
         });
     }
     let mut reader = csv::ReaderBuilder::new()
@@ -127,25 +103,43 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
         .flexible(true)
         .trim(csv::Trim::All)
         .from_reader(bytes.as_slice());
-    let utf8 = |line: usize| err(line, "", "", "the line is not valid UTF-8".into());
-    let headers = reader.headers().map_err(|_| utf8(1))?.clone();
+    let headers = reader.headers().map_err(|_| not_utf8(path, 1))?.clone();
+    let (has_lag, has_target) = read_header(path, &headers)?;
+    let lines = LineIndex::new(&bytes);
+    let sequences = read_records(path, &mut reader, &headers, &lines)?;
+    assemble(path, sequences, has_lag, has_target)
+}
+
+/// The error of a file without a header.
+fn empty_file(path: &Path) -> DataError {
+    DataError::parse(
+        path,
+        1,
+        "header",
+        "",
+        format!("empty file: expected the header `{}`", COLUMNS.join(",")),
+    )
+}
+
+/// The error of a line that is not valid UTF-8.
+fn not_utf8(path: &Path, line: usize) -> DataError {
+    DataError::parse(path, line, "", "", "the line is not valid UTF-8")
+}
+
+/// Checks the header's column names; returns whether it has the `lag` and `target` columns.
+fn read_header(path: &Path, headers: &csv::StringRecord) -> Result<(bool, bool), DataError> {
+    let err = |field: &str, value: &str, why: String| DataError::parse(path, 1, field, value, why);
     if headers.is_empty() || headers.iter().all(str::is_empty) {
-        return Err(err(
-            1,
-            "header",
-            "",
-            format!("empty file: expected the header `{}`", COLUMNS.join(",")),
-        ));
+        return Err(empty_file(path));
     }
     let mut seen_cols = [false; 6];
     let all: Vec<&str> = COLUMNS.iter().chain(&OPTIONAL_COLUMNS).copied().collect();
     for name in headers.iter() {
         match all.iter().position(|c| *c == name) {
             Some(k) if !seen_cols[k] => seen_cols[k] = true,
-            Some(_) => return Err(err(1, name, name, "duplicate column".into())),
+            Some(_) => return Err(err(name, name, "duplicate column".into())),
             None => {
                 return Err(err(
-                    1,
                     name,
                     name,
                     format!(
@@ -157,18 +151,59 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             }
         }
     }
-    let (has_lag, has_target) = (seen_cols[4], seen_cols[5]);
     if let Some(k) = seen_cols[..4].iter().position(|s| !s) {
         return Err(err(
-            1,
             COLUMNS[k],
             "",
             format!("missing column (expected exactly {})", COLUMNS.join(",")),
         ));
     }
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut sequences: Vec<UserSequence> = Vec::new();
-    let mut first_line: HashMap<(usize, i64), usize> = HashMap::new();
+    Ok((seen_cols[4], seen_cols[5]))
+}
+
+/// Line numbers of byte offsets in the file (the csv crate's own line count skips blank
+/// lines).
+struct LineIndex<'a> {
+    /// The file's bytes.
+    bytes: &'a [u8],
+    /// Offsets of the file's `\n` bytes.
+    newlines: Vec<u64>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Indexes the newlines of `bytes`.
+    fn new(bytes: &'a [u8]) -> Self {
+        let newlines = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i as u64)
+            .collect();
+        Self { bytes, newlines }
+    }
+
+    /// The 1-based line of the record starting at `byte`.
+    fn line_of(&self, byte: u64) -> usize {
+        // A record position may point at the rest of the previous record's terminator (the
+        // `\n` of a CRLF); the record starts after it (blank lines are rejected first).
+        let mut b = byte as usize;
+        while b < self.bytes.len() && matches!(self.bytes[b], b'\r' | b'\n') {
+            b += 1;
+        }
+        self.newlines.partition_point(|&nl| nl < b as u64) + 1
+    }
+}
+
+/// Reads the records after the header, in file order, into sequences in order of first
+/// appearance.
+fn read_records(
+    path: &Path,
+    reader: &mut csv::Reader<&[u8]>,
+    headers: &csv::StringRecord,
+    lines: &LineIndex,
+) -> Result<Vec<UserSequence>, DataError> {
+    let err = |line: usize, value: &str, why: String| DataError::parse(path, line, "", value, why);
+    let mut grouped = Grouped::default();
     let mut expected = 2;
     let mut record = csv::StringRecord::new();
     loop {
@@ -176,16 +211,18 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {
-                let line = e.position().map_or(expected, |p| line_of(p.byte()));
+                let line = e.position().map_or(expected, |p| lines.line_of(p.byte()));
                 return Err(match e.kind() {
-                    csv::ErrorKind::Utf8 { .. } => utf8(line),
-                    _ => err(line, "", "", e.to_string()),
+                    csv::ErrorKind::Utf8 { .. } => not_utf8(path, line),
+                    _ => err(line, "", e.to_string()),
                 });
             }
         }
-        let n = record.position().map_or(expected, |p| line_of(p.byte()));
+        let n = record
+            .position()
+            .map_or(expected, |p| lines.line_of(p.byte()));
         if n > expected {
-            return Err(err(expected, "", "", "empty line".into()));
+            return Err(err(expected, "", "empty line".into()));
         }
         expected = n
             + 1
@@ -196,74 +233,111 @@ pub fn read_user_csv(path: &Path) -> Result<UserTable, DataError> {
         if record.len() != headers.len() {
             return Err(err(
                 n,
-                "",
                 &record.iter().collect::<Vec<_>>().join(","),
                 format!("{} fields, the header has {}", record.len(), headers.len()),
             ));
         }
         let raw: RawRecord = record
-            .deserialize(Some(&headers))
-            .map_err(|e| err(n, "", "", e.to_string()))?;
-        if raw.seq.is_empty() {
-            return Err(err(n, "seq", "", "empty sequence id".into()));
-        }
-        let order: i64 = raw
-            .order
+            .deserialize(Some(headers))
+            .map_err(|e| err(n, "", e.to_string()))?;
+        let row = parse_row(path, n, &raw)?;
+        grouped.push(path, &raw, row)?;
+    }
+    Ok(grouped.sequences)
+}
+
+/// The observation of the record `raw` on line `n`, every field checked.
+fn parse_row(path: &Path, n: usize, raw: &RawRecord) -> Result<UserRow, DataError> {
+    let err = |field: &str, value: &str, why: &str| DataError::parse(path, n, field, value, why);
+    if raw.seq.is_empty() {
+        return Err(err("seq", "", "empty sequence id"));
+    }
+    let order: i64 = raw
+        .order
+        .parse()
+        .map_err(|_| err("order", &raw.order, "not an integer"))?;
+    let item: usize = raw
+        .item
+        .parse()
+        .map_err(|_| err("item", &raw.item, "not a non-negative integer"))?;
+    let value = parse_value(path, n, &raw.value)?;
+    let lag = match &raw.lag {
+        Some(l) => l
             .parse()
-            .map_err(|_| err(n, "order", &raw.order, "not an integer".into()))?;
-        let item: usize = raw
-            .item
-            .parse()
-            .map_err(|_| err(n, "item", &raw.item, "not a non-negative integer".into()))?;
-        let value = parse_value(path, n, &raw.value)?;
-        let lag = match &raw.lag {
-            Some(l) => l
-                .parse()
-                .map_err(|_| err(n, "lag", l, "not a non-negative integer".into()))?,
-            None => 0,
-        };
-        let target = match raw.target.as_deref() {
-            None => None,
-            Some("1") => Some(true),
-            Some("0") => Some(false),
-            Some(t) => {
-                return Err(err(
-                    n,
-                    "target",
-                    t,
-                    "must be 1 (target) or 0 (context only)".into(),
-                ))
-            }
-        };
-        let s = *index.entry(raw.seq.clone()).or_insert_with(|| {
-            sequences.push(UserSequence {
+            .map_err(|_| err("lag", l, "not a non-negative integer"))?,
+        None => 0,
+    };
+    let target = match raw.target.as_deref() {
+        None => None,
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        Some(t) => return Err(err("target", t, "must be 1 (target) or 0 (context only)")),
+    };
+    Ok(UserRow {
+        order,
+        item,
+        value,
+        lag,
+        target,
+        line: n,
+    })
+}
+
+/// Rows grouped by sequence, in order of first appearance.
+#[derive(Default)]
+struct Grouped {
+    /// Index of each sequence id in `sequences`.
+    index: HashMap<String, usize>,
+    /// The sequences, rows in file order.
+    sequences: Vec<UserSequence>,
+    /// The line of each (sequence, order) key.
+    first_line: HashMap<(usize, i64), usize>,
+}
+
+impl Grouped {
+    /// Adds `row` (from the record `raw`) to its sequence; a repeated `(seq, order)` key is an
+    /// error.
+    fn push(&mut self, path: &Path, raw: &RawRecord, row: UserRow) -> Result<(), DataError> {
+        let s = *self.index.entry(raw.seq.clone()).or_insert_with(|| {
+            self.sequences.push(UserSequence {
                 id: raw.seq.clone(),
                 rows: Vec::new(),
             });
-            sequences.len() - 1
+            self.sequences.len() - 1
         });
-        if let Some(first) = first_line.insert((s, order), n) {
-            return Err(err(
-                n,
+        if let Some(first) = self.first_line.insert((s, row.order), row.line) {
+            return Err(DataError::parse(
+                path,
+                row.line,
                 "order",
                 &raw.order,
                 format!(
-                    "duplicate key (seq `{}`, order {order}), first at line {first}",
-                    raw.seq
+                    "duplicate key (seq `{}`, order {}), first at line {first}",
+                    raw.seq, row.order
                 ),
             ));
         }
-        sequences[s].rows.push(UserRow {
-            order,
-            item,
-            value,
-            lag,
-            target,
-            line: n,
-        });
+        self.sequences[s].rows.push(row);
+        Ok(())
     }
+}
+
+/// The table of the sequences read: an error without rows, else each sequence's rows sorted
+/// by `order`.
+fn assemble(
+    path: &Path,
+    mut sequences: Vec<UserSequence>,
+    has_lag: bool,
+    has_target: bool,
+) -> Result<UserTable, DataError> {
     if sequences.is_empty() {
-        return Err(err(1, "", "", "no data rows after the header".into()));
+        return Err(DataError::parse(
+            path,
+            1,
+            "",
+            "",
+            "no data rows after the header",
+        ));
     }
     for s in &mut sequences {
         s.rows.sort_by_key(|r| r.order);

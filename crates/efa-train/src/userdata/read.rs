@@ -4,7 +4,7 @@
 
 use super::{SeqDirection, UserConfig};
 use efa_data::item_csv::ItemTable;
-use efa_data::user_csv::{read_user_csv, UserRow};
+use efa_data::user_csv::{read_user_csv, UserRow, UserSequence};
 use efa_data::DataError;
 use efa_expfam::ExpfamError;
 use efa_model::ModelConfig;
@@ -71,30 +71,79 @@ pub fn read_csv_with(
     items: Option<&ItemTable>,
 ) -> Result<UserData, DataError> {
     let table = read_user_csv(path)?;
-    let err = |line: usize, field: &str, value: &str, why: String| {
-        DataError::parse(path, line, field, value, why)
-    };
-    let n_items = cfg.items();
-    let first_item = cfg.first_item();
-    let value_rows = match &cfg.model {
-        ModelConfig::Efa(c) => c.values.as_ref().map(|v| v.rows),
-        _ => None,
-    };
-    let lag_rows = cfg.lag_rows();
-    let uni = cfg.direction == SeqDirection::Uni;
-    let fm = matches!(cfg.model, ModelConfig::Fm(_));
-    let mut by_line: Vec<(&str, usize, &UserRow)> = table
+    let checks = Checks::new(path, cfg, items);
+    let mut by_line: Vec<(usize, &UserRow)> = table
         .sequences
         .iter()
-        .flat_map(|s| {
-            s.rows
-                .iter()
-                .enumerate()
-                .map(move |(p, r)| (s.id.as_str(), p, r))
-        })
+        .flat_map(|s| s.rows.iter().enumerate())
         .collect();
-    by_line.sort_by_key(|(_, _, r)| r.line);
-    for &(_, pos, r) in &by_line {
+    by_line.sort_by_key(|(_, r)| r.line);
+    for &(pos, r) in &by_line {
+        checks.row(pos, r)?;
+    }
+    let sequences = table
+        .sequences
+        .iter()
+        .map(|s| checks.sequence(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(UserData {
+        file: path.to_path_buf(),
+        sequences,
+    })
+}
+
+/// What the rows and sequences of a file are checked against: the configuration, the
+/// item-feature table and the limits drawn from them.
+struct Checks<'a> {
+    /// The file read.
+    path: &'a Path,
+    /// The configuration.
+    cfg: &'a UserConfig,
+    /// The item-feature table, if any.
+    items: Option<&'a ItemTable>,
+    /// Item rows of the model.
+    n_items: usize,
+    /// The first valid item id (row 0 is padding for discrete inputs).
+    first_item: usize,
+    /// Rows of the EFA value table, if any.
+    value_rows: Option<usize>,
+    /// Rows of the lag embedding, if any.
+    lag_rows: Option<usize>,
+    /// Unidirectional sequences.
+    uni: bool,
+    /// A factor model.
+    fm: bool,
+}
+
+impl<'a> Checks<'a> {
+    /// The checks of `cfg` (and `items`) for the file `path`.
+    fn new(path: &'a Path, cfg: &'a UserConfig, items: Option<&'a ItemTable>) -> Self {
+        Self {
+            path,
+            cfg,
+            items,
+            n_items: cfg.items(),
+            first_item: cfg.first_item(),
+            value_rows: match &cfg.model {
+                ModelConfig::Efa(c) => c.values.as_ref().map(|v| v.rows),
+                _ => None,
+            },
+            lag_rows: cfg.lag_rows(),
+            uni: cfg.direction == SeqDirection::Uni,
+            fm: matches!(cfg.model, ModelConfig::Fm(_)),
+        }
+    }
+
+    /// A parse error of the file at `line`.
+    fn err(&self, line: usize, field: &str, value: &str, why: String) -> DataError {
+        DataError::parse(self.path, line, field, value, why)
+    }
+
+    /// Checks the row `r`, at position `pos` of its sequence (sorted by `order`).
+    fn row(&self, pos: usize, r: &UserRow) -> Result<(), DataError> {
+        let (cfg, n_items, first_item) = (self.cfg, self.n_items, self.first_item);
+        let err =
+            |line: usize, field: &str, value: &str, why: String| self.err(line, field, value, why);
         let (n, fi, fv) = (r.line, r.item.to_string(), r.value.to_string());
         if r.item < first_item || r.item >= n_items {
             let why = match first_item {
@@ -130,13 +179,13 @@ pub fn read_csv_with(
             };
             return Err(err(n, "value", &fv, why));
         }
-        if let Some(rows) = value_rows {
+        if let Some(rows) = self.value_rows {
             if r.value.fract() != 0.0 || r.value < 0.0 || r.value > (rows - 3) as f64 {
                 return Err(err(n, "value", &fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
             }
         }
         if r.lag > 0 {
-            match lag_rows {
+            match self.lag_rows {
                 Some(l) if r.lag < l => {}
                 Some(l) => return Err(err(n, "lag", &r.lag.to_string(), format!("lag {} but the lag embedding has {l} rows (model.efa.continuous.lag_rows: lags 0..={})", r.lag, l - 1))),
                 None => return Err(err(n, "lag", &r.lag.to_string(), "a lag row needs a lag embedding (model.efa.continuous.lag_rows)".into())),
@@ -150,7 +199,7 @@ pub fn read_csv_with(
                 ));
             }
         }
-        if let Some(t) = items {
+        if let Some(t) = self.items {
             if cfg.is_continuous() && t.get(r.item).is_none() {
                 return Err(err(
                     n,
@@ -164,7 +213,7 @@ pub fn read_csv_with(
                 ));
             }
         }
-        if r.target == Some(true) && uni && pos == 0 && fm {
+        if r.target == Some(true) && self.uni && pos == 0 && self.fm {
             return Err(err(
                 n,
                 "target",
@@ -173,15 +222,30 @@ pub fn read_csv_with(
                     .into(),
             ));
         }
+        Ok(())
     }
-    let mut sequences = Vec::with_capacity(table.sequences.len());
-    for s in &table.sequences {
+
+    /// The rows of the sequence `s` (its rows checked one by one already), after checking its
+    /// length and that it has a target.
+    fn sequence(&self, s: &UserSequence) -> Result<Vec<Row>, DataError> {
         let first = s.rows.iter().map(|r| r.line).min().unwrap_or(1);
+        self.check_length(s, first)?;
+        let rows = self.rows(s);
+        if !rows.iter().any(|r| r.target) {
+            return Err(self.no_target(s, &rows, first));
+        }
+        Ok(rows)
+    }
+
+    /// Checks that the sequence `s` (first line `first`) has enough rows to be a sample and
+    /// no more than the model's positions.
+    fn check_length(&self, s: &UserSequence, first: usize) -> Result<(), DataError> {
+        let (cfg, fm) = (self.cfg, self.fm);
         // One row is a sample only as an EFA target marked explicitly: its context is its own
         // item with the [MASK] value (the paper's first unidirectional sample).
         let lone_target = !fm && s.rows.len() == 1 && s.rows[0].target == Some(true);
         if s.rows.len() < 2 && !lone_target {
-            return Err(err(
+            return Err(self.err(
                 first,
                 "seq",
                 &s.id,
@@ -199,7 +263,7 @@ pub fn read_csv_with(
         }
         if let ModelConfig::Efa(c) = &cfg.model {
             if let Some(p) = c.positions.as_ref().filter(|p| s.rows.len() > p.max_len) {
-                return Err(err(
+                return Err(self.err(
                     first,
                     "seq",
                     &s.id,
@@ -212,8 +276,14 @@ pub fn read_csv_with(
                 ));
             }
         }
-        let rows: Vec<Row> = s
-            .rows
+        Ok(())
+    }
+
+    /// The rows of the sequence `s`, each with its family and whether it is a target (the
+    /// `target` column, else every lag-0 row but a unidirectional sequence's first).
+    fn rows(&self, s: &UserSequence) -> Vec<Row> {
+        let (cfg, uni) = (self.cfg, self.uni);
+        s.rows
             .iter()
             .enumerate()
             .map(|(p, r)| Row {
@@ -229,31 +299,28 @@ pub fn read_csv_with(
                 },
                 family: cfg.family.of(r.item).map_or(0, |(k, _)| k),
             })
-            .collect();
-        if !rows.iter().any(|r| r.target) {
-            let lag_only = rows.iter().all(|r| r.lag > 0);
-            let (field, why) = if lag_only {
-                let lag = rows.iter().min_by_key(|r| r.line).map_or(0, |r| r.lag);
-                (
-                    ("lag", lag.to_string()),
-                    format!(
-                        "sequence `{}` has only lag rows (lag > 0); its lag-0 rows (the targets \
-                         and their own time) are missing",
-                        s.id
-                    ),
-                )
-            } else {
-                (
-                    ("target", "0".to_string()),
-                    format!("sequence `{}` has no target row", s.id),
-                )
-            };
-            return Err(err(first, field.0, &field.1, why));
-        }
-        sequences.push(rows);
+            .collect()
     }
-    Ok(UserData {
-        file: path.to_path_buf(),
-        sequences,
-    })
+
+    /// The error of the sequence `s` (first line `first`) whose `rows` have no target.
+    fn no_target(&self, s: &UserSequence, rows: &[Row], first: usize) -> DataError {
+        let lag_only = rows.iter().all(|r| r.lag > 0);
+        let (field, why) = if lag_only {
+            let lag = rows.iter().min_by_key(|r| r.line).map_or(0, |r| r.lag);
+            (
+                ("lag", lag.to_string()),
+                format!(
+                    "sequence `{}` has only lag rows (lag > 0); its lag-0 rows (the targets \
+                     and their own time) are missing",
+                    s.id
+                ),
+            )
+        } else {
+            (
+                ("target", "0".to_string()),
+                format!("sequence `{}` has no target row", s.id),
+            )
+        };
+        self.err(first, field.0, &field.1, why)
+    }
 }
