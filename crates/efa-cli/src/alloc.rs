@@ -38,6 +38,29 @@
 //! system allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Blocks of at least this many bytes count as large ([`large_allocations`]).
+pub const LARGE: usize = 64 << 10;
+
+static LARGE_COUNT: AtomicU64 = AtomicU64::new(0);
+static LARGE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Large blocks handed out since the start (a `realloc` that grows a block to a large size
+/// counts as one), and their bytes: what `efa bench train` reports per micro-batch, the
+/// measure of how much of a training step's memory the engine does not yet own.
+pub fn large_allocations() -> (u64, u64) {
+    (LARGE_COUNT.load(Relaxed), LARGE_BYTES.load(Relaxed))
+}
+
+/// Counts a block of `size` bytes if it is large.
+#[inline]
+fn count(size: usize) {
+    if size >= LARGE {
+        LARGE_COUNT.fetch_add(1, Relaxed);
+        LARGE_BYTES.fetch_add(size as u64, Relaxed);
+    }
+}
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune() {
@@ -58,12 +81,14 @@ pub fn tune() {}
 /// after them (see the module documentation).
 pub struct Advised;
 
-// SAFETY: every call is forwarded to the system allocator with the same layout; `thp::advise`
-// neither allocates nor writes to any block, and leaves `errno` as it found it.
+// SAFETY: every call is forwarded to the system allocator with the same layout; `count` only
+// adds to two atomics; `thp::advise` neither allocates nor writes to any block, and leaves
+// `errno` as it found it.
 unsafe impl GlobalAlloc for Advised {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc(layout) };
+        count(layout.size());
         thp::advise(p, layout.size());
         p
     }
@@ -71,6 +96,7 @@ unsafe impl GlobalAlloc for Advised {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc_zeroed(layout) };
+        count(layout.size());
         thp::advise(p, layout.size());
         p
     }
@@ -83,6 +109,9 @@ unsafe impl GlobalAlloc for Advised {
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
         // SAFETY: forwarded with the caller's pointer, layout and size.
         let q = unsafe { System.realloc(p, layout, size) };
+        if size > layout.size() {
+            count(size);
+        }
         thp::advise(q, size);
         q
     }
@@ -307,5 +336,32 @@ mod tests {
         })
         .join()
         .expect("thread");
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::{large_allocations, LARGE};
+
+    /// The binary's allocator (this crate's `#[global_allocator]`, also in its unit tests)
+    /// counts a large block and a growth to a large size, with their bytes. Other tests may
+    /// allocate at the same time, so the counts are lower bounds.
+    #[test]
+    fn large_blocks_are_counted() {
+        let (n0, b0) = large_allocations();
+        let big = vec![0u8; 3 * LARGE];
+        let (n1, b1) = large_allocations();
+        assert!(
+            n1 > n0 && b1 - b0 >= 3 * LARGE as u64,
+            "{n0} {b0} → {n1} {b1}"
+        );
+        let mut grown = vec![1u8; 16];
+        grown.resize(2 * LARGE, 2);
+        let (n2, b2) = large_allocations();
+        assert!(
+            n2 > n1 && b2 - b1 >= 2 * LARGE as u64,
+            "{n1} {b1} → {n2} {b2}"
+        );
+        assert_eq!(big.len() + grown.len(), 5 * LARGE);
     }
 }

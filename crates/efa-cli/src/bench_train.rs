@@ -9,6 +9,7 @@
 //! `efa_tape::stats` FLOP count of the timed epochs (matmul and attention FLOPs only, see
 //! that module) over their total time, so it is a lower bound on the arithmetic rate.
 
+use crate::alloc;
 use crate::bench_cmd::{pct_of_peak, sgemm_ceiling_n};
 use crate::CliError;
 use clap::Args;
@@ -67,6 +68,11 @@ struct Row {
     epoch_s: f64,
     samples_per_s: f64,
     gflops: f64,
+    /// Micro-batches per timed epoch, and allocations of at least [`alloc::LARGE`] bytes
+    /// (count, bytes) per micro-batch over the timed epochs.
+    micro_batches: usize,
+    large_per_micro: f64,
+    large_bytes_per_micro: f64,
 }
 
 /// `uni` for a causal model or a unidirectional setting, else `bi`.
@@ -100,9 +106,9 @@ fn time_model(
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let eval = spec.evaluator().with_threads(threads);
-    let mut epoch = || -> Result<f64, CliError> {
+    let mut epoch = || -> Result<(f64, usize), CliError> {
         let start = Instant::now();
-        train_epoch(
+        let (_, plans) = train_epoch(
             &eval,
             &mut params,
             &mut adam,
@@ -111,9 +117,9 @@ fn time_model(
             &mut rng,
             &mut order,
         )?;
-        Ok(start.elapsed().as_secs_f64())
+        Ok((start.elapsed().as_secs_f64(), plans.values().sum()))
     };
-    let warm = epoch()?;
+    let (warm, _) = epoch()?;
     if !a.json {
         errln!(
             "{name} {}: {} training samples, warm-up epoch {warm:.2} s",
@@ -122,9 +128,13 @@ fn time_model(
         );
     }
     let flops0 = efa_tape::flops();
+    let large0 = alloc::large_allocations();
     let mut times = Vec::new();
+    let mut micro = 0;
     loop {
-        times.push(epoch()?);
+        let (t, m) = epoch()?;
+        times.push(t);
+        micro += m;
         let done = match a.epochs {
             Some(e) => times.len() >= e.max(1),
             None => times.len() >= 3 && times.iter().sum::<f64>() >= 3.0,
@@ -134,6 +144,8 @@ fn time_model(
         }
     }
     let flops = efa_tape::flops() - flops0;
+    let large = alloc::large_allocations();
+    let per_micro = |x: u64| x as f64 / micro.max(1) as f64;
     let total: f64 = times.iter().sum();
     let mut sorted = times.clone();
     sorted.sort_by(|x, y| x.total_cmp(y));
@@ -148,6 +160,9 @@ fn time_model(
         epoch_s,
         samples_per_s: train.len() as f64 / epoch_s,
         gflops: flops as f64 / total / 1e9,
+        micro_batches: micro / times.len(),
+        large_per_micro: per_micro(large.0 - large0.0),
+        large_bytes_per_micro: per_micro(large.1 - large0.1),
     })
 }
 
@@ -218,13 +233,16 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
                     "train_samples": r.train_samples, "timed_epochs": r.timed_epochs,
                     "batching": r.batching, "batching_requested": requested,
                     "sgemm_size": a.sgemm_size,
+                    "micro_batches_per_epoch": r.micro_batches,
+                    "large_allocations_per_micro_batch": r.large_per_micro,
+                    "large_allocation_mb_per_micro_batch": r.large_bytes_per_micro / 1e6,
                 })
             )?;
         }
         return Ok(());
     }
     outln!(
-        "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6}",
+        "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11} {:>8} {:>8} {:>9} {:>6} {:>15}",
         "experiment",
         "model",
         "setting",
@@ -235,7 +253,8 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
         "GFLOP/s",
         "% peak",
         "epoch s",
-        "epochs"
+        "epochs",
+        "large allocs/mb"
     )?;
     for r in &rows {
         let pct = sgemm.map_or_else(
@@ -243,7 +262,7 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             |c| format!("{:.1}", pct_of_peak(r.gflops, c.peak_gflops)),
         );
         outln!(
-            "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6}",
+            "{:<16} {:<5} {:<14} {:<9} {:>7} {:>5} {:>11.0} {:>8.2} {:>8} {:>9.3} {:>6} {:>15}",
             name,
             "efa",
             r.setting,
@@ -254,14 +273,20 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             r.gflops,
             pct,
             r.epoch_s,
-            r.timed_epochs
+            r.timed_epochs,
+            format!(
+                "{:.0} / {:.1} MB",
+                r.large_per_micro,
+                r.large_bytes_per_micro / 1e6
+            )
         )?;
     }
     match sgemm {
         Some(c) => outln!(
             "FMA peak ({isa}, measured): {p:.1} GFLOP/s; sgemm {n}³: efa {e:.1} GFLOP/s \
              ({ep:.1} % of peak), matrixmultiply {m:.1} ({mp:.1} %) (same pool, same run); \
-             batching requested: {requested}; GFLOP/s counts matmul and attention FLOPs only",
+             batching requested: {requested}; GFLOP/s counts matmul and attention FLOPs only; \
+             large allocs/mb: allocations of at least 64 KiB per micro-batch, and their bytes",
             isa = c.isa.name(),
             p = c.peak_gflops,
             n = a.sgemm_size,
