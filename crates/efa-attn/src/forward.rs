@@ -2,11 +2,11 @@
 
 use crate::micro::{gemm, online_softmax_t, padded, PAD};
 use crate::problem::{
-    a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, Problem,
+    a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, AccRows, Problem,
 };
 use crate::{reference, Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
 use efa_num::Real;
-use ndarray::{Array3, Array4, ArrayView4};
+use ndarray::{Array3, Array4, ArrayView2, ArrayView4};
 use std::mem::MaybeUninit;
 
 /// Per-job scratch: the transposed query tile `Qᵀ`, the transposed score tile `Sᵀ` (keys ×
@@ -133,7 +133,52 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
     }
 }
 
-/// One (batch, head, query tile) task: rows `i0 .. i0 + lse.len()`.
+/// The query side of a forward task: rows `i0 .. i0 + mq` of head `(b, h)`, `mqp` their
+/// padded count (the stride of `Qᵀ` and `Sᵀ`, and the length of `m`, `l`), and the output
+/// accumulator: row-major (`mq` rows of `dv`) when `rm` (see [`row_major`]), else transposed
+/// (`dv` rows of `mq`).
+#[derive(Clone, Copy)]
+struct Queries {
+    b: usize,
+    h: usize,
+    i0: usize,
+    mq: usize,
+    mqp: usize,
+    rm: bool,
+    acc: AccRows,
+}
+
+impl Queries {
+    fn new(b: usize, h: usize, i0: usize, mq: usize, dv: usize) -> Self {
+        let rm = row_major(mq, dv);
+        Queries {
+            b,
+            h,
+            i0,
+            mq,
+            mqp: padded(mq),
+            rm,
+            acc: if rm {
+                AccRows::new(mq, dv)
+            } else {
+                AccRows::new(dv, mq)
+            },
+        }
+    }
+}
+
+/// A key tile of a forward task: key rows `j0 .. j0 + bk` of the head's `K` and `V`, and
+/// whether it is the task's first (which overwrites a row-major accumulator).
+struct Keys<'v, T> {
+    j0: usize,
+    bk: usize,
+    first: bool,
+    k: ArrayView2<'v, T>,
+    v: ArrayView2<'v, T>,
+}
+
+/// One (batch, head, query tile) task: rows `i0 .. i0 + lse.len()`, streamed over the key
+/// tiles with a running max `m`, sum `l` and output accumulator, then normalised.
 fn tile<T: Real>(
     p: &Problem<T>,
     sc: &mut Scratch<T>,
@@ -143,219 +188,266 @@ fn tile<T: Real>(
     lse: &mut [MaybeUninit<T>],
 ) {
     let (b, h) = p.split(bh);
-    let mq = lse.len();
-    let mqp = padded(mq);
-    let dv = p.dv;
-    let dvp = padded(dv);
-    let isa = p.isa;
-    let rm = row_major(mq, dv);
+    let q = Queries::new(b, h, i0, lse.len(), p.dv);
     let (qh, kh, vh) = (p.head(&p.q, bh), p.head(&p.k, bh), p.head(&p.v, bh));
-    pack_cols(isa, &qh, i0, mq, &mut sc.qt, mqp);
-    let pointwise = p.rules.has_pointwise();
-    sc.m[..mqp].fill(T::NEG_INFINITY);
-    sc.l[..mqp].fill(T::ZERO);
-    if !rm {
-        sc.acc[..dv * mqp].fill(T::ZERO);
+    pack_cols(p.isa, &qh, i0, q.mq, &mut sc.qt, q.mqp);
+    sc.m[..q.mqp].fill(T::NEG_INFINITY);
+    sc.l[..q.mqp].fill(T::ZERO);
+    if !q.rm {
+        q.acc.clear(&mut sc.acc);
     }
-    for (t, (j0, bk)) in tiles(p.hi_max(b, i0, mq), BLOCK_K).enumerate() {
-        // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r).
-        p.rules.counts(b, i0, j0, bk, &mut sc.cnt[..mq]);
-        // Column groups [c0, c1) of PAD queries with the same number of key rows any of them
-        // sees: rows at or past it are −∞ for the whole group, so neither product nor softmax
-        // touches them (the causal triangle is skipped).
-        sc.groups.clear();
-        for c0 in (0..mqp).step_by(PAD) {
-            let lim = sc.cnt[(c0 + PAD).min(mq) - 1];
-            match sc.groups.last_mut() {
-                Some(g) if g.2 == lim => g.1 = c0 + PAD,
-                _ => sc.groups.push((c0, c0 + PAD, lim)),
+    for (t, (j0, bk)) in tiles(p.hi_max(b, i0, q.mq), BLOCK_K).enumerate() {
+        let k = Keys {
+            j0,
+            bk,
+            first: t == 0,
+            k: kh,
+            v: vh,
+        };
+        visible(p, sc, &q, &k);
+        scores(p, sc, &q, &k);
+        mask_scores(p, sc, &q, &k);
+        if q.rm {
+            accumulate_rows(p, sc, &q, &k);
+        } else {
+            accumulate_t(p, sc, &q, &k);
+        }
+    }
+    finish(p, sc, &q, o, lse);
+}
+
+/// The visible key counts `cnt` of the tile's query columns and their column groups.
+#[inline(always)]
+fn visible<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
+    let mq = q.mq;
+    // Masks: query column r sees key rows j < cnt[r] (prefix rules; cnt grows with r).
+    p.rules.counts(q.b, q.i0, k.j0, k.bk, &mut sc.cnt[..mq]);
+    // Column groups [c0, c1) of PAD queries with the same number of key rows any of them
+    // sees: rows at or past it are −∞ for the whole group, so neither product nor softmax
+    // touches them (the causal triangle is skipped).
+    sc.groups.clear();
+    for c0 in (0..q.mqp).step_by(PAD) {
+        let lim = sc.cnt[(c0 + PAD).min(mq) - 1];
+        match sc.groups.last_mut() {
+            Some(g) if g.2 == lim => g.1 = c0 + PAD,
+            _ => sc.groups.push((c0, c0 + PAD, lim)),
+        }
+    }
+}
+
+/// `Sᵀ = scale·K·Qᵀ` (keys × queries) of a key tile, on the entries the softmax reads.
+#[inline(always)]
+fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
+    let (mq, mqp) = (q.mq, q.mqp);
+    // By bands of key rows: key row j is computed from the start of the group holding the
+    // first column that sees it to the last column, which are the entries below each group's
+    // row count (the causal triangle is skipped). A band holds the rows first seen in the same
+    // group and runs over its whole width in wide register blocks; a product per group of PAD
+    // columns would use one-vector blocks and load each key element again for every group.
+    let ka = a_operand(&k.k, k.j0);
+    let (mut j, mut f) = (0, 0);
+    let seen = if mq == 0 { 0 } else { sc.cnt[mq - 1] };
+    while j < seen {
+        while sc.cnt[f] <= j {
+            f += 1;
+        }
+        let c0 = f / PAD * PAD;
+        // Rows before cnt[last column of the group] are first seen in this group.
+        let je = sc.cnt[(c0 + PAD).min(mq) - 1];
+        let a = ka.down(j);
+        // SAFETY: K rows j0 + j .. j0 + je (< hi, inside the view, d columns) through its
+        // strides; qt is d×mqp and st is bk×mqp with columns c0..mq (c0 a multiple of PAD,
+        // the vector tail within mqp), rows j..je < bk.
+        unsafe {
+            gemm(
+                p.isa,
+                je - j,
+                mq - c0,
+                p.d,
+                a.ptr,
+                a.rs,
+                a.cs,
+                sc.qt.as_ptr().add(c0),
+                mqp as isize,
+                sc.st.as_mut_ptr().add(j * mqp + c0),
+                mqp as isize,
+                false,
+                p.scale,
+            );
+        }
+        j = je;
+    }
+}
+
+/// Hides the masked entries of `Sᵀ` that the softmax reads (−∞).
+#[inline(always)]
+fn mask_scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
+    let (mq, mqp) = (q.mq, q.mqp);
+    // Key row j is hidden from the first f(j) columns: set those that the softmax reads
+    // (columns of groups whose row count exceeds j) to −∞; then element-wise rules.
+    let (mut f, mut g) = (0, 0);
+    for j in 0..k.bk {
+        while f < mq && sc.cnt[f] <= j {
+            f += 1;
+        }
+        while g < sc.groups.len() && sc.groups[g].2 <= j {
+            g += 1;
+        }
+        let Some(&(c0, _, _)) = sc.groups.get(g) else {
+            break;
+        };
+        if c0 < f {
+            sc.st[j * mqp + c0..j * mqp + f].fill(T::NEG_INFINITY);
+        }
+    }
+    if p.rules.has_pointwise() {
+        for r in 0..mq {
+            for j in 0..sc.cnt[r] {
+                if !p.rules.pointwise(q.b, q.h, q.i0 + r, k.j0 + j) {
+                    sc.st[j * mqp + r] = T::NEG_INFINITY;
+                }
             }
         }
-        // Sᵀ = scale·K·Qᵀ (keys × queries) by bands of key rows: key row j is computed from the
-        // start of the group holding the first column that sees it to the last column, which
-        // are the entries below each group's row count (the causal triangle is skipped). A band
-        // holds the rows first seen in the same group and runs over its whole width in wide
-        // register blocks; a product per group of PAD columns would use one-vector blocks and
-        // load each key element again for every group.
-        let ka = a_operand(&kh, j0);
-        let (mut j, mut f) = (0, 0);
-        let seen = if mq == 0 { 0 } else { sc.cnt[mq - 1] };
-        while j < seen {
-            while sc.cnt[f] <= j {
-                f += 1;
+    }
+}
+
+/// Transposed accumulator: online softmax of the tile (rescaling `accᵀ` in it), then
+/// `accᵀ += Vᵀ·Pᵀ` per column group.
+#[inline(always)]
+fn accumulate_t<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
+    let (mq, mqp, dv) = (q.mq, q.mqp, p.dv);
+    // SAFETY: buffers sized by Scratch::new for this tile.
+    unsafe {
+        online_softmax_t(
+            p.isa,
+            k.bk,
+            &sc.cnt[..mq],
+            &mut sc.st,
+            mqp,
+            &mut sc.m,
+            &mut sc.l,
+            &mut sc.acc,
+            dv,
+            None,
+        )
+    };
+    let va = a_operand(&k.v, k.j0);
+    for &(c0, c1, lim) in &sc.groups {
+        if lim == 0 {
+            continue;
+        }
+        // accᵀ += Vᵀ·Pᵀ over the key rows < lim (Pᵀ is 0 below them; Vᵀ read through
+        // transposed strides).
+        // SAFETY: V rows j0..j0+lim (dv columns), st is bk×mqp, acc holds dv×mqp.
+        unsafe {
+            gemm(
+                p.isa,
+                dv,
+                c1.min(mq) - c0,
+                lim,
+                va.ptr,
+                va.cs,
+                va.rs,
+                sc.st.as_ptr().add(c0),
+                mqp as isize,
+                sc.acc.as_mut_ptr().add(c0),
+                mqp as isize,
+                true,
+                T::ONE,
+            );
+        }
+    }
+}
+
+/// Row-major accumulator: online softmax of the tile (keeping the rescaling factors), then
+/// `acc = α∘acc + P·V` by groups of [`ROW_GROUP`] query rows.
+#[inline(always)]
+fn accumulate_rows<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
+    let (mq, mqp, dv, bk, acc) = (q.mq, q.mqp, p.dv, k.bk, q.acc);
+    // SAFETY: buffers sized by Scratch::new for this tile (dv = 0: acc untouched).
+    unsafe {
+        online_softmax_t(
+            p.isa,
+            bk,
+            &sc.cnt[..mq],
+            &mut sc.st,
+            mqp,
+            &mut sc.m,
+            &mut sc.l,
+            &mut sc.acc,
+            0,
+            Some(&mut sc.alpha),
+        )
+    };
+    if !k.first {
+        for r in 0..mq {
+            let a = sc.alpha[r];
+            for x in acc.row_mut(&mut sc.acc, r) {
+                *x *= a;
             }
-            let c0 = f / PAD * PAD;
-            // Rows before cnt[last column of the group] are first seen in this group.
-            let je = sc.cnt[(c0 + PAD).min(mq) - 1];
-            let a = ka.down(j);
-            // SAFETY: K rows j0 + j .. j0 + je (< hi, inside the view, d columns) through its
-            // strides; qt is d×mqp and st is bk×mqp with columns c0..mq (c0 a multiple of PAD,
-            // the vector tail within mqp), rows j..je < bk.
+        }
+    }
+    if sc.vb.len() < bk * acc.w {
+        sc.vb.resize(BLOCK_K.min(p.nk) * acc.w, T::ZERO);
+    }
+    let vb = b_operand(&k.v, k.j0, bk, &mut sc.vb);
+    // acc += P·V per group of ROW_GROUP queries over the keys its last row sees (P is
+    // read from Pᵀ through transposed strides); the first key tile overwrites.
+    let mut r0 = 0;
+    while r0 < mq {
+        let kr = sc.cnt[(r0 + ROW_GROUP).min(mq) - 1];
+        let mut r1 = (r0 + ROW_GROUP).min(mq);
+        while r1 < mq && sc.cnt[(r1 + ROW_GROUP).min(mq) - 1] == kr {
+            r1 = (r1 + ROW_GROUP).min(mq);
+        }
+        if k.first || kr > 0 {
+            // SAFETY: Pᵀ columns r0..r1 (< mq ≤ mqp), rows < kr ≤ bk of st; V rows
+            // j0..j0+kr of the operand (dvp-wide contiguous rows, dvp = acc.w a multiple of
+            // PAD); acc rows r0..r1 of width dvp inside the scratch.
             unsafe {
                 gemm(
-                    isa,
-                    je - j,
-                    mq - c0,
-                    p.d,
-                    a.ptr,
-                    a.rs,
-                    a.cs,
-                    sc.qt.as_ptr().add(c0),
+                    p.isa,
+                    r1 - r0,
+                    dv,
+                    kr,
+                    sc.st.as_ptr().add(r0),
+                    1,
                     mqp as isize,
-                    sc.st.as_mut_ptr().add(j * mqp + c0),
-                    mqp as isize,
-                    false,
-                    p.scale,
+                    vb.ptr,
+                    vb.rs,
+                    acc.at(&mut sc.acc, r0),
+                    acc.w as isize,
+                    !k.first,
+                    T::ONE,
                 );
             }
-            j = je;
         }
-        // Key row j is hidden from the first f(j) columns: set those that the softmax reads
-        // (columns of groups whose row count exceeds j) to −∞; then element-wise rules.
-        let (mut f, mut g) = (0, 0);
-        for j in 0..bk {
-            while f < mq && sc.cnt[f] <= j {
-                f += 1;
-            }
-            while g < sc.groups.len() && sc.groups[g].2 <= j {
-                g += 1;
-            }
-            let Some(&(c0, _, _)) = sc.groups.get(g) else {
-                break;
-            };
-            if c0 < f {
-                sc.st[j * mqp + c0..j * mqp + f].fill(T::NEG_INFINITY);
-            }
-        }
-        if pointwise {
-            for r in 0..mq {
-                for j in 0..sc.cnt[r] {
-                    if !p.rules.pointwise(b, h, i0 + r, j0 + j) {
-                        sc.st[j * mqp + r] = T::NEG_INFINITY;
-                    }
-                }
-            }
-        }
-        if !rm {
-            // SAFETY: buffers sized by Scratch::new for this tile.
-            unsafe {
-                online_softmax_t(
-                    isa,
-                    bk,
-                    &sc.cnt[..mq],
-                    &mut sc.st,
-                    mqp,
-                    &mut sc.m,
-                    &mut sc.l,
-                    &mut sc.acc,
-                    dv,
-                    None,
-                )
-            };
-            let va = a_operand(&vh, j0);
-            for &(c0, c1, lim) in &sc.groups {
-                if lim == 0 {
-                    continue;
-                }
-                // accᵀ += Vᵀ·Pᵀ over the key rows < lim (Pᵀ is 0 below them; Vᵀ read through
-                // transposed strides).
-                // SAFETY: V rows j0..j0+lim (dv columns), st is bk×mqp, acc holds dv×mqp.
-                unsafe {
-                    gemm(
-                        isa,
-                        dv,
-                        c1.min(mq) - c0,
-                        lim,
-                        va.ptr,
-                        va.cs,
-                        va.rs,
-                        sc.st.as_ptr().add(c0),
-                        mqp as isize,
-                        sc.acc.as_mut_ptr().add(c0),
-                        mqp as isize,
-                        true,
-                        T::ONE,
-                    );
-                }
-            }
-        } else {
-            // SAFETY: buffers sized by Scratch::new for this tile (dv = 0: acc untouched).
-            unsafe {
-                online_softmax_t(
-                    isa,
-                    bk,
-                    &sc.cnt[..mq],
-                    &mut sc.st,
-                    mqp,
-                    &mut sc.m,
-                    &mut sc.l,
-                    &mut sc.acc,
-                    0,
-                    Some(&mut sc.alpha),
-                )
-            };
-            let first = t == 0;
-            if !first {
-                for r in 0..mq {
-                    let a = sc.alpha[r];
-                    for x in &mut sc.acc[r * dvp..r * dvp + dv] {
-                        *x *= a;
-                    }
-                }
-            }
-            if sc.vb.len() < bk * dvp {
-                sc.vb.resize(BLOCK_K.min(p.nk) * dvp, T::ZERO);
-            }
-            let vb = b_operand(&vh, j0, bk, &mut sc.vb);
-            // acc += P·V per group of ROW_GROUP queries over the keys its last row sees (P is
-            // read from Pᵀ through transposed strides); the first key tile overwrites.
-            let mut r0 = 0;
-            while r0 < mq {
-                let kr = sc.cnt[(r0 + ROW_GROUP).min(mq) - 1];
-                let mut r1 = (r0 + ROW_GROUP).min(mq);
-                while r1 < mq && sc.cnt[(r1 + ROW_GROUP).min(mq) - 1] == kr {
-                    r1 = (r1 + ROW_GROUP).min(mq);
-                }
-                if first || kr > 0 {
-                    // SAFETY: Pᵀ columns r0..r1 (< mq ≤ mqp), rows < kr ≤ bk of st; V rows
-                    // j0..j0+kr of the operand (dvp-wide contiguous rows, dvp a multiple of
-                    // PAD); acc rows r0..r1 of width dvp inside the scratch.
-                    unsafe {
-                        gemm(
-                            isa,
-                            r1 - r0,
-                            dv,
-                            kr,
-                            sc.st.as_ptr().add(r0),
-                            1,
-                            mqp as isize,
-                            vb.ptr,
-                            vb.rs,
-                            sc.acc.as_mut_ptr().add(r0 * dvp),
-                            dvp as isize,
-                            !first,
-                            T::ONE,
-                        );
-                    }
-                }
-                r0 = r1;
-            }
-        }
+        r0 = r1;
     }
-    // Finish: o = acc / l, lse = m + ln l; rows that saw nothing keep o = 0, lse = −∞; rows with
-    // a NaN score get NaN.
-    for r in 0..mq {
+}
+
+/// Finish: `o = acc / l`, `lse = m + ln l`; rows that saw nothing get `o = 0`, `lse = −∞`;
+/// rows with a NaN score get NaN.
+fn finish<T: Real>(
+    p: &Problem<T>,
+    sc: &Scratch<T>,
+    q: &Queries,
+    o: &mut [MaybeUninit<T>],
+    lse: &mut [MaybeUninit<T>],
+) {
+    let (acc, dv) = (q.acc, p.dv);
+    for r in 0..q.mq {
         let l = sc.l[r];
         let out = &mut o[r * dv..(r + 1) * dv];
         if l > T::ZERO {
             let inv = T::ONE / l;
-            if rm {
-                for (o, &a) in out.iter_mut().zip(&sc.acc[r * dvp..r * dvp + dv]) {
+            if q.rm {
+                for (o, &a) in out.iter_mut().zip(acc.row(&sc.acc, r)) {
                     o.write(a * inv);
                 }
             } else {
                 for (c, o) in out.iter_mut().enumerate() {
-                    o.write(sc.acc[c * mqp + r] * inv);
+                    o.write(sc.acc[c * acc.w + r] * inv);
                 }
             }
             lse[r].write(sc.m[r] + l.ln());

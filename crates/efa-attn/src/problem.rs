@@ -324,6 +324,53 @@ pub(crate) fn b_operand<T: Real>(
     }
 }
 
+/// The layout of an accumulator in a scratch buffer: `rows` rows of `n` values, row `r` at
+/// `r·w` with `w = padded(n)` (whole vectors per row). Forward's output accumulator is one
+/// (`Nq` rows of `Dv` row-major, or `Dv` rows of `Nq` transposed), as are backward's `dQ`,
+/// `dK` and `dV`.
+#[derive(Clone, Copy)]
+pub(crate) struct AccRows {
+    pub rows: usize,
+    pub n: usize,
+    pub w: usize,
+}
+
+impl AccRows {
+    /// `rows` rows of `n` values at the padded stride.
+    #[inline]
+    pub fn new(rows: usize, n: usize) -> Self {
+        AccRows {
+            rows,
+            n,
+            w: padded(n),
+        }
+    }
+
+    /// Zeroes the rows (padding columns included).
+    #[inline]
+    pub fn clear<T: Real>(self, buf: &mut [T]) {
+        buf[..self.rows * self.w].fill(T::ZERO);
+    }
+
+    /// The `n` values of row `r`.
+    #[inline]
+    pub fn row<T>(self, buf: &[T], r: usize) -> &[T] {
+        &buf[r * self.w..r * self.w + self.n]
+    }
+
+    /// The `n` values of row `r`, mutably.
+    #[inline]
+    pub fn row_mut<T>(self, buf: &mut [T], r: usize) -> &mut [T] {
+        &mut buf[r * self.w..r * self.w + self.n]
+    }
+
+    /// Start of row `r` as a [`crate::micro::gemm`] output (at stride `w`).
+    #[inline]
+    pub fn at<T>(self, buf: &mut [T], r: usize) -> *mut T {
+        buf[r * self.w..].as_mut_ptr()
+    }
+}
+
 /// Splits `buf` into consecutive pieces of the given lengths (lengths may be 0).
 pub(crate) fn split_lens<T>(mut buf: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
     let mut out = Vec::new();
