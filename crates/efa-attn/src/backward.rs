@@ -6,10 +6,10 @@
 //! passes split the work so that each task owns its output rows (key tiles own `dK`, `dV`;
 //! query tiles own `dQ`). See [`crate::FUSED_MIN_HEADS`].
 
-use crate::micro::{dot_rows, ds_row, gemm, padded, probabilities, scale_rows};
+use crate::micro::{dot_rows, padded};
 use crate::problem::{
     a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, run_tasks, split_lens, tiles,
-    zeros, Mat, Problem,
+    zeros, AccRows, Mat, Problem,
 };
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
@@ -18,6 +18,14 @@ use efa_num::Real;
 use ndarray::{Array4, ArrayView2, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
 
+mod pair;
+use pair::{KTile, QTile, ROW_GROUP};
+
+/// Per-job scratch: the query rows' `Q` and `dO` as right operands when they cannot be read in
+/// place (`qb`, `dob`), their `D` and `lse`; the key tile as `Kᵀ`, `K` and `Vᵀ` (`kt`, `kp`,
+/// `vt`); a pair's `P` (`s`) and `dP`, then `dS` (`dp`); the accumulators of a key tile's `dK`,
+/// `dV` rows and of the held query rows' `dQ`; the visible key counts of a pair's query rows
+/// and its row and key groups (see [`pair`]).
 struct Scratch<T> {
     qb: Vec<T>,
     dob: Vec<T>,
@@ -232,6 +240,8 @@ pub(crate) fn d_rows<T: Real>(
     }
 }
 
+/// What every backward task reads: the problem, the forward's `lse` and `o`, and the
+/// cotangents `d_o`, `d_lse`.
 struct Ctx<'c, 'a, T> {
     p: &'c Problem<'a, T>,
     lse: &'c ArrayView3<'a, T>,
@@ -267,261 +277,6 @@ impl<T: Real> Ctx<'_, '_, T> {
         pack_cols(p.isa, &p.head(&p.v, bh), j0, bk, &mut sc.vt, bkp);
         b_operand(&kh, j0, bk, &mut sc.kp)
     }
-
-    /// One (query tile, key tile) pair; query rows `[i0, i0+mq)` with operands `qs`, their
-    /// `lse`, `D` and `dQ` accumulator at scratch row `at`.
-    #[allow(clippy::too_many_arguments)]
-    fn pair(
-        &self,
-        sc: &mut Scratch<T>,
-        bh: usize,
-        i0: usize,
-        mq: usize,
-        at: usize,
-        qs: QSide<T>,
-        j0: usize,
-        bk: usize,
-        kb: Mat<T>,
-        kv: bool,
-        dq: bool,
-    ) {
-        let p = self.p;
-        let (b, h) = p.split(bh);
-        let isa = p.isa;
-        let (dpad, dvpad) = pads(p);
-        let bkp = padded(bk);
-        // Query row r sees the first cnt[r] keys of the tile (prefix rules; cnt grows with r).
-        p.rules.counts(b, i0, j0, bk, &mut sc.cnt[..mq]);
-        // cnt is non-decreasing: the last row sees the most keys.
-        let k_eff = sc.cnt[..mq].last().copied().unwrap_or(0);
-        if k_eff == 0 {
-            return;
-        }
-        row_groups(&sc.cnt[..mq], &mut sc.rows);
-        key_groups(&sc.cnt[..mq], k_eff, &mut sc.keys);
-        // S = scale·Q·Kᵀ on each row group's visible columns (padded): the causal triangle
-        // beyond them is neither multiplied nor exponentiated.
-        // SAFETY (all gemm calls): operands address the views' rows or scratch buffers sized by
-        // Scratch::new for these tile shapes; widths are multiples of PAD up to bkp; row and
-        // key ranges stay inside the tile; outputs do not alias.
-        for &(r0, r1, kr) in &sc.rows {
-            let a = qs.qa.down(r0);
-            // SAFETY: `isa` is `Problem::new`'s `or_scalar` variant, supported. A reads rows
-            // i0 + r0 .. i0 + r1 ≤ i0 + mq ≤ nq, columns < d of the head's Q view; B is `kt`
-            // (d rows at stride bkp, `d·bkp` elements by Scratch::new) read to
-            // padded(kr) ≤ padded(bk) = bkp columns (counts are ≤ bk); C is rows r0..r1 of `s`
-            // at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements (mq ≤ BLOCK_Q, nq). `s` is a
-            // scratch buffer distinct from Q and `kt`.
-            unsafe {
-                gemm(
-                    isa,
-                    r1 - r0,
-                    padded(kr),
-                    p.d,
-                    a.ptr,
-                    a.rs,
-                    a.cs,
-                    sc.kt.as_ptr(),
-                    bkp as isize,
-                    sc.s.as_mut_ptr().add(r0 * bkp),
-                    bkp as isize,
-                    false,
-                    p.scale,
-                )
-            };
-        }
-        // Forward computed P = exp(S − lse) on visible pairs, so recompute exactly that.
-        if p.rules.has_pointwise() {
-            for r in 0..mq {
-                let i = i0 + r;
-                for (c, x) in sc.s[r * bkp..r * bkp + sc.cnt[r]].iter_mut().enumerate() {
-                    if !p.rules.pointwise(b, h, i, j0 + c) {
-                        *x = T::NEG_INFINITY;
-                    }
-                }
-            }
-        }
-        // SAFETY: buffers sized by Scratch::new for this tile; row r is read up to
-        // padded(cnt[r]), inside its group's computed columns.
-        unsafe { probabilities(isa, mq, &mut sc.s, bkp, &sc.cnt, &sc.lse[at..]) };
-        if kv {
-            // dV += Pᵀ·dO; key rows [j0, j1) sum over the query rows from f on (the rows
-            // before f see none of them, so their P is 0 and is skipped, not added).
-            for &(ja, jb, f) in &sc.keys {
-                let b_op = qs.dob.down(f);
-                // SAFETY: `isa` supported (`Problem::new`). A is Pᵀ: element (i, p) at
-                // s[(f + p)·bkp + ja + i] for i < jb − ja, p < mq − f, below mq·bkp ≤ s.len()
-                // (jb ≤ k_eff ≤ bk ≤ bkp); B is dO's rows i0 + f .. i0 + mq as contiguous rows of
-                // dvpad columns (the view itself when dv is a multiple of PAD, else the copy
-                // `b_operand` made in `dob`, sized for these rows); C is rows ja..jb of `dv` at
-                // stride dvpad, inside its `bk·dvpad` elements. `dv` is distinct from `s`, `dob`
-                // and the input views.
-                unsafe {
-                    gemm(
-                        isa,
-                        jb - ja,
-                        dvpad,
-                        mq - f,
-                        sc.s.as_ptr().add(f * bkp + ja),
-                        1,
-                        bkp as isize,
-                        b_op.ptr,
-                        b_op.rs,
-                        sc.dv.as_mut_ptr().add(ja * dvpad),
-                        dvpad as isize,
-                        true,
-                        T::ONE,
-                    );
-                }
-            }
-        }
-        for &(r0, r1, kr) in &sc.rows {
-            let w = padded(kr);
-            // dP = dO·Vᵀ on the group's columns.
-            let a = qs.doa.down(r0);
-            // SAFETY: `isa` supported (`Problem::new`). A reads rows i0 + r0 .. i0 + r1 ≤ nq,
-            // columns < dv of the head's dO view; B is `vt` (dv rows at stride bkp,
-            // `dv·bkp` elements) read to w = padded(kr) ≤ bkp columns; C is rows r0..r1 of
-            // `dp` at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements. `dp` is distinct from
-            // dO and `vt`.
-            unsafe {
-                gemm(
-                    isa,
-                    r1 - r0,
-                    w,
-                    p.dv,
-                    a.ptr,
-                    a.rs,
-                    a.cs,
-                    sc.vt.as_ptr(),
-                    bkp as isize,
-                    sc.dp.as_mut_ptr().add(r0 * bkp),
-                    bkp as isize,
-                    false,
-                    T::ONE,
-                );
-            }
-            // dS = P ∘ (dP − D) (P is 0 past each row's visible keys).
-            for r in r0..r1 {
-                let (pr, dr) = (
-                    &sc.s[r * bkp..r * bkp + w],
-                    &mut sc.dp[r * bkp..r * bkp + w],
-                );
-                ds_row(isa, pr, dr, sc.dd[at + r]);
-            }
-            if dq {
-                // dQ += dS·K over the group's visible keys (scale applied when written out).
-                // SAFETY: `isa` supported (`Problem::new`). A reads rows r0..r1, columns < kr ≤ bkp
-                // of `dp` (stride bkp, `mq·bkp` elements); B is K's rows j0 .. j0 + kr of the
-                // tile as contiguous rows of dpad columns (the view itself when d is a multiple of
-                // PAD, else `b_operand`'s copy in `kp`, `bk·dpad` elements, kr ≤ bk); C is rows
-                // at + r0 .. at + r1 of `dq` at stride dpad, inside it (`at + mq` is at most the
-                // rows Scratch::new sized `dq` for: nq when fused, else mq ≤ BLOCK_Q.min(nq) at
-                // at = 0). `dq` is distinct from `dp`, `kp` and the input views.
-                unsafe {
-                    gemm(
-                        isa,
-                        r1 - r0,
-                        dpad,
-                        kr,
-                        sc.dp.as_ptr().add(r0 * bkp),
-                        bkp as isize,
-                        1,
-                        kb.ptr,
-                        kb.rs,
-                        sc.dq[(at + r0) * dpad..].as_mut_ptr(),
-                        dpad as isize,
-                        true,
-                        T::ONE,
-                    );
-                }
-            }
-        }
-        if kv {
-            // dK += dSᵀ·Q (scale applied when written out), rows as for dV.
-            for &(ja, jb, f) in &sc.keys {
-                let b_op = qs.qb.down(f);
-                // SAFETY: `isa` supported (`Problem::new`). A is dSᵀ: element (i, p) at
-                // dp[(f + p)·bkp + ja + i] for i < jb − ja, p < mq − f, below mq·bkp ≤ dp.len();
-                // B is Q's rows i0 + f .. i0 + mq as contiguous rows of dpad columns (the view
-                // itself, or `b_operand`'s copy in `qb`, sized for these rows); C is rows ja..jb
-                // of `dk` at stride dpad, inside its `bk·dpad` elements. `dk` is distinct from
-                // `dp`, `qb` and the input views.
-                unsafe {
-                    gemm(
-                        isa,
-                        jb - ja,
-                        dpad,
-                        mq - f,
-                        sc.dp.as_ptr().add(f * bkp + ja),
-                        1,
-                        bkp as isize,
-                        b_op.ptr,
-                        b_op.rs,
-                        sc.dk.as_mut_ptr().add(ja * dpad),
-                        dpad as isize,
-                        true,
-                        T::ONE,
-                    );
-                }
-            }
-        }
-    }
-
-    /// Copies `rows` accumulated rows (padded width `w`, true width `n`) into `out`, times `alpha`.
-    fn write(
-        &self,
-        out: &mut [MaybeUninit<T>],
-        acc: &[T],
-        rows: usize,
-        n: usize,
-        w: usize,
-        alpha: T,
-    ) {
-        scale_rows(self.p.isa, rows, n, acc, w, alpha, out);
-    }
-}
-
-/// Rows (of queries, or of keys) per group of the causal-triangle skipping: the AVX-512 f32
-/// register block's row count, and a multiple of 8 so a key group's last row stays inside the
-/// padded columns of every query row that sees its first (see [`key_groups`]).
-const ROW_GROUP: usize = 8;
-const _: () = assert!(crate::micro::PAD.is_multiple_of(ROW_GROUP));
-
-/// Query row groups `(r0, r1, k)` of a tile whose row `r` sees the first `cnt[r]` keys (`cnt`
-/// non-decreasing): chunks of [`ROW_GROUP`] rows, consecutive chunks merged while their last
-/// rows' counts pad to the same width, `k` the count of the group's last row (its widest);
-/// rows that see no key are left out.
-fn row_groups(cnt: &[usize], out: &mut Vec<(usize, usize, usize)>) {
-    out.clear();
-    for r0 in (0..cnt.len()).step_by(ROW_GROUP) {
-        let r1 = (r0 + ROW_GROUP).min(cnt.len());
-        let k = cnt[r1 - 1];
-        if k == 0 {
-            continue;
-        }
-        match out.last_mut() {
-            Some(g) if g.1 == r0 && padded(g.2) == padded(k) => (g.1, g.2) = (r1, k),
-            _ => out.push((r0, r1, k)),
-        }
-    }
-}
-
-/// Key row groups `(j0, j1, f)` covering the first `k_eff` keys: chunks of [`ROW_GROUP`] keys,
-/// consecutive chunks merged while they share `f`, the first query row that sees the chunk's
-/// first key (no row before `f` sees any key of the group: `cnt` is non-decreasing). Every
-/// row `r ≥ f` has `cnt[r] > j0`, so its padded width `padded(cnt[r]) ≥ j0 + ROW_GROUP ≥ j1`
-/// (`j0` a multiple of 8, widths of 16): the group's columns of rows `f..` were computed.
-fn key_groups(cnt: &[usize], k_eff: usize, out: &mut Vec<(usize, usize, usize)>) {
-    out.clear();
-    for j0 in (0..k_eff).step_by(ROW_GROUP) {
-        let j1 = (j0 + ROW_GROUP).min(k_eff);
-        let f = cnt.partition_point(|&c| c <= j0);
-        match out.last_mut() {
-            Some(g) if g.2 == f => g.1 = j1,
-            _ => out.push((j0, j1, f)),
-        }
-    }
 }
 
 /// One task per (batch, head): all key tiles, all query tiles, every gradient.
@@ -535,25 +290,39 @@ fn fused<T: Real>(
 ) {
     let p = c.p;
     let (b, _) = p.split(bh);
-    let (dpad, dvpad) = pads(p);
     let qs = c.queries(sc, bh, 0, p.nq);
-    sc.dq[..p.nq * dpad].fill(T::ZERO);
+    let dq_acc = AccRows::new(p.nq, p.d);
+    dq_acc.clear(&mut sc.dq);
     let seen = p.hi_max(b, 0, p.nq);
     // Keys no query sees get zero gradients.
     dk[seen * p.d..].fill(MaybeUninit::new(T::ZERO));
     dv[seen * p.dv..].fill(MaybeUninit::new(T::ZERO));
     for (j0, bk) in tiles(seen, BLOCK_K) {
-        let kb = c.keys(sc, bh, j0, bk);
-        sc.dk[..bk * dpad].fill(T::ZERO);
-        sc.dv[..bk * dvpad].fill(T::ZERO);
+        let k = KTile {
+            j0,
+            bk,
+            kb: c.keys(sc, bh, j0, bk),
+            kv: true,
+            dq: true,
+        };
+        let (dk_acc, dv_acc) = (AccRows::new(bk, p.d), AccRows::new(bk, p.dv));
+        dk_acc.clear(&mut sc.dk);
+        dv_acc.clear(&mut sc.dv);
         let first = p.first_row_seeing(b, j0);
         for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
-            c.pair(sc, bh, i0, mq, i0, qs.down(i0), j0, bk, kb, true, true);
+            let q = QTile {
+                bh,
+                i0,
+                mq,
+                at: i0,
+                ops: qs.down(i0),
+            };
+            c.pair(sc, &q, &k);
         }
-        c.write(&mut dk[j0 * p.d..], &sc.dk, bk, p.d, dpad, p.scale);
-        c.write(&mut dv[j0 * p.dv..], &sc.dv, bk, p.dv, dvpad, T::ONE);
+        dk_acc.write(p.isa, &sc.dk, p.scale, &mut dk[j0 * p.d..]);
+        dv_acc.write(p.isa, &sc.dv, T::ONE, &mut dv[j0 * p.dv..]);
     }
-    c.write(dq, &sc.dq, p.nq, p.d, dpad, p.scale);
+    dq_acc.write(p.isa, &sc.dq, p.scale, dq);
 }
 
 /// Pass 1 task: key tile `[j0, j0 + bk)` of head `bh`, owning those rows of `dK`, `dV`.
@@ -567,18 +336,34 @@ fn key_tile<T: Real>(
 ) {
     let p = c.p;
     let (b, _) = p.split(bh);
-    let (dpad, dvpad) = pads(p);
     let bk = BLOCK_K.min(p.nk - j0);
-    let kb = c.keys(sc, bh, j0, bk);
-    sc.dk[..bk * dpad].fill(T::ZERO);
-    sc.dv[..bk * dvpad].fill(T::ZERO);
+    let k = KTile {
+        j0,
+        bk,
+        kb: c.keys(sc, bh, j0, bk),
+        kv: true,
+        dq: false,
+    };
+    let (dk_acc, dv_acc) = (AccRows::new(bk, p.d), AccRows::new(bk, p.dv));
+    dk_acc.clear(&mut sc.dk);
+    dv_acc.clear(&mut sc.dv);
     let first = p.first_row_seeing(b, j0);
     for (i0, mq) in tiles(p.nq, BLOCK_Q).filter(|&(i0, mq)| i0 + mq > first) {
-        let qs = c.queries(sc, bh, i0, mq);
-        c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, true, false);
+        let ops = c.queries(sc, bh, i0, mq);
+        c.pair(
+            sc,
+            &QTile {
+                bh,
+                i0,
+                mq,
+                at: 0,
+                ops,
+            },
+            &k,
+        );
     }
-    c.write(dk, &sc.dk, bk, p.d, dpad, p.scale);
-    c.write(dv, &sc.dv, bk, p.dv, dvpad, T::ONE);
+    dk_acc.write(p.isa, &sc.dk, p.scale, dk);
+    dv_acc.write(p.isa, &sc.dv, T::ONE, dv);
 }
 
 /// Pass 2 task: query tile starting at `i0` of head `bh`, owning those rows of `dQ`.
@@ -591,13 +376,26 @@ fn query_tile<T: Real>(
 ) {
     let p = c.p;
     let (b, _) = p.split(bh);
-    let (dpad, _) = pads(p);
     let mq = BLOCK_Q.min(p.nq - i0);
-    let qs = c.queries(sc, bh, i0, mq);
-    sc.dq[..mq * dpad].fill(T::ZERO);
+    let ops = c.queries(sc, bh, i0, mq);
+    let q = QTile {
+        bh,
+        i0,
+        mq,
+        at: 0,
+        ops,
+    };
+    let dq_acc = AccRows::new(mq, p.d);
+    dq_acc.clear(&mut sc.dq);
     for (j0, bk) in tiles(p.hi_max(b, i0, mq), BLOCK_K) {
-        let kb = c.keys(sc, bh, j0, bk);
-        c.pair(sc, bh, i0, mq, 0, qs, j0, bk, kb, false, true);
+        let k = KTile {
+            j0,
+            bk,
+            kb: c.keys(sc, bh, j0, bk),
+            kv: false,
+            dq: true,
+        };
+        c.pair(sc, &q, &k);
     }
-    c.write(dq, &sc.dq, mq, p.d, dpad, p.scale);
+    dq_acc.write(p.isa, &sc.dq, p.scale, dq);
 }

@@ -1,12 +1,13 @@
 //! Shape checks, tile packing and task splitting shared by forward and backward.
 
 use crate::mask::Rules;
-use crate::micro::padded;
+use crate::micro::{padded, scale_rows};
 use crate::{Attention, AttnError, Par};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{ArrayView2, ArrayView3, ArrayView4, Axis};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// A validated attention problem.
 pub(crate) struct Problem<'a, T> {
@@ -368,6 +369,12 @@ impl AccRows {
     #[inline]
     pub fn at<T>(self, buf: &mut [T], r: usize) -> *mut T {
         buf[r * self.w..].as_mut_ptr()
+    }
+
+    /// Writes the rows, times `alpha`, into `out` (`rows·n` elements, unpadded).
+    #[inline]
+    pub fn write<T: Real>(self, isa: Isa, buf: &[T], alpha: T, out: &mut [MaybeUninit<T>]) {
+        scale_rows(isa, self.rows, self.n, buf, self.w, alpha, out);
     }
 }
 
