@@ -9,7 +9,7 @@ use efa_check::precision::TensorError;
 use efa_model::ForwardPlan;
 use efa_train::precision::{
     precision_audit_with_floor, sharpen, sharpen_attention, PrecisionAudit, Weights, F32_FACTOR,
-    F64_FLOOR_FACTOR,
+    F32_STORAGE_FACTOR, F64_FLOOR_FACTOR,
 };
 use efa_train::{Evaluator, FitOptions, Threads};
 use serde_json::json;
@@ -67,7 +67,8 @@ pub fn run(
              error = max |g − g_ref| / max |g_ref| per tensor, in units of the dtype's ε; \
              `general f64-floor` is the definition with every stored value rounded to f64 and \
              exact arithmetic (what f64 storage alone costs each gradient); `general \
-             f32-kinks`, shown where an f32 tensor would miss its budget without it, is the \
+             f32-floor`, shown where an f32 tensor would miss its budget without it, the same \
+             with f32 storage (what f32 storage alone costs); `general f32-kinks`, shown where an f32 tensor would miss its budget without it, is the \
              definition with the other side taken at every ReLU input within f32 round-off of \
              the kink (what rounding at the kinks alone can move each f32 gradient)",
             spec.weights.name()
@@ -106,7 +107,8 @@ pub fn run(
                 "f64": format!("max |g − g_ref| ≤ max(1e-11·max|g_ref|, 1e-13·model's largest \
                                 gradient, {F64_FLOOR_FACTOR}× the tensor's f64 floor)"),
                 "f32": format!("each tensor's error ≤ {F32_FACTOR}× the general plan's f32 error \
-                                (or 16 ε), plus the tensor's f32-kinks spread where measured"),
+                                (or 16 ε, or {F32_STORAGE_FACTOR}× the tensor's f32 floor where \
+                                measured), plus the tensor's f32-kinks spread where measured"),
             },
             "models": reports,
         });

@@ -43,10 +43,18 @@ pub struct Tape<T: Real> {
     pub(crate) detect_anomaly: bool,
     /// The first non-finite forward value recorded in anomaly mode.
     pub(crate) anomaly: Option<TapeError>,
-    /// Whether recorded values are rounded to f64 (see [`Tape::set_round_values_to_f64`]).
-    pub(crate) round_to_f64: bool,
+    /// Whether recorded values are rounded to f64 or f32 (see
+    /// [`Tape::set_round_values_to_f64`], [`Tape::set_round_values_to_f32`]).
+    pub(crate) round_to: Option<Storage>,
     /// The band of [`Tape::set_relu_kink_flip`], if set.
     pub(crate) relu_kink_band: Option<f64>,
+}
+
+/// The precision recorded values are rounded to (see [`Tape::set_round_values_to_f64`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Storage {
+    F64,
+    F32,
 }
 
 impl<T: Real> Default for Tape<T> {
@@ -63,7 +71,7 @@ impl<T: Real> Tape<T> {
             nodes: Vec::new(),
             params: Vec::new(),
             detect_anomaly: false,
-            round_to_f64: false,
+            round_to: None,
             relu_kink_band: None,
             anomaly: None,
         }
@@ -108,9 +116,21 @@ impl<T: Real> Tape<T> {
     /// double-double type this evaluates the definition with f64 storage and exact arithmetic:
     /// the error it leaves is the *f64 floor*, what no f64 evaluation that stores its forward
     /// values in f64 can avoid (a gradient's sensitivity to half an ulp in every stored value).
-    /// A no-op for f32 and f64. State a fused op keeps inside itself is not rounded.
+    /// A no-op for f32 and f64. State a fused op keeps inside itself is not rounded. Replaces
+    /// an earlier setting of [`Tape::set_round_values_to_f32`]; `false` turns rounding off.
     pub fn set_round_values_to_f64(&mut self, on: bool) {
-        self.round_to_f64 = on;
+        self.round_to = on.then_some(Storage::F64);
+    }
+
+    /// [`Tape::set_round_values_to_f64`] with f32 storage: every value recorded from now on is
+    /// rounded to the nearest f64 and then to the nearest f32. For the double-double type this
+    /// evaluates the definition with f32 storage and exact arithmetic; its error is the *f32
+    /// floor* of each gradient, its sensitivity to half an ulp of f32 in every stored value
+    /// (where attention is sharp, large: no f32 evaluation of the same stored values gets
+    /// below it except by luck). For f32 itself a no-op; for f64 it rounds. Replaces an
+    /// earlier setting of either call; `false` turns rounding off.
+    pub fn set_round_values_to_f32(&mut self, on: bool) {
+        self.round_to = on.then_some(Storage::F32);
     }
 
     /// Inverts the ReLU derivative (`[x > 0]` becomes `[x ≤ 0]`) in every later backward for
@@ -149,8 +169,10 @@ impl<T: Real> Tape<T> {
         } else {
             value.as_standard_layout().into_owned()
         };
-        if self.round_to_f64 {
-            value.mapv_inplace(|x| T::from_f64(x.to_f64()));
+        match self.round_to {
+            Some(Storage::F64) => value.mapv_inplace(|x| T::from_f64(x.to_f64())),
+            Some(Storage::F32) => value.mapv_inplace(|x| T::from_f64(f64::from(x.to_f64() as f32))),
+            None => {}
         }
         self.nodes.push(Node {
             value,

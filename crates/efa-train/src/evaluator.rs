@@ -69,6 +69,12 @@ pub struct Evaluator<'a> {
     /// double-double type, the definition with f64 storage and exact arithmetic, whose
     /// distance from the exact result is the f64 floor of each gradient.
     pub round_values_to_f64: bool,
+    /// Round every value the gradient tapes record to f32 instead (see
+    /// [`Tape::set_round_values_to_f32`](efa_tape::Tape::set_round_values_to_f32)): with the
+    /// double-double type, the definition with f32 storage and exact arithmetic, whose distance
+    /// from the exact result is the f32 floor of each gradient. Takes precedence over
+    /// `round_values_to_f64`.
+    pub round_values_to_f32: bool,
     /// Invert the ReLU derivative of the gradient tapes' inputs within this band of the kink
     /// (see [`Tape::set_relu_kink_flip`](efa_tape::Tape::set_relu_kink_flip)); `None`: the
     /// exact derivative.
@@ -109,6 +115,7 @@ impl<'a> Evaluator<'a> {
             allow_unused: false,
             detect_anomaly: false,
             round_values_to_f64: false,
+            round_values_to_f32: false,
             relu_kink_flip: None,
         }
     }
@@ -146,6 +153,12 @@ impl<'a> Evaluator<'a> {
     /// With or without rounding every recorded value to f64.
     pub fn with_round_values_to_f64(mut self, on: bool) -> Self {
         self.round_values_to_f64 = on;
+        self
+    }
+
+    /// With or without rounding every recorded value to f32.
+    pub fn with_round_values_to_f32(mut self, on: bool) -> Self {
+        self.round_values_to_f32 = on;
         self
     }
 
@@ -199,6 +212,9 @@ impl<'a> Evaluator<'a> {
         let mut tape = Tape::new();
         tape.set_detect_anomaly(self.detect_anomaly);
         tape.set_round_values_to_f64(self.round_values_to_f64);
+        if self.round_values_to_f32 {
+            tape.set_round_values_to_f32(true);
+        }
         tape.set_relu_kink_flip(self.relu_kink_flip);
         let reg = self.model.register(&mut tape, params)?;
         let built = self.build(&mut tape, &reg, batch);

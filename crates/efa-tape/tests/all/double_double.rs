@@ -262,3 +262,47 @@ fn rounding_recorded_values_to_f64_stores_f64_and_keeps_exact_arithmetic() {
     // Off, the values keep their low words.
     assert!(exact_e.iter().any(|v| v.lo() != 0.0));
 }
+
+/// With f32 storage every recorded value (the parameter too) is the f32 nearest to the exact
+/// one, the arithmetic between them stays exact, and the gradient read from stored values is
+/// the exact gradient at those values.
+#[test]
+fn rounding_recorded_values_to_f32_stores_f32_and_keeps_exact_arithmetic() {
+    let x = ndarray::arr1(&[0.3, -1.7, 2.9])
+        .into_dyn()
+        .mapv(Dd::from_f64);
+    let run = |f32s: bool| {
+        let mut t = Tape::<Dd>::new();
+        // f64 first, then f32: the later call decides (`false` turns rounding off).
+        t.set_round_values_to_f64(true);
+        t.set_round_values_to_f32(f32s);
+        let v = t.param("x", x.clone()).unwrap();
+        let e = t.exp(v).unwrap();
+        let y = t.sum_all(e).unwrap();
+        let g = t.backward(y).unwrap();
+        (
+            t.value(v).clone(),
+            t.value(e).clone(),
+            t.value(y).clone(),
+            g.wrt(v).unwrap().clone(),
+        )
+    };
+    let (xs, e, y, g) = run(true);
+    let to32 = |d: Dd| f64::from(d.to_f64() as f32);
+    for (a, b) in xs.iter().zip(&x) {
+        assert_eq!(a.to_f64(), to32(*b), "parameter {b}");
+        assert_eq!(a.lo(), 0.0);
+    }
+    // exp of the stored parameter, rounded to f32 (the gradient of sum∘exp is that value).
+    for ((a, s), d) in e.iter().zip(&xs).zip(&g) {
+        let exact = s.exp();
+        assert_eq!(a.to_f64(), to32(exact), "exp value at {s}");
+        assert_ne!(a.to_f64(), exact.to_f64(), "f32 storage must round {exact}");
+        assert_eq!(d, a);
+    }
+    let stored: Dd = e.iter().fold(Dd::ZERO, |s, v| s + *v);
+    assert_eq!(y.iter().next().unwrap().to_f64(), to32(stored));
+    // Off: values keep more than f32.
+    let (_, e64, _, _) = run(false);
+    assert!(e64.iter().zip(&e).any(|(a, b)| a.to_f64() != b.to_f64()));
+}
