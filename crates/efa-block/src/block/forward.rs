@@ -2,14 +2,14 @@
 //! formulas and `Saved` for what is kept).
 
 use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
-use super::norm::ln_rows_into;
+use super::norm::{ln_rows_into, LnParams};
 use super::rows::{self, Rows, RowsMut, RowsScratch};
 use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
 use super::{err, tail_at, Config, Dims, Source};
 use crate::KernelError;
 use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
-use efa_num::Real;
+use efa_num::{MatRef, Real};
 use ndarray::{ArrayD, CowArray, IxDyn};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -351,17 +351,13 @@ fn norm1<'s, T: Real>(
     // SAFETY: `MaybeUninit<T>` has the layout of `T`; `ln_rows_into` only writes initialised
     // values through the view.
     let y1_out = unsafe { &mut *(&mut *y1 as *mut [T] as *mut [MaybeUninit<T>]) };
-    ln_rows_into(
-        isa,
-        at.rq,
-        (pre, ldd),
-        g1,
-        be1,
-        cx.eps,
-        (xhat1, ldd),
-        (y1_out, ldd),
-        rstd1,
-    );
+    let ln1 = LnParams {
+        g: g1,
+        b: be1,
+        eps: cx.eps,
+    };
+    let x = MatRef::row_major(pre, at.rq, d, ldd);
+    ln_rows_into(isa, x, ln1, (xhat1, ldd), (y1_out, ldd), rstd1);
     y1
 }
 
@@ -398,17 +394,13 @@ fn ffn_norm2<T: Real>(
         &cx.b2,
         (pre, ldd),
     );
-    ln_rows_into(
-        isa,
-        at.rq,
-        (pre, ldd),
-        g2,
-        be2,
-        cx.eps,
-        (xhat2, ldd),
-        (y, d),
-        rstd2,
-    );
+    let ln2 = LnParams {
+        g: g2,
+        b: be2,
+        eps: cx.eps,
+    };
+    let x = MatRef::row_major(pre, at.rq, d, ldd);
+    ln_rows_into(isa, x, ln2, (xhat2, ldd), (y, d), rstd2);
 }
 
 /// Sample `s0 + i`'s queries, keys and values as rows: slices of the given `[q, k, v]`

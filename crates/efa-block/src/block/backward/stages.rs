@@ -10,7 +10,7 @@ use super::super::saved::SavedParts;
 use super::partial::BlockGrads;
 use super::{query_row, Ctx};
 use crate::KernelError;
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use std::mem::MaybeUninit;
 
 /// `y = LN₂(u)` with `u = z + h·W₂ + b₂`: `du = LN₂ᵀ(dy)` into `dz` (row stride `ld(d)`,
@@ -32,17 +32,15 @@ pub(super) fn norm2_back<'s, T: Real>(
         }
     }
     let g2 = cx.vecs[2];
-    let (xhat2, rstd2) = ((sv.xhat2, ldd), sv.rstd2);
+    let rq = at.rq;
+    let xhat2 = MatRef::row_major(sv.xhat2, rq, d, ldd);
     ln_back_rows(
         cx.isa,
-        at.rq,
-        Some((dy, d)),
-        (dz, ldd),
-        xhat2,
-        rstd2,
+        Some(MatRef::row_major(dy, rq, d, d)),
+        MatMut::row_major(dz, rq, d, ldd),
+        (xhat2, sv.rstd2),
         g2,
-        g.g2,
-        g.be2,
+        (g.g2, g.be2),
     );
     dz
 }
@@ -128,16 +126,14 @@ pub(super) fn norm1_back<'s, T: Real>(
     let (isa, d, hk, rq) = (cx.isa, cx.dm.d, cx.dm.hk, at.rq);
     let (ldd, ldhk) = (ld(d), ld(hk));
     let g1 = cx.vecs[0];
+    let xhat1 = MatRef::row_major(sv.xhat1, rq, d, ldd);
     ln_back_rows(
         isa,
-        rq,
         None,
-        (dz, ldd),
-        (sv.xhat1, ldd),
-        sv.rstd1,
+        MatMut::row_major(dz, rq, d, ldd),
+        (xhat1, sv.rstd1),
         g1,
-        g.g1,
-        g.be1,
+        (g.g1, g.be1),
     );
     col_sums(isa, g.bo, dz, ldd, rq);
     mm(
