@@ -5,7 +5,7 @@ use super::super::dense::{grow, ld, mm, Packed};
 use super::super::err;
 use super::super::forward::{query_rows, sample_qkv, At};
 use super::super::norm::{col_sums, ln_back_rows};
-use super::super::rows::{self, Rows, RowsMut, RowsScratch};
+use super::super::rows::{self, QkvGrads, Rows, RowsMut, RowsScratch};
 use super::super::saved::SavedParts;
 use super::partial::BlockGrads;
 use super::{query_row, Ctx};
@@ -61,18 +61,22 @@ pub(super) fn ffn_back<T: Real>(
     let [g1, be1, _] = cx.vecs;
     // db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
     col_sums(isa, g.b2, dz, ldd, rq);
-    mm(isa, (f, d, rq), sv.hid, (1, ldf), dz, ldd, g.w2, ldd, true);
+    mm(
+        isa,
+        (f, d, rq),
+        (sv.hid, (1, ldf)),
+        (dz, ldd),
+        (g.w2, ldd),
+        true,
+    );
     let dh = grow(dh, rq * ldf);
     let w2_t = &cx.w2_t;
     mm(
         isa,
         (rq, f, d),
-        dz,
-        (ldd, 1),
-        &w2_t.data,
-        w2_t.ld,
-        dh,
-        ldf,
+        (dz, (ldd, 1)),
+        (&w2_t.data, w2_t.ld),
+        (dh, ldf),
         false,
     );
     for r in 0..rq {
@@ -96,17 +100,21 @@ pub(super) fn ffn_back<T: Real>(
         }
         pad.fill(T::ZERO);
     }
-    mm(isa, (d, f, rq), y1, (1, ldd), dh, ldf, g.w1, ldf, true);
+    mm(
+        isa,
+        (d, f, rq),
+        (y1, (1, ldd)),
+        (dh, ldf),
+        (g.w1, ldf),
+        true,
+    );
     let w1_t = &cx.w1_t;
     mm(
         isa,
         (rq, d, f),
-        dh,
-        (ldf, 1),
-        &w1_t.data,
-        w1_t.ld,
-        dz,
-        ldd,
+        (dh, (ldf, 1)),
+        (&w1_t.data, w1_t.ld),
+        (dz, ldd),
         true,
     );
 }
@@ -139,12 +147,9 @@ pub(super) fn norm1_back<'s, T: Real>(
     mm(
         isa,
         (hk, d, rq),
-        sv.o,
-        (1, cx.ldo),
-        dz,
-        ldd,
-        g.wo,
-        ldd,
+        (sv.o, (1, cx.ldo)),
+        (dz, ldd),
+        (g.wo, ldd),
         true,
     );
     let dob = grow(dob, rq * ldhk);
@@ -152,12 +157,9 @@ pub(super) fn norm1_back<'s, T: Real>(
     mm(
         isa,
         (rq, hk, d),
-        dz,
-        (ldd, 1),
-        &wo_t.data,
-        wo_t.ld,
-        dob,
-        ldhk,
+        (dz, (ldd, 1)),
+        (&wo_t.data, wo_t.ld),
+        (dob, ldhk),
         false,
     );
     dob
@@ -195,7 +197,7 @@ pub(super) fn attention_back<'s, T: Real>(
     let AttnGrads { dq, dk, dv, ld: _ } = out;
     for i in 0..at.ns {
         let shape = cx.cfg.shape(dm, at.s0 + i);
-        let (q, k, v) = sample_qkv(cx.given, sv.q, sv.kv, *dm, at.s0, i);
+        let x = sample_qkv(cx.given, sv.q, sv.kv, *dm, at.s0, i);
         let (qr, kr) = (
             i * nq * ldg..(i + 1) * nq * ldg,
             i * n * ldg..(i + 1) * n * ldg,
@@ -207,7 +209,7 @@ pub(super) fn attention_back<'s, T: Real>(
             // initialised values through the view.
             let pu = unsafe { &mut *(&mut *pbuf as *mut [T] as *mut [MaybeUninit<T>]) };
             let kept = Some(&sv.kept[i * nkept..(i + 1) * nkept]);
-            rows::probs_uninit(isa, &shape, q, k, kept, pu, attn)
+            rows::probs_uninit(isa, &shape, x.q, x.k, kept, pu, attn)
                 .map_err(|e| err(e.to_string()))?;
             pbuf
         };
@@ -215,22 +217,21 @@ pub(super) fn attention_back<'s, T: Real>(
             data: &dob[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
         };
-        let (dqi, dki, dvi) = (
-            RowsMut {
+        let grads = QkvGrads {
+            dq: RowsMut {
                 data: &mut dq[qr],
                 ld: ldg,
             },
-            RowsMut {
+            dk: RowsMut {
                 data: &mut dk[kr.clone()],
                 ld: ldg,
             },
-            RowsMut {
+            dv: RowsMut {
                 data: &mut dv[kr],
                 ld: ldg,
             },
-        );
-        rows::backward(isa, &shape, q, k, v, p, d_o, dqi, dki, dvi, attn)
-            .map_err(|e| err(e.to_string()))?;
+        };
+        rows::backward(isa, &shape, x, p, d_o, grads, attn).map_err(|e| err(e.to_string()))?;
     }
     Ok(AttnGrads {
         dq,
@@ -267,44 +268,56 @@ pub(super) fn project_back<T: Real>(
     let xc = &cx.x[at.s0 * n * d..(at.s0 + at.ns) * n * d];
     let xq = query_rows(cx.cfg, dm, at.s0, at.ns, xc, sc.xq);
     col_sums(isa, g.bq, dq, ldhk, rq);
-    mm(isa, (d, hk, rq), xq, (1, d), dq, ldhk, g.wq, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rq),
+        (xq, (1, d)),
+        (dq, ldhk),
+        (g.wq, ldhk),
+        true,
+    );
     col_sums(isa, g.bk, dk, ldhk, rk);
-    mm(isa, (d, hk, rk), xc, (1, d), dk, ldhk, g.wk, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rk),
+        (xc, (1, d)),
+        (dk, ldhk),
+        (g.wk, ldhk),
+        true,
+    );
     col_sums(isa, g.bv, dv, ldhk, rk);
-    mm(isa, (d, hk, rk), xc, (1, d), dv, ldhk, g.wv, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rk),
+        (xc, (1, d)),
+        (dv, ldhk),
+        (g.wv, ldhk),
+        true,
+    );
     let dxs = grow(sc.dxs, rk * ldd);
     mm(
         isa,
         (rk, d, hk),
-        dk,
-        (ldhk, 1),
-        &wk_t.data,
-        wk_t.ld,
-        dxs,
-        ldd,
+        (dk, (ldhk, 1)),
+        (&wk_t.data, wk_t.ld),
+        (dxs, ldd),
         false,
     );
     mm(
         isa,
         (rk, d, hk),
-        dv,
-        (ldhk, 1),
-        &wv_t.data,
-        wv_t.ld,
-        dxs,
-        ldd,
+        (dv, (ldhk, 1)),
+        (&wv_t.data, wv_t.ld),
+        (dxs, ldd),
         true,
     );
     if cx.cfg.queries.is_none() {
         mm(
             isa,
             (rq, d, hk),
-            dq,
-            (ldhk, 1),
-            &wq_t.data,
-            wq_t.ld,
-            dxs,
-            ldd,
+            (dq, (ldhk, 1)),
+            (&wq_t.data, wq_t.ld),
+            (dxs, ldd),
             true,
         );
         // Every row of dx written (rk = rq rows of d).
@@ -328,12 +341,9 @@ pub(super) fn project_back<T: Real>(
         mm(
             isa,
             (rq, d, hk),
-            dq,
-            (ldhk, 1),
-            &wq_t.data,
-            wq_t.ld,
-            dxq,
-            ldd,
+            (dq, (ldhk, 1)),
+            (&wq_t.data, wq_t.ld),
+            (dxq, ldd),
             false,
         );
         for r in 0..rq {
