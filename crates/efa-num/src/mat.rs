@@ -46,8 +46,31 @@ fn span(rows: usize, cols: usize, rs: isize, cs: isize) -> Option<(i128, i128)> 
 
 /// Panics unless every element of a `rows × cols` view at `(rs, cs)` from the start of a slice
 /// of `len` elements lies inside it.
+#[inline]
 #[track_caller]
 fn check_inside(what: &str, len: usize, rows: usize, cols: usize, rs: isize, cs: isize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    // The usual case, non-negative strides, in plain (checked) arithmetic: the last element is
+    // the furthest.
+    if rs >= 0 && cs >= 0 {
+        let last = (rows - 1)
+            .checked_mul(rs as usize)
+            .zip((cols - 1).checked_mul(cs as usize))
+            .and_then(|(r, c)| r.checked_add(c));
+        if last.is_some_and(|last| last < len) {
+            return;
+        }
+    }
+    check_span(what, len, rows, cols, rs, cs);
+}
+
+/// [`check_inside`] for any strides (a negative stride along a dimension of one index stays
+/// inside), without overflow; the panic names the offsets the view addresses.
+#[cold]
+#[track_caller]
+fn check_span(what: &str, len: usize, rows: usize, cols: usize, rs: isize, cs: isize) {
     if let Some((lo, hi)) = span(rows, cols, rs, cs) {
         assert!(
             lo >= 0 && hi < len as i128,
@@ -61,19 +84,23 @@ fn check_inside(what: &str, len: usize, rows: usize, cols: usize, rs: isize, cs:
 /// element. Sufficient test for distinctness: along each dimension of more than one index the
 /// stride is not 0, and the smaller stride's whole extent stays below the larger stride (so the
 /// "inner" dimension's elements fit between two steps of the "outer" one).
+#[inline]
 fn overlaps(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
     match (rows > 1, cols > 1) {
         (false, false) => false,
         (true, false) => rs == 0,
         (false, true) => cs == 0,
         (true, true) => {
-            let (r, c) = (rs.unsigned_abs() as u128, cs.unsigned_abs() as u128);
+            let (r, c) = (rs.unsigned_abs(), cs.unsigned_abs());
             let ((inner, n), outer) = if c <= r {
                 ((c, cols), r)
             } else {
                 ((r, rows), c)
             };
-            inner == 0 || inner * (n as u128 - 1) >= outer
+            inner == 0
+                || inner
+                    .checked_mul(n - 1)
+                    .is_none_or(|extent| extent >= outer)
         }
     }
 }
@@ -569,6 +596,13 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "outside the slice")]
+    fn huge_strides_are_outside_not_overflows() {
+        let a = [0u8; 4];
+        let _ = MatRef::new(&a, 3, 3, isize::MAX, isize::MAX);
+    }
+
+    #[test]
     fn mutable_views_reject_elements_addressed_twice() {
         let mut a = [0f64; 16];
         assert!(!overlaps(4, 4, 4, 1));
@@ -579,6 +613,7 @@ mod tests {
         assert!(overlaps(2, 5, 4, 1));
         assert!(overlaps(3, 1, 0, 1));
         assert!(overlaps(3, 3, 0, 0));
+        assert!(overlaps(3, usize::MAX, isize::MAX, 4));
         let r = std::panic::catch_unwind(move || {
             let _ = MatMut::new(&mut a, 2, 4, 3, 1);
         });

@@ -94,6 +94,7 @@ pub fn gemm<T: Real>(alpha: T, a: MatRef<'_, T>, b: MatRef<'_, T>, beta: T, c: M
 ///
 /// # Panics
 /// As [`gemm`].
+#[inline]
 #[track_caller]
 pub fn gemm_with<T: Real>(
     isa: Isa,
