@@ -86,6 +86,10 @@ fn check_span(what: &str, len: usize, rows: usize, cols: usize, rs: isize, cs: i
 /// "inner" dimension's elements fit between two steps of the "outer" one).
 #[inline]
 fn overlaps(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
+    if rows == 0 || cols == 0 {
+        // Addresses nothing.
+        return false;
+    }
     match (rows > 1, cols > 1) {
         (false, false) => false,
         (true, false) => rs == 0,
@@ -610,6 +614,8 @@ mod tests {
         assert!(!overlaps(4, 3, -4, 1));
         assert!(!overlaps(1, 5, 0, 1));
         assert!(!overlaps(5, 1, 3, 0));
+        assert!(!overlaps(3, 0, 0, 1));
+        assert!(!overlaps(0, 3, 1, 0));
         assert!(overlaps(2, 5, 4, 1));
         assert!(overlaps(3, 1, 0, 1));
         assert!(overlaps(3, 3, 0, 0));
