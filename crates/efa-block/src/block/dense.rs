@@ -66,7 +66,7 @@ pub(super) fn mm<T: Real>(
     (c, ldc): (&mut [T], usize),
     acc: bool,
 ) {
-    gemm_checked(isa, mnk, a, strides, b, ldb, c, ldc, acc, T::ONE);
+    gemm_checked(isa, mnk, (a, strides), (b, ldb), (c, ldc), acc, T::ONE);
 }
 
 /// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of writing the bias rows
@@ -86,7 +86,14 @@ pub(super) fn mm_bias_into<'a, T: Real>(
         c.len() == m * ldc && ldc >= padded(n.max(1)),
         "mm_bias_into: sizes"
     );
-    gemm_checked_bias_into(isa, (m, n, k), a, strides, &b.data, b.ld, bias, c, ldc);
+    gemm_checked_bias_into(
+        isa,
+        (m, n, k),
+        (a, strides),
+        (&b.data, b.ld),
+        bias,
+        (c, ldc),
+    );
     for row in c.chunks_exact_mut(ldc.max(1)) {
         for y in &mut row[n..] {
             y.write(T::ZERO);

@@ -468,14 +468,10 @@ fn residual_mm<T: Real>(
         gemm_checked_from(
             isa,
             (m, n, k),
-            a,
-            (lda, 1),
-            &w.data,
-            w.ld,
-            (s, lds),
-            b_pad,
-            c,
-            ldc,
+            (a, (lda, 1)),
+            (&w.data, w.ld),
+            ((s, lds), b_pad),
+            (c, ldc),
         );
         // The padding columns of C hold (0 + 0) + A·0, as `init_rows` then `mm` leaves them.
     } else {

@@ -318,11 +318,11 @@ fn product<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
     (a, rsa, csa): Strided<'_, T>,
-    (b, ldb): (&[T], usize),
-    (c, ldc): (&mut [T], usize),
+    b: (&[T], usize),
+    c: (&mut [T], usize),
     alpha: T,
 ) {
-    gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
+    gemm_checked(isa, mnk, (a, (rsa, csa)), b, c, false, alpha);
 }
 
 /// `s` viewed as initialised.

@@ -15,9 +15,6 @@ macro_rules! simd_tail_variants {
         /// # Safety
         /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
         #[inline]
-        // Kept for efa-attn until its kernels take views (its tile product and online softmax
-        // pass long argument lists). The allowance covers the nested wrappers too.
-        #[allow(clippy::too_many_arguments)]
         unsafe fn $disp<E: $crate::simd::SimdElem>(isa: $crate::simd::Isa, $($a: $t),*) -> $r {
             /// # Safety
             /// AVX-512F must be supported; the body's own contract.

@@ -17,9 +17,7 @@ macro_rules! simd_variants {
         /// # Safety
         /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
         #[inline]
-        // Kept for efa-attn until its kernels take views: their argument lists (the
-        // dispatcher adds `isa`) are still long. The allowance covers the nested wrappers too.
-        #[allow(dead_code, clippy::too_many_arguments)]
+        #[allow(dead_code)]
         $vis unsafe fn $disp<E: $crate::simd::SimdElem>(isa: $crate::simd::Isa, $($a: $t),*) -> $r {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]

@@ -59,12 +59,9 @@ pub(super) fn forward_uninit<T: Real>(
         gemm_checked_into(
             isa,
             (s.nq, keys, s.dk),
-            &q.data[h * s.dk..],
-            (q.ld, 1),
-            kt,
-            ps,
-            ph,
-            ps,
+            (&q.data[h * s.dk..], (q.ld, 1)),
+            (kt, ps),
+            (ph, ps),
             scale,
         );
         for row in ph.chunks_exact_mut(ps) {

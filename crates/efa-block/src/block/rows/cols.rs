@@ -56,12 +56,9 @@ pub(super) fn forward_cols<T: Real>(
         gemm_checked_into(
             isa,
             (keys, nq, s.dk),
-            &k.data[h * s.dk..],
-            (k.ld, 1),
-            qt,
-            ps,
-            pk,
-            ps,
+            (&k.data[h * s.dk..], (k.ld, 1)),
+            (qt, ps),
+            (pk, ps),
             scale,
         );
         // SAFETY: the product wrote columns [0, nq) of every row, the loop above the rest.
