@@ -165,12 +165,9 @@ fn block_products(c: &mut Criterion) {
                 gemm_checked(
                     isa,
                     (m, n, k),
-                    black_box(&a),
-                    (rsa, csa),
-                    &b,
-                    ldb,
-                    &mut out,
-                    64,
+                    (black_box(&a), (rsa, csa)),
+                    (&b, ldb),
+                    (&mut out, 64),
                     false,
                     1.0,
                 );

@@ -18,6 +18,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use efa_num::ceiling::{fma_loop, fma_loop_pool};
 use efa_num::gemm::{gemm, reference_gemm};
 use efa_num::simd::Isa;
+use efa_num::{MatMut, MatRef};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -75,26 +76,14 @@ impl Product {
         } else {
             reference_gemm::<f32>
         };
-        // SAFETY: `a`, `b` hold the logical m×k and k×n matrices at strides `sa`, `sb`;
-        // `c` is a distinct m×n row-major buffer.
-        unsafe {
-            f(
-                self.m,
-                self.k,
-                self.n,
-                1.0,
-                self.a.as_ptr(),
-                self.sa.0,
-                self.sa.1,
-                self.b.as_ptr(),
-                self.sb.0,
-                self.sb.1,
-                0.0,
-                self.c.as_mut_ptr(),
-                self.n as isize,
-                1,
-            )
-        }
+        let (m, k, n) = (self.m, self.k, self.n);
+        f(
+            1.0,
+            MatRef::new(&self.a, m, k, self.sa.0, self.sa.1),
+            MatRef::new(&self.b, k, n, self.sb.0, self.sb.1),
+            0.0,
+            MatMut::row_major(&mut self.c, m, n, n),
+        )
     }
 }
 

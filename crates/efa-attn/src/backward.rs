@@ -223,7 +223,7 @@ pub(crate) fn d_rows<T: Real>(
     let (oa, ga) = (a_operand(oh, i0), a_operand(doh, i0));
     if oa.cs == 1 && ga.cs == 1 {
         // SAFETY: rows i0 .. i0 + mq < nq of both views, each with dv contiguous elements.
-        unsafe { dot_rows(p.isa, p.dv, oa.ptr, oa.rs, ga.ptr, ga.rs, dd) };
+        unsafe { dot_rows(p.isa, p.dv, (oa.ptr, oa.rs), (ga.ptr, ga.rs), dd) };
     } else {
         for (r, x) in dd.iter_mut().enumerate() {
             let (ro, rg) = (oa.down(r), ga.down(r));

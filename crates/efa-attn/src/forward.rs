@@ -5,7 +5,7 @@ use crate::problem::{
     a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, AccRows, Problem,
 };
 use crate::{reference, Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use ndarray::{Array3, Array4, ArrayView2, ArrayView4};
 use std::mem::MaybeUninit;
 
@@ -261,16 +261,9 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>
         unsafe {
             gemm(
                 p.isa,
-                je - j,
-                mq - c0,
-                p.d,
-                a.ptr,
-                a.rs,
-                a.cs,
-                sc.qt.as_ptr().add(c0),
-                mqp as isize,
-                sc.st.as_mut_ptr().add(j * mqp + c0),
-                mqp as isize,
+                a.view(je - j, p.d),
+                MatRef::row_major(&sc.qt[c0..], p.d, mq - c0, mqp),
+                MatMut::row_major(&mut sc.st[j * mqp + c0..], je - j, mq - c0, mqp),
                 false,
                 p.scale,
             );
@@ -320,14 +313,10 @@ fn accumulate_t<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &K
     unsafe {
         online_softmax_t(
             p.isa,
-            k.bk,
             &sc.cnt[..mq],
-            &mut sc.st,
-            mqp,
-            &mut sc.m,
-            &mut sc.l,
-            &mut sc.acc,
-            dv,
+            (&mut sc.st, k.bk, mqp),
+            (&mut sc.m, &mut sc.l),
+            (&mut sc.acc, dv),
             None,
         )
     };
@@ -340,18 +329,12 @@ fn accumulate_t<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &K
         // transposed strides).
         // SAFETY: V rows j0..j0+lim (dv columns), st is bk×mqp, acc holds dv×mqp.
         unsafe {
+            let n = c1.min(mq) - c0;
             gemm(
                 p.isa,
-                dv,
-                c1.min(mq) - c0,
-                lim,
-                va.ptr,
-                va.cs,
-                va.rs,
-                sc.st.as_ptr().add(c0),
-                mqp as isize,
-                sc.acc.as_mut_ptr().add(c0),
-                mqp as isize,
+                va.view(lim, dv).t(),
+                MatRef::row_major(&sc.st[c0..], lim, n, mqp),
+                MatMut::row_major(&mut sc.acc[c0..], dv, n, mqp),
                 true,
                 T::ONE,
             );
@@ -368,14 +351,10 @@ fn accumulate_rows<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k:
     unsafe {
         online_softmax_t(
             p.isa,
-            bk,
             &sc.cnt[..mq],
-            &mut sc.st,
-            mqp,
-            &mut sc.m,
-            &mut sc.l,
-            &mut sc.acc,
-            0,
+            (&mut sc.st, bk, mqp),
+            (&mut sc.m, &mut sc.l),
+            (&mut sc.acc, 0),
             Some(&mut sc.alpha),
         )
     };
@@ -407,16 +386,9 @@ fn accumulate_rows<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k:
             unsafe {
                 gemm(
                     p.isa,
-                    r1 - r0,
-                    dv,
-                    kr,
-                    sc.st.as_ptr().add(r0),
-                    1,
-                    mqp as isize,
-                    vb.ptr,
-                    vb.rs,
-                    acc.at(&mut sc.acc, r0),
-                    acc.w as isize,
+                    MatRef::new(&sc.st[r0..], r1 - r0, kr, 1, mqp as isize),
+                    vb.view(kr, dv),
+                    acc.rows_mut(&mut sc.acc, r0, r1 - r0, dv),
                     !k.first,
                     T::ONE,
                 );

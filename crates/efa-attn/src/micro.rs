@@ -1,9 +1,9 @@
 //! Attention microkernels on packed tiles, with the run-time dispatch of `efa_num::simd`.
 //!
-//! [`gemm`] computes `C (+)= A·B` where `A` is read one scalar at a time through arbitrary
-//! (row, column) strides — so transposed operands such as `Pᵀ` or `dSᵀ` cost nothing extra —
-//! and `B`, `C` have contiguous rows whose width is a multiple of [`PAD`] (tiles are padded with
-//! zeros). The register block is `MR` rows × `NR` vectors: 8×2 for AVX-512 (16 of 32 zmm
+//! [`gemm`] computes `C (+)= A·B` on strided views ([`MatRef`] `A` and `B`, [`MatMut`] `C`)
+//! where `A` is read one scalar at a time through arbitrary (row, column) strides — so
+//! transposed operands such as `Pᵀ` or `dSᵀ` cost nothing extra — and `B`, `C` have contiguous
+//! rows whose width is a multiple of [`PAD`] (tiles are padded with zeros). The register block is `MR` rows × `NR` vectors: 8×2 for AVX-512 (16 of 32 zmm
 //! accumulators), 6×2 for AVX2 (12 of 16 ymm), 4×2 for the scalar path. A column count that
 //! is not a multiple of the vector width ends in one vector; on AVX-512 that last vector is a
 //! 256-bit one when it covers the rest (50 queries: three zmm and one ymm instead of four zmm),
@@ -14,7 +14,7 @@
 //! re-exported here).
 
 use efa_num::simd::{Isa, SimdVec};
-use efa_num::{simd_by_kind, Real};
+use efa_num::{simd_by_kind, MatMut, MatRef, Real};
 
 use efa_num::simd_tail_variants as tail_variants;
 
@@ -70,21 +70,59 @@ impl<E> Init<E> {
     }
 }
 
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
-    k: usize,
-    a: *const V::Elem,
+/// One product's operands for the kernels below, from the block's first row and column:
+/// A read at `a[i·rsa + p·csa]`, B's rows at `b[p·rsb]`, C's rows at `c[i·rsc]`, the starting
+/// rows `init` (read when `accumulate`), and `alpha` (applied when not accumulating).
+#[derive(Clone, Copy)]
+struct Tile<E> {
+    a: *const E,
     rsa: isize,
     csa: isize,
-    b: *const V::Elem,
+    b: *const E,
     rsb: isize,
-    c: *mut V::Elem,
+    c: *mut E,
     rsc: isize,
-    init: Init<V::Elem>,
+    init: Init<E>,
     accumulate: bool,
-    alpha: V::Elem,
-) {
+    alpha: E,
+}
+
+impl<E: Copy> Tile<E> {
+    /// The same product from row `i`, column `j` on: A's row `i`, B's column `j`, C's and the
+    /// starting rows' element `(i, j)`.
+    ///
+    /// # Safety
+    /// The offsets stay inside the operands.
+    #[inline(always)]
+    unsafe fn at(self, i: usize, j: usize) -> Self {
+        // SAFETY: the caller guarantees row `i` of A, C and `init` and column `j` of B, C and
+        // `init` lie inside them, this function's contract.
+        unsafe {
+            Tile {
+                a: self.a.offset(i as isize * self.rsa),
+                b: self.b.add(j),
+                c: self.c.offset(i as isize * self.rsc).add(j),
+                init: self.init.at(i, j),
+                ..self
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<V::Elem>) {
+    let Tile {
+        a,
+        rsa,
+        csa,
+        b,
+        rsb,
+        c,
+        rsc,
+        init,
+        accumulate,
+        alpha,
+    } = t;
     // SAFETY: the caller (`strip`) runs this with `V`'s instruction set enabled and passes
     // `MR` rows of A (read at `a[i·rsa + p·csa]`, `p < k`), `k` rows of B at stride `rsb` and
     // `MR` rows of C at stride `rsc` (and, when accumulating, of `init`), every row valid for
@@ -142,20 +180,10 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(
 /// All column blocks of an `MR`-row strip covering the first `nu` columns: `NR`-vector blocks,
 /// then single vectors, and a last block of the narrower `H` when it covers the rest.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const NR: usize>(
     nu: usize,
     k: usize,
-    a: *const V::Elem,
-    rsa: isize,
-    csa: isize,
-    b: *const V::Elem,
-    rsb: isize,
-    c: *mut V::Elem,
-    rsc: isize,
-    init: Init<V::Elem>,
-    accumulate: bool,
-    alpha: V::Elem,
+    t: Tile<V::Elem>,
 ) {
     // SAFETY: the caller (`rows`) runs this with the instruction sets of `V` and `H` enabled,
     // with `MR` rows of A, C (and `init`) inside the matrices and B, C and the starting rows
@@ -163,7 +191,7 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
     // multiple of its own vector width, which divides PAD, so it ends at or before
     // `padded(nu)`: the `NR·w` blocks while `j + NR·w ≤ nu`, one-vector blocks of `w` or of
     // `H::LANES` after that, and the three-vector block only when `nu > 2w`, where
-    // `padded(nu)`, a multiple of `w`, is at least `3w`. `init.at(0, j)` stays in its rows.
+    // `padded(nu)`, a multiple of `w`, is at least `3w`. `t.at(0, j)` stays in the operands.
     unsafe {
         let w = V::LANES;
         let mut j = 0;
@@ -172,55 +200,19 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
         // loads one row of A for three vectors of B. The same columns are written.
         let half = if H::LANES < w { H::LANES } else { 0 };
         if MR == 8 && NR == 2 && nu > 2 * w + half && nu <= 3 * w {
-            block::<V, MR, 3>(k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha);
+            block::<V, MR, 3>(k, t);
             return;
         }
         while j + NR * w <= nu {
-            block::<V, MR, NR>(
-                k,
-                a,
-                rsa,
-                csa,
-                b.add(j),
-                rsb,
-                c.add(j),
-                rsc,
-                init.at(0, j),
-                accumulate,
-                alpha,
-            );
+            block::<V, MR, NR>(k, t.at(0, j));
             j += NR * w;
         }
         while j < nu {
             if H::LANES < w && nu - j <= H::LANES {
-                block::<H, MR, 1>(
-                    k,
-                    a,
-                    rsa,
-                    csa,
-                    b.add(j),
-                    rsb,
-                    c.add(j),
-                    rsc,
-                    init.at(0, j),
-                    accumulate,
-                    alpha,
-                );
+                block::<H, MR, 1>(k, t.at(0, j));
                 j += H::LANES;
             } else {
-                block::<V, MR, 1>(
-                    k,
-                    a,
-                    rsa,
-                    csa,
-                    b.add(j),
-                    rsb,
-                    c.add(j),
-                    rsc,
-                    init.at(0, j),
-                    accumulate,
-                    alpha,
-                );
+                block::<V, MR, 1>(k, t.at(0, j));
                 j += w;
             }
         }
@@ -228,21 +220,9 @@ unsafe fn strip<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize, const N
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const V::Elem,
-    rsa: isize,
-    csa: isize,
-    b: *const V::Elem,
-    rsb: isize,
-    c: *mut V::Elem,
-    rsc: isize,
-    init: Init<V::Elem>,
-    accumulate: bool,
-    alpha: V::Elem,
+    (m, n, k): (usize, usize, usize),
+    t: Tile<V::Elem>,
 ) {
     // SAFETY: the caller (`gemm_body`) guarantees the instruction sets of `V` and `H` and
     // `gemm`'s contract: `m` rows of A, C and the starting rows, `padded(n)` columns of B and
@@ -255,40 +235,26 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
         // independent FMA chains in flight instead of eight (one FMA per row and step).
         if MR >= 8 && n <= V::LANES {
             while i + 12 <= m {
-                let (ai, cp, ip) = (
-                    a.offset(i as isize * rsa),
-                    c.offset(i as isize * rsc),
-                    init.at(i, 0),
-                );
-                strip::<V, H, 12, 1>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
+                strip::<V, H, 12, 1>(n, k, t.at(i, 0));
                 i += 12;
             }
         }
         while i + MR <= m {
-            let (ai, cp, ip) = (
-                a.offset(i as isize * rsa),
-                c.offset(i as isize * rsc),
-                init.at(i, 0),
-            );
-            strip::<V, H, MR, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
+            strip::<V, H, MR, 2>(n, k, t.at(i, 0));
             i += MR;
         }
         // Remainder rows in blocks of 4, 2, 1.
         while i < m {
-            let (ai, cp, ip) = (
-                a.offset(i as isize * rsa),
-                c.offset(i as isize * rsc),
-                init.at(i, 0),
-            );
+            let ti = t.at(i, 0);
             let left = m - i;
             if left >= 4 && MR > 4 {
-                strip::<V, H, 4, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
+                strip::<V, H, 4, 2>(n, k, ti);
                 i += 4;
             } else if left >= 2 {
-                strip::<V, H, 2, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
+                strip::<V, H, 2, 2>(n, k, ti);
                 i += 2;
             } else {
-                strip::<V, H, 1, 2>(n, k, ai, rsa, csa, b, rsb, cp, rsc, ip, accumulate, alpha);
+                strip::<V, H, 1, 2>(n, k, ti);
                 i += 1;
             }
         }
@@ -296,21 +262,9 @@ unsafe fn rows<V: SimdVec, H: SimdVec<Elem = V::Elem>, const MR: usize>(
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const V::Elem,
-    rsa: isize,
-    csa: isize,
-    b: *const V::Elem,
-    rsb: isize,
-    c: *mut V::Elem,
-    rsc: isize,
-    init: Init<V::Elem>,
-    accumulate: bool,
-    alpha: V::Elem,
+    mnk: (usize, usize, usize),
+    t: Tile<V::Elem>,
 ) {
     // SAFETY: the dispatcher's caller (`gemm`, `gemm_from`) guarantees the instruction sets of
     // `V` and `H` and the bounds `rows` needs (`gemm`'s contract); `MR` only picks the
@@ -318,86 +272,113 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
         if bytes >= 64 {
-            rows::<V, H, 8>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
-            )
+            rows::<V, H, 8>(mnk, t)
         } else if bytes >= 32 {
-            rows::<V, H, 6>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
-            )
+            rows::<V, H, 6>(mnk, t)
         } else {
-            rows::<V, H, 4>(
-                m, n, k, a, rsa, csa, b, rsb, c, rsc, init, accumulate, alpha,
-            )
+            rows::<V, H, 4>(mnk, t)
         }
     }
 }
-tail_variants!(gemm_body, gemm_d, (m: usize, n: usize, k: usize, a: *const E, rsa: isize, csa: isize,
-    b: *const E, rsb: isize, c: *mut E, rsc: isize, init: Init<E>, accumulate: bool,
-    alpha: E) -> ());
+tail_variants!(gemm_body, gemm_d, (mnk: (usize, usize, usize), t: Tile<E>) -> ());
+
+/// The shape `(m, n, k)` of `C (+)= A·B` with views `a` (`m × k`), `b` (`k × n`), `c`
+/// (`m × n`); checks, in debug builds, that the views agree and that B's and C's rows are
+/// contiguous.
+#[inline(always)]
+fn shape<T>(a: &MatRef<'_, T>, b: &MatRef<'_, T>, c: &MatMut<'_, T>) -> (usize, usize, usize) {
+    let (m, n, k) = (c.rows(), c.cols(), a.cols());
+    debug_assert!(
+        a.rows() == m && b.rows() == k && b.cols() == n,
+        "gemm: A {a:?}, B {b:?}, C {c:?} do not agree"
+    );
+    debug_assert!(
+        n <= 1 || (b.cs() == 1 && c.cs() == 1),
+        "gemm: B and C need contiguous rows"
+    );
+    (m, n, k)
+}
 
 /// `C ← alpha·A·B` (`accumulate = false`) or `C ← C + A·B` (`accumulate = true`, `alpha`
-/// ignored): `A` is m×k read at `a[i·rsa + p·csa]`, `B` is k×n with rows at `b[p·rsb]`,
-/// `C` is m×n with rows at `c[i·rsc]`. Columns are computed in whole vectors, so for `n` not
-/// a multiple of [`PAD`] the columns up to `padded(n)` may be read from `B` and written to `C`
-/// (with unspecified values). The summation over `p` runs in index order for every element, so
-/// the result does not depend on the blocking or on the variant's column tail.
+/// ignored) on views: `A` is `m × k` read element by element through its strides (any), `B`
+/// is `k × n` and `C` is `m × n`, both with contiguous rows (column stride 1). Columns are
+/// computed in whole vectors, so for `n` not a multiple of [`PAD`] the columns up to
+/// `padded(n)` may be read from `B`'s rows and written to `C`'s (with unspecified values). The
+/// summation over `p` runs in index order for every element, so the result does not depend on
+/// the blocking or on the variant's column tail.
 ///
 /// # Safety
-/// All pointers must be valid for the stated shapes and strides with `padded(n)` columns for
-/// `B` and `C`; `c` must not alias `a`, `b`; `isa` must be supported.
+/// The views' rows of `B` and `C` must be valid (readable; for `C` writable) up to `padded(n)`
+/// columns, past the views' own `n`; `c` must not alias `a`, `b` (a view built by a safe
+/// constructor guarantees that); `isa` must be supported.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm<T: Real>(
     isa: Isa,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    c: *mut T,
-    rsc: isize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    mut c: MatMut<'_, T>,
     accumulate: bool,
     alpha: T,
 ) {
+    let mnk = shape(&a, &b, &c);
+    let (rsc, cp) = (c.rs(), c.as_mut_ptr());
     // SAFETY: the caller guarantees `isa` is supported, A, B and C valid for the shapes and
     // strides with `padded(n)` columns of B and C, and C not aliasing A or B (this function's
     // contract); the starting rows are C's own (`Init::rows(c, rsc)`, read before they are
     // overwritten, in the same block). `E` is `T` itself, so the casts keep type and
     // alignment and the `alpha` read is of an initialised `E`.
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init::rows(c.cast_const().cast(), rsc), accumulate,
-            *(&alpha as *const T).cast::<E>())
+        let t = Tile {
+            a: a.as_ptr().cast(),
+            rsa: a.rs(),
+            csa: a.cs(),
+            b: b.as_ptr().cast(),
+            rsb: b.rs(),
+            c: cp.cast(),
+            rsc,
+            init: Init::rows(cp.cast_const().cast(), rsc),
+            accumulate,
+            alpha: *(&alpha as *const T).cast::<E>(),
+        };
+        gemm_d::<E>(isa, mnk, t)
     })
 }
 
 /// [`gemm`] with `accumulate` reading the starting values of `C`'s rows from `ci` (row `i` at
 /// `ci[i·rsi]`, up to `padded(n)` columns; `rsi = 0` starts every row from the same vector)
-/// instead of from `C` itself.
+/// instead of from `C` itself, plus the row `cb` when it is not null.
 ///
 /// # Safety
 /// As [`gemm`]; `ci` valid for reads of the rows it names, and `cb`, when not null, for reads
 /// of `padded(n)` elements.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_from<T: Real>(
     isa: Isa,
-    (m, n, k): (usize, usize, usize),
-    (a, rsa, csa): (*const T, isize, isize),
-    (b, rsb): (*const T, isize),
-    (c, rsc): (*mut T, isize),
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    mut c: MatMut<'_, T>,
     (ci, rsi): (*const T, isize),
     cb: *const T,
 ) {
+    let mnk = shape(&a, &b, &c);
+    let (rsc, cp) = (c.rs(), c.as_mut_ptr());
     // SAFETY: the caller guarantees `gemm`'s contract, that `ci` is readable for the rows it
     // names up to `padded(n)` columns and `cb`, when not null, for `padded(n)` elements (this
     // function's contract); `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
-        gemm_d::<E>(isa, m, n, k, a.cast(), rsa, csa, b.cast(), rsb, c.cast(), rsc, Init { ci: ci.cast(), rsi, cb: cb.cast() },
-            true, E::ONE)
+        let t = Tile {
+            a: a.as_ptr().cast(),
+            rsa: a.rs(),
+            csa: a.cs(),
+            b: b.as_ptr().cast(),
+            rsb: b.rs(),
+            c: cp.cast(),
+            rsc,
+            init: Init { ci: ci.cast(), rsi, cb: cb.cast() },
+            accumulate: true,
+            alpha: E::ONE,
+        };
+        gemm_d::<E>(isa, mnk, t)
     })
 }
 

@@ -4,7 +4,7 @@ use crate::mask::Rules;
 use crate::micro::{padded, scale_rows};
 use crate::{Attention, AttnError, Par};
 use efa_num::simd::{self, Isa};
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use ndarray::{ArrayView2, ArrayView3, ArrayView4, Axis};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -285,6 +285,17 @@ impl<T> Mat<T> {
             ..self
         }
     }
+
+    /// The operand's first `rows × cols` elements as a view (for [`crate::micro::gemm`]).
+    ///
+    /// # Safety
+    /// Those elements (and, for a right operand, its rows up to the padded width) must be
+    /// readable for the view's lifetime.
+    #[inline]
+    pub unsafe fn view<'a>(self, rows: usize, cols: usize) -> MatRef<'a, T> {
+        // SAFETY: the caller guarantees the elements are readable, this function's contract.
+        unsafe { MatRef::from_raw_parts(self.ptr, rows, cols, self.rs, self.cs) }
+    }
 }
 
 /// Rows from `r0` of a view as a left operand of [`crate::micro::gemm`] (read element by
@@ -365,10 +376,11 @@ impl AccRows {
         &mut buf[r * self.w..r * self.w + self.n]
     }
 
-    /// Start of row `r` as a [`crate::micro::gemm`] output (at stride `w`).
+    /// Rows `r .. r + rows`, `cols` columns of each (at stride `w`), as a
+    /// [`crate::micro::gemm`] output.
     #[inline]
-    pub fn at<T>(self, buf: &mut [T], r: usize) -> *mut T {
-        buf[r * self.w..].as_mut_ptr()
+    pub fn rows_mut<T>(self, buf: &mut [T], r: usize, rows: usize, cols: usize) -> MatMut<'_, T> {
+        MatMut::row_major(&mut buf[r * self.w..], rows, cols, self.w)
     }
 
     /// Writes the rows, times `alpha`, into `out` (`rows·n` elements, unpadded).

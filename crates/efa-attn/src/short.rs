@@ -272,9 +272,9 @@ fn group_forward<T: Real>(
             // SAFETY: buffers hold nq·d, c·d, c·dv, nq·c, nq·dv, nq, nq lanes-wide rows; the
             // variant is supported (Problem::new applies or_scalar).
             body::forward_d::<E>(p.isa, x, *(&p.scale as *const T).cast::<E>(),
-                sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),
-                sc.s.as_mut_ptr().cast(), sc.acc.as_mut_ptr().cast(), sc.m.as_mut_ptr().cast(),
-                sc.l.as_mut_ptr().cast())
+                (sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast()),
+                (sc.s.as_mut_ptr().cast(), sc.acc.as_mut_ptr().cast()),
+                (sc.m.as_mut_ptr().cast(), sc.l.as_mut_ptr().cast()))
         });
     }
     // The body left o = acc·(1/l) on every lane; the lanes of rows without a positive sum
@@ -402,7 +402,7 @@ fn group_backward<T: Real>(
                 (sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),
                     sc.dot.as_ptr().cast()),
                 (sc.m.as_ptr().cast(), sc.l.as_ptr().cast(), dead.as_ptr()),
-                sc.s.as_mut_ptr().cast(), sc.ds.as_mut_ptr().cast(),
+                (sc.s.as_mut_ptr().cast(), sc.ds.as_mut_ptr().cast()),
                 [gq.as_mut_ptr().cast(), gk.as_mut_ptr().cast(), gv.as_mut_ptr().cast()])
         });
     }

@@ -30,16 +30,14 @@ fn shape_err(family: &'static str, what: &'static str, expected: usize, got: usi
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Checks the inputs `(y, eta, mask)` and the outputs `(out_nll, out_grad)` of a batch
+/// against its row count (`eta`'s) and its `(obs_dim, eta_dim)`; the error names the family
+/// `name` and the first mismatch.
 fn check_shapes<T: Real>(
     name: &'static str,
-    obs_dim: usize,
-    eta_dim: usize,
-    y: &ArrayView2<T>,
-    eta: &ArrayView2<T>,
-    mask: Option<&[bool]>,
-    out_nll: &[T],
-    out_grad: &ArrayViewMut2<T>,
+    (obs_dim, eta_dim): (usize, usize),
+    (y, eta, mask): (&ArrayView2<T>, &ArrayView2<T>, Option<&[bool]>),
+    (out_nll, out_grad): (&[T], &ArrayViewMut2<T>),
 ) -> Result<(), ExpfamError> {
     let rows = eta.nrows();
     let checks = [
@@ -110,7 +108,8 @@ pub fn nll_batch<T: Real>(
         });
     }
     let (od, ed) = (family.obs_dim(), family.eta_dim());
-    check_shapes(family.name(), od, ed, &y, &eta, mask, out_nll, &out_grad)?;
+    let (inputs, outputs) = ((&y, &eta, mask), (&*out_nll, &out_grad));
+    check_shapes(family.name(), (od, ed), inputs, outputs)?;
     let b = Rows {
         family,
         y,
@@ -262,7 +261,8 @@ pub fn ordinal_nll_batch<T: Real>(
             out_grad_cut.len(),
         ));
     }
-    check_shapes(ordinal::NAME, 1, 1, &y, &eta, mask, out_nll, &out_grad_eta)?;
+    let (inputs, outputs) = ((&y, &eta, mask), (&*out_nll, &out_grad_eta));
+    check_shapes(ordinal::NAME, (1, 1), inputs, outputs)?;
     let partials = chunked(out_nll, out_grad_eta, |start, nll, mut grad| {
         let mut gc = vec![T::ZERO; k - 1];
         for (i, (n, mut g)) in nll.iter_mut().zip(grad.rows_mut()).enumerate() {

@@ -175,17 +175,14 @@ impl<H: Copy> AttentionVars<H> {
 }
 
 impl AttentionVars {
-    /// Attention of projected `q` `[B, Nq, H·K]` over projected `k`, `v` `[B, Nk, H·K]` on the
-    /// fused kernel, then the output projection → `[B, Nq, d]`.
-    #[allow(clippy::too_many_arguments)]
+    /// Attention of projected `q` `[B, Nq, H·K]` over projected `k`, `v` `[B, Nk, H·K]` (given
+    /// as `(q, k, v)`) on the fused kernel, then the output projection → `[B, Nq, d]`.
     pub fn attend<T: Real>(
         &self,
         tape: &mut Tape<T>,
         heads: usize,
         key_dim: usize,
-        q: Var,
-        k: Var,
-        v: Var,
+        (q, k, v): (Var, Var, Var),
         mask: &Mask,
     ) -> Result<Var, NnError> {
         let scale = 1.0 / (key_dim as f64).sqrt();
@@ -196,7 +193,6 @@ impl AttentionVars {
 
     /// Attention of queries projected from `xq` `[B, Nq, d]` over keys and values projected
     /// from `xkv` `[B, Nk, d]` (self-attention when `xq = xkv`).
-    #[allow(clippy::too_many_arguments)]
     pub fn apply<T: Real>(
         &self,
         tape: &mut Tape<T>,
@@ -209,6 +205,6 @@ impl AttentionVars {
         let q = self.q.apply(tape, xq)?;
         let k = self.k.apply(tape, xkv)?;
         let v = self.v.apply(tape, xkv)?;
-        self.attend(tape, heads, key_dim, q, k, v, mask)
+        self.attend(tape, heads, key_dim, (q, k, v), mask)
     }
 }

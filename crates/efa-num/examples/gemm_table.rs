@@ -7,6 +7,7 @@
 use efa_num::ceiling::{fma_peak, Sgemm};
 use efa_num::gemm::{gemm, reference_gemm};
 use efa_num::simd::active;
+use efa_num::{MatMut, MatRef};
 use std::time::Instant;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -70,26 +71,19 @@ fn main() {
         let x: Vec<f32> = (0..rows * di).map(|i| (i % 97) as f32 * 0.01).collect();
         let w: Vec<f32> = (0..di * dout).map(|i| (i % 89) as f32 * 0.01).collect();
         let dy: Vec<f32> = (0..rows * dout).map(|i| (i % 83) as f32 * 0.01).collect();
-        let (ri, ro) = (di as isize, dout as isize);
-        // (name, m, k, n, a, rsa, csa, b, rsb, csb)
-        type Form<'a> = (
-            &'a str,
-            usize,
-            usize,
-            usize,
-            &'a [f32],
-            isize,
-            isize,
-            &'a [f32],
-            isize,
-            isize,
+        let (xv, wv) = (
+            MatRef::row_major(&x, rows, di, di),
+            MatRef::row_major(&w, di, dout, dout),
         );
-        let forms: [Form; 3] = [
-            ("fwd x·W", rows, di, dout, &x, ri, 1, &w, ro, 1),
-            ("dx=dy·Wᵀ", rows, dout, di, &dy, ro, 1, &w, 1, ro),
-            ("dW=xᵀ·dy", di, rows, dout, &x, 1, ri, &dy, ro, 1),
+        let dyv = MatRef::row_major(&dy, rows, dout, dout);
+        // (name, A, B): the transposes read the same storage with swapped strides.
+        let forms = [
+            ("fwd x·W", xv, wv),
+            ("dx=dy·Wᵀ", dyv, wv.t()),
+            ("dW=xᵀ·dy", xv.t(), dyv),
         ];
-        for (name, m, k, n, a, rsa, csa, b, rsb, csb) in forms {
+        for (name, a, b) in forms {
+            let (m, k, n) = (a.rows(), a.cols(), b.cols());
             let mut c = vec![0f32; m * n];
             let flops = 2.0 * (m * k * n) as f64;
             let reps = ((5e7 / flops) as usize).max(1);
@@ -101,25 +95,7 @@ fn main() {
                 };
                 let t = seconds(&mut || {
                     for _ in 0..reps {
-                        // SAFETY: a, b hold the logical m×k, k×n at their strides; c is m×n.
-                        unsafe {
-                            f(
-                                m,
-                                k,
-                                n,
-                                1.0,
-                                a.as_ptr(),
-                                rsa,
-                                csa,
-                                b.as_ptr(),
-                                rsb,
-                                csb,
-                                0.0,
-                                c.as_mut_ptr(),
-                                n as isize,
-                                1,
-                            )
-                        }
+                        f(1.0, a, b, 0.0, MatMut::row_major(&mut c, m, n, n));
                     }
                 });
                 flops * reps as f64 / t / 1e9

@@ -11,6 +11,7 @@
 //!
 //! [`Ceiling::measure`] takes all three at once.
 
+use crate::mat::{MatMut, MatRef};
 use crate::simd::{self, Isa, SimdVec};
 use rayon::prelude::*;
 use std::time::Instant;
@@ -43,25 +44,13 @@ impl Sgemm {
     /// ([`crate::gemm::gemm_par`], the variant of [`simd::active`]).
     pub fn run(&mut self) {
         let n = self.n;
-        // SAFETY: A, B and C are n×n row-major buffers; C is distinct from A and B.
-        unsafe {
-            crate::gemm::gemm_par(
-                n,
-                n,
-                n,
-                1.0,
-                self.a.as_ptr(),
-                n as isize,
-                1,
-                self.b.as_ptr(),
-                n as isize,
-                1,
-                0.0,
-                self.c.as_mut_ptr(),
-                n as isize,
-                1,
-            );
-        }
+        crate::gemm::gemm_par(
+            1.0,
+            MatRef::row_major(&self.a, n, n, n),
+            MatRef::row_major(&self.b, n, n, n),
+            0.0,
+            MatMut::row_major(&mut self.c, n, n, n),
+        );
     }
 
     /// `C = A·B` through `matrixmultiply`, one row block per thread of the current rayon pool.
@@ -77,26 +66,13 @@ impl Sgemm {
             .enumerate()
             .for_each(|(t, cb)| {
                 let m = cb.len() / n;
-                // SAFETY: `a` is n×n and rows `t·rows .. t·rows + m` lie inside it; `b` is
-                // n×n; `cb` is this block's m×n rows of `c`, borrowed uniquely.
-                unsafe {
-                    crate::gemm::reference_gemm(
-                        m,
-                        n,
-                        n,
-                        1.0,
-                        a.as_ptr().add(t * rows * n),
-                        n as isize,
-                        1,
-                        b.as_ptr(),
-                        n as isize,
-                        1,
-                        0.0,
-                        cb.as_mut_ptr(),
-                        n as isize,
-                        1,
-                    );
-                }
+                crate::gemm::reference_gemm(
+                    1.0,
+                    MatRef::row_major(&a[t * rows * n..], m, n, n),
+                    MatRef::row_major(b, n, n, n),
+                    0.0,
+                    MatMut::row_major(cb, m, n, n),
+                );
             });
     }
 }

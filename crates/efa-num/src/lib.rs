@@ -1,6 +1,7 @@
 //! Numerics core of efa: the sealed [`Real`] trait (f32, f64 and the double-double reference
 //! type [`Dd`]), stable scalar functions
-//! ([`scalar`]) and SIMD row kernels with run-time dispatch ([`simd`]).
+//! ([`scalar`]), SIMD row kernels with run-time dispatch ([`simd`]), strided matrix views
+//! ([`MatRef`], [`MatMut`]) and the GEMM that takes them ([`gemm`]).
 //!
 //! The scalar functions never form the unstable textbook expressions: softplus is
 //! `max(x, 0) + log1p(e^{−|x|})`, logsumexp is `m + log1p(Σ_{i≠argmax} e^{xᵢ − m})`,
@@ -25,11 +26,13 @@
 pub mod ceiling;
 pub mod dd;
 pub mod gemm;
+pub mod mat;
 pub mod real;
 pub mod scalar;
 pub mod simd;
 
 pub use dd::Dd;
+pub use mat::{MatMut, MatRef};
 pub use real::Real;
 
 /// The scalar trait, the double-double type and the stable scalar functions in one import:

@@ -3,6 +3,7 @@
 //! Only `f32` (the speed path), `f64` (the audit precision) and [`crate::Dd`] (double-double,
 //! the reference more precise than f64; scalar code paths only) implement [`Real`].
 
+use crate::mat::{MatMut, MatRef};
 use std::fmt::{Debug, Display, LowerExp};
 use std::iter::Sum;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
@@ -135,32 +136,14 @@ pub trait Real:
     /// combined, so values differing in either word differ here).
     fn to_bits_u64(self) -> u64;
 
-    /// General matrix product `C ← α·A·B + β·C` with arbitrary (row, column) strides, in
-    /// elements, through efa's own GEMM ([`crate::gemm::gemm`]: AVX-512, AVX2 or scalar
-    /// microkernels; `matrixmultiply` on other architectures; a plain double-double loop for
-    /// Dd). `A` is m×k at
-    /// `a[i·rsa + p·csa]`, `B` is k×n, `C` is m×n; β = 0 does not read `C`.
+    /// General matrix product `C ← α·A·B + β·C` on strided views (any row and column strides,
+    /// so transposes need no copy), through efa's own GEMM ([`crate::gemm::gemm`]: AVX-512,
+    /// AVX2 or scalar microkernels; `matrixmultiply` on other architectures; a plain
+    /// double-double loop for Dd). `A` is m×k, `B` k×n, `C` m×n; β = 0 does not read `C`.
     ///
-    /// # Safety
-    /// The pointers with their strides must address valid, non-aliasing (for `c`) storage of
-    /// the stated shapes, as for `matrixmultiply::sgemm` / `dgemm`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        beta: Self,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
+    /// # Panics
+    /// If the shapes do not agree.
+    fn gemm(alpha: Self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, beta: Self, c: MatMut<'_, Self>);
 }
 
 macro_rules! impl_real {
@@ -282,24 +265,14 @@ macro_rules! impl_real {
                 self.to_bits() as u64
             }
             #[inline]
-            unsafe fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
+            fn gemm(
                 alpha: Self,
-                a: *const Self,
-                rsa: isize,
-                csa: isize,
-                b: *const Self,
-                rsb: isize,
-                csb: isize,
+                a: MatRef<'_, Self>,
+                b: MatRef<'_, Self>,
                 beta: Self,
-                c: *mut Self,
-                rsc: isize,
-                csc: isize,
+                c: MatMut<'_, Self>,
             ) {
-                // SAFETY: forwarded contract, see the trait method.
-                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+                $gemm(alpha, a, b, beta, c)
             }
         }
     };
@@ -311,6 +284,7 @@ impl_real!(f64, crate::gemm::gemm, libm::lgamma, libm::erf, 8);
 #[cfg(test)]
 mod tests {
     use super::Real;
+    use crate::mat::{MatMut, MatRef};
 
     fn roundtrip<T: Real>() {
         assert_eq!(T::from_f64(1.5).to_f64(), 1.5);
@@ -337,27 +311,13 @@ mod tests {
         let a = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0];
         let b = [7.0f64, 8.0, 9.0, 10.0, 11.0, 12.0];
         let mut c = [0.0f64; 4];
-        // SAFETY: `a` holds the 2×3 A (row stride 3, column stride 1), `b` the 3×2 B (strides
-        // 2, 1) and `c` the 2×2 C (strides 2, 1): every addressed element is in its array, and
-        // `c` is a separate local, so it aliases neither input.
-        unsafe {
-            <f64 as Real>::gemm(
-                2,
-                3,
-                2,
-                1.0,
-                a.as_ptr(),
-                3,
-                1,
-                b.as_ptr(),
-                2,
-                1,
-                0.0,
-                c.as_mut_ptr(),
-                2,
-                1,
-            )
-        };
+        <f64 as Real>::gemm(
+            1.0,
+            MatRef::row_major(&a, 2, 3, 3),
+            MatRef::row_major(&b, 3, 2, 2),
+            0.0,
+            MatMut::row_major(&mut c, 2, 2, 2),
+        );
         assert_eq!(c, [58.0, 64.0, 139.0, 154.0]);
     }
 

@@ -5,7 +5,7 @@
 use super::{Ctx, QSide, Scratch};
 use crate::micro::{ds_row, gemm, padded, probabilities};
 use crate::problem::{AccRows, Mat, Problem};
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 
 /// The query rows of a pair: rows `i0 .. i0 + mq` of head `bh`, their operands `ops`, and
 /// `at`, the scratch row of their `lse`, `D` and `dQ` accumulator (`i0` when the whole head's
@@ -91,16 +91,9 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         unsafe {
             gemm(
                 p.isa,
-                r1 - r0,
-                padded(kr),
-                p.d,
-                a.ptr,
-                a.rs,
-                a.cs,
-                sc.kt.as_ptr(),
-                bkp as isize,
-                sc.s.as_mut_ptr().add(r0 * bkp),
-                bkp as isize,
+                a.view(r1 - r0, p.d),
+                MatRef::row_major(&sc.kt, p.d, padded(kr), bkp),
+                MatMut::row_major(&mut sc.s[r0 * bkp..], r1 - r0, padded(kr), bkp),
                 false,
                 p.scale,
             )
@@ -139,16 +132,9 @@ fn grad_v<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         unsafe {
             gemm(
                 p.isa,
-                jb - ja,
-                acc.w,
-                mq - f,
-                sc.s.as_ptr().add(f * bkp + ja),
-                1,
-                bkp as isize,
-                b_op.ptr,
-                b_op.rs,
-                acc.at(&mut sc.dv, ja),
-                acc.w as isize,
+                MatRef::new(&sc.s[f * bkp + ja..], jb - ja, mq - f, 1, bkp as isize),
+                b_op.view(mq - f, acc.w),
+                acc.rows_mut(&mut sc.dv, ja, jb - ja, acc.w),
                 true,
                 T::ONE,
             );
@@ -173,16 +159,9 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         unsafe {
             gemm(
                 p.isa,
-                r1 - r0,
-                w,
-                p.dv,
-                a.ptr,
-                a.rs,
-                a.cs,
-                sc.vt.as_ptr(),
-                bkp as isize,
-                sc.dp.as_mut_ptr().add(r0 * bkp),
-                bkp as isize,
+                a.view(r1 - r0, p.dv),
+                MatRef::row_major(&sc.vt, p.dv, w, bkp),
+                MatMut::row_major(&mut sc.dp[r0 * bkp..], r1 - r0, w, bkp),
                 false,
                 T::ONE,
             );
@@ -225,16 +204,9 @@ fn grad_q<T: Real>(
     unsafe {
         gemm(
             p.isa,
-            r1 - r0,
-            acc.w,
-            kr,
-            ds.as_ptr().add(r0 * bkp),
-            bkp as isize,
-            1,
-            k.kb.ptr,
-            k.kb.rs,
-            acc.at(dq, q.at + r0),
-            acc.w as isize,
+            MatRef::row_major(&ds[r0 * bkp..], r1 - r0, kr, bkp),
+            k.kb.view(kr, acc.w),
+            acc.rows_mut(dq, q.at + r0, r1 - r0, acc.w),
             true,
             T::ONE,
         );
@@ -256,16 +228,9 @@ fn grad_k<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         unsafe {
             gemm(
                 p.isa,
-                jb - ja,
-                acc.w,
-                mq - f,
-                sc.dp.as_ptr().add(f * bkp + ja),
-                1,
-                bkp as isize,
-                b_op.ptr,
-                b_op.rs,
-                acc.at(&mut sc.dk, ja),
-                acc.w as isize,
+                MatRef::new(&sc.dp[f * bkp + ja..], jb - ja, mq - f, 1, bkp as isize),
+                b_op.view(mq - f, acc.w),
+                acc.rows_mut(&mut sc.dk, ja, jb - ja, acc.w),
                 true,
                 T::ONE,
             );

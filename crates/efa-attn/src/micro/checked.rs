@@ -1,8 +1,10 @@
 //! The micro kernel on slices: every bound checked, then [`gemm`] (or its start-row variant).
+//! Operands come as (slice, layout) pairs: `A` as `(a, (rsa, csa))`, element `(i, p)` at
+//! `a[i·rsa + p·csa]`; `B` as `(b, ldb)` and `C` as `(c, ldc)`, row-major at those strides.
 
 use super::{gemm, gemm_from, padded};
 use efa_num::simd::Isa;
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use std::mem::MaybeUninit;
 
 /// [`gemm`] on slices with every bound checked: `C ← alpha·A·B` (`accumulate = false`) or
@@ -13,17 +15,13 @@ use std::mem::MaybeUninit;
 /// # Panics
 /// If a slice is too short for its shape and strides (an internal invariant of the callers:
 /// the kernels size their buffers from the same shapes).
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn gemm_checked<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    (rsa, csa): (usize, usize),
-    b: &[T],
-    ldb: usize,
-    c: &mut [T],
-    ldc: usize,
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
+    (c, ldc): (&mut [T], usize),
     accumulate: bool,
     alpha: T,
 ) {
@@ -34,11 +32,8 @@ pub fn gemm_checked<T: Real>(
             isa,
             mnk,
             a,
-            (rsa, csa),
             b,
-            ldb,
-            (c.as_mut_ptr(), c_len),
-            ldc,
+            (c.as_mut_ptr(), c_len, ldc),
             accumulate,
             alpha,
         )
@@ -52,17 +47,13 @@ pub fn gemm_checked<T: Real>(
 ///
 /// # Panics
 /// As [`gemm_checked`].
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn gemm_checked_into<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    strides_a: (usize, usize),
-    b: &[T],
-    ldb: usize,
-    c: &mut [MaybeUninit<T>],
-    ldc: usize,
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
+    (c, ldc): (&mut [MaybeUninit<T>], usize),
     alpha: T,
 ) {
     let c_len = c.len();
@@ -72,11 +63,8 @@ pub fn gemm_checked_into<T: Real>(
             isa,
             mnk,
             a,
-            strides_a,
             b,
-            ldb,
-            (c.as_mut_ptr().cast::<T>(), c_len),
-            ldc,
+            (c.as_mut_ptr().cast::<T>(), c_len, ldc),
             false,
             alpha,
         )
@@ -92,18 +80,14 @@ pub fn gemm_checked_into<T: Real>(
 ///
 /// # Panics
 /// As [`gemm_checked`], or if `bias` is shorter than `padded(n)`.
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn gemm_checked_bias_into<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    strides_a: (usize, usize),
-    b: &[T],
-    ldb: usize,
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
     bias: &[T],
-    c: &mut [MaybeUninit<T>],
-    ldc: usize,
+    (c, ldc): (&mut [MaybeUninit<T>], usize),
 ) {
     let c_len = c.len();
     // SAFETY: C is uniquely borrowed and only written (its starting values come from `bias`),
@@ -112,35 +96,30 @@ pub fn gemm_checked_bias_into<T: Real>(
         gemm_started(
             isa,
             mnk,
-            (a, strides_a),
-            (b, ldb),
+            a,
+            b,
             ((bias, 0), None),
-            (c.as_mut_ptr().cast::<T>(), c_len),
-            ldc,
+            (c.as_mut_ptr().cast::<T>(), c_len, ldc),
         )
     }
 }
 
 /// `C ← (S + bias) + A·B` row by row: each row of `C` starts from the same row of `S` (rows at
-/// `s[i·lds]`) plus `bias`, then adds the products: the same bits as writing `S + bias` into
-/// `C` and accumulating with [`gemm_checked`], without that pass. `S` rows and `bias` are read
-/// up to `padded(n)` columns (so `lds ≥ padded(n)`); `C` as [`gemm_checked`].
+/// `s[i·lds]`, `start = (s, lds)`) plus `bias`, then adds the products: the same bits as
+/// writing `S + bias` into `C` and accumulating with [`gemm_checked`], without that pass. `S`
+/// rows and `bias` are read up to `padded(n)` columns (so `lds ≥ padded(n)`); `C` as
+/// [`gemm_checked`].
 ///
 /// # Panics
 /// As [`gemm_checked`], or if `S` or `bias` is too short.
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn gemm_checked_from<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    strides_a: (usize, usize),
-    b: &[T],
-    ldb: usize,
-    start: (&[T], usize),
-    bias: &[T],
-    c: &mut [T],
-    ldc: usize,
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
+    (start, bias): ((&[T], usize), &[T]),
+    (c, ldc): (&mut [T], usize),
 ) {
     let c_len = c.len();
     // SAFETY: C is a unique borrow (it cannot alias the shared operands).
@@ -148,13 +127,26 @@ pub fn gemm_checked_from<T: Real>(
         gemm_started(
             isa,
             mnk,
-            (a, strides_a),
-            (b, ldb),
+            a,
+            b,
             (start, Some(bias)),
-            (c.as_mut_ptr(), c_len),
-            ldc,
+            (c.as_mut_ptr(), c_len, ldc),
         )
     }
+}
+
+/// The checked views of `A` and `B` (after [`check_bounds`]).
+#[inline]
+#[track_caller]
+fn views<'a, T>(
+    (m, n, k): (usize, usize, usize),
+    (a, (rsa, csa)): (&'a [T], (usize, usize)),
+    (b, ldb): (&'a [T], usize),
+) -> (MatRef<'a, T>, MatRef<'a, T>) {
+    (
+        MatRef::new(a, m, k, rsa as isize, csa as isize),
+        MatRef::row_major(b, k, n, ldb),
+    )
 }
 
 /// The checks and the kernel call of [`gemm_checked_bias_into`] and [`gemm_checked_from`]:
@@ -167,11 +159,10 @@ pub fn gemm_checked_from<T: Real>(
 unsafe fn gemm_started<T: Real>(
     isa: Isa,
     (m, n, k): (usize, usize, usize),
-    (a, (rsa, csa)): (&[T], (usize, usize)),
-    (b, ldb): (&[T], usize),
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
     ((start, lds), bias): ((&[T], usize), Option<&[T]>),
-    (c, c_len): (*mut T, usize),
-    ldc: usize,
+    (c, c_len, ldc): (*mut T, usize, usize),
 ) {
     if m == 0 || n == 0 {
         return;
@@ -182,7 +173,8 @@ unsafe fn gemm_started<T: Real>(
         (lds == 0 || lds >= np) && (m - 1) * lds + np <= start.len(),
         "gemm: start bounds"
     );
-    check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c_len, ldc);
+    check_bounds((m, n, k), a, b, (c_len, ldc));
+    let (a, b) = views((m, n, k), a, b);
     // A variant the CPU lacks runs as the scalar path (the public safe callers pass any `isa`).
     let isa = isa.or_scalar();
     // SAFETY: the checks keep every element read (A, B, the start rows, the bias) or written
@@ -191,63 +183,56 @@ unsafe fn gemm_started<T: Real>(
     unsafe {
         gemm_from(
             isa,
-            (m, n, k),
-            (a.as_ptr(), rsa as isize, csa as isize),
-            (b.as_ptr(), ldb as isize),
-            (c, ldc as isize),
+            a,
+            b,
+            MatMut::from_raw_parts(c, m, n, ldc as isize, 1),
             (start.as_ptr(), lds as isize),
             bias.map_or(std::ptr::null(), |b| b.as_ptr()),
         );
     }
 }
 
-/// The bounds of [`gemm_checked`]'s operands.
+/// The bounds of [`gemm_checked`]'s operands (`C` given by its length and row stride).
 #[track_caller]
-fn check_bounds(
+fn check_bounds<T>(
     (m, n, k): (usize, usize, usize),
-    a_len: usize,
-    (rsa, csa): (usize, usize),
-    b_len: usize,
-    ldb: usize,
-    c_len: usize,
-    ldc: usize,
+    (a, (rsa, csa)): (&[T], (usize, usize)),
+    (b, ldb): (&[T], usize),
+    (c_len, ldc): (usize, usize),
 ) {
     let np = padded(n);
     assert!(
-        k == 0 || (m - 1) * rsa + (k - 1) * csa < a_len,
+        k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(),
         "gemm: A bounds"
     );
     assert!(
-        k == 0 || ((k - 1) * ldb + np <= b_len && ldb >= np),
+        k == 0 || ((k - 1) * ldb + np <= b.len() && ldb >= np),
         "gemm: B bounds"
     );
     assert!((m - 1) * ldc + np <= c_len && ldc >= np, "gemm: C bounds");
 }
 
-/// The bounds checks of [`gemm_checked`] and the kernel call, on `C` given as a pointer and
-/// length.
+/// The bounds checks of [`gemm_checked`] and the kernel call, on `C` given as a pointer,
+/// length and row stride.
 ///
 /// # Safety
 /// `c` points to `c.1` elements that are uniquely borrowed (aliasing neither `a` nor `b`);
 /// with `accumulate` they must be initialised.
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 unsafe fn gemm_bounded<T: Real>(
     isa: Isa,
     (m, n, k): (usize, usize, usize),
-    a: &[T],
-    (rsa, csa): (usize, usize),
-    b: &[T],
-    ldb: usize,
-    (c, c_len): (*mut T, usize),
-    ldc: usize,
+    a: (&[T], (usize, usize)),
+    b: (&[T], usize),
+    (c, c_len, ldc): (*mut T, usize, usize),
     accumulate: bool,
     alpha: T,
 ) {
     if m == 0 || n == 0 {
         return;
     }
-    check_bounds((m, n, k), a.len(), (rsa, csa), b.len(), ldb, c_len, ldc);
+    check_bounds((m, n, k), a, b, (c_len, ldc));
+    let (a, b) = views((m, n, k), a, b);
     // A variant the CPU lacks runs as the scalar path (the public safe callers pass any `isa`).
     let isa = isa.or_scalar();
     // SAFETY: the checks keep every element the kernel reads (A through its strides, B rows
@@ -257,16 +242,9 @@ unsafe fn gemm_bounded<T: Real>(
     unsafe {
         gemm(
             isa,
-            m,
-            n,
-            k,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            ldb as isize,
-            c,
-            ldc as isize,
+            a,
+            b,
+            MatMut::from_raw_parts(c, m, n, ldc as isize, 1),
             accumulate,
             alpha,
         );

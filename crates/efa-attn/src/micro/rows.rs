@@ -68,12 +68,9 @@ pub fn scale_rows<T: Real>(
 
 #[inline(always)]
 unsafe fn dot_rows_body<V: SimdVec>(
-    rows: usize,
-    n: usize,
-    a: *const V::Elem,
-    rsa: isize,
-    b: *const V::Elem,
-    rsb: isize,
+    (rows, n): (usize, usize),
+    (a, rsa): (*const V::Elem, isize),
+    (b, rsb): (*const V::Elem, isize),
     out: *mut V::Elem,
 ) {
     // SAFETY: the dispatcher's caller (`dot_rows`) guarantees `V`'s instruction set, that row
@@ -87,7 +84,8 @@ unsafe fn dot_rows_body<V: SimdVec>(
         }
     }
 }
-simd_variants!(dot_rows_body, dot_rows_d, (rows: usize, n: usize, a: *const E, rsa: isize, b: *const E, rsb: isize, out: *mut E) -> ());
+simd_variants!(dot_rows_body, dot_rows_d, (shape: (usize, usize), a: (*const E, isize),
+    b: (*const E, isize), out: *mut E) -> ());
 
 /// `out[r] = Σ_c a[r·rsa + c]·b[r·rsb + c]` for `r < out.len()`, `c < n` (rows of `n`
 /// contiguous elements), bit for bit what `efa_num::simd::dot_with(isa, ·, ·)` gives on each
@@ -99,17 +97,15 @@ simd_variants!(dot_rows_body, dot_rows_d, (rows: usize, n: usize, a: *const E, r
 pub unsafe fn dot_rows<T: Real>(
     isa: Isa,
     n: usize,
-    a: *const T,
-    rsa: isize,
-    b: *const T,
-    rsb: isize,
+    (a, rsa): (*const T, isize),
+    (b, rsb): (*const T, isize),
     out: &mut [T],
 ) {
     // SAFETY: the caller guarantees `isa` is supported and the rows of `a`, `b` for every
     // `r < out.len()` (this function's contract); `out` is a slice of `out.len()` elements;
     // `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
-        dot_rows_d::<E>(isa, out.len(), n, a.cast(), rsa, b.cast(), rsb, out.as_mut_ptr().cast())
+        dot_rows_d::<E>(isa, (out.len(), n), (a.cast(), rsa), (b.cast(), rsb), out.as_mut_ptr().cast())
     })
 }
 
@@ -142,10 +138,8 @@ mod tests {
                     dot_rows(
                         isa,
                         n,
-                        a.as_ptr(),
-                        rsa as isize,
-                        b.as_ptr(),
-                        rsb as isize,
+                        (a.as_ptr(), rsa as isize),
+                        (b.as_ptr(), rsb as isize),
                         &mut out,
                     )
                 };

@@ -178,23 +178,39 @@ unsafe fn fill<V: SimdVec>(row: *mut V::Elem, from: usize, w: usize, x: V::Elem)
     }
 }
 
-/// The online-softmax update of one column block `[cb, cb + X::LANES)` (see
-/// [`online_softmax_t`]).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn online_t_block<X: SimdVec>(
-    cb: usize,
+/// The buffers of [`online_softmax_t`] for its bodies: the score tile `st` (`rows` keys ×
+/// `mqp`), its `mq` query columns' counts `cnt`, the statistics `m`, `l`, the transposed
+/// accumulator `acct` (`dv` rows × `mqp`) and `alpha_out` (null when not wanted).
+#[derive(Clone, Copy)]
+struct OnlineT<E> {
     rows: usize,
     cnt: *const usize,
     mq: usize,
-    st: *mut X::Elem,
+    st: *mut E,
     mqp: usize,
-    m: *mut X::Elem,
-    l: *mut X::Elem,
-    acct: *mut X::Elem,
+    m: *mut E,
+    l: *mut E,
+    acct: *mut E,
     dv: usize,
-    alpha_out: *mut X::Elem,
-) {
+    alpha_out: *mut E,
+}
+
+/// The online-softmax update of one column block `[cb, cb + X::LANES)` (see
+/// [`online_softmax_t`]).
+#[inline(always)]
+unsafe fn online_t_block<X: SimdVec>(cb: usize, t: OnlineT<X::Elem>) {
+    let OnlineT {
+        rows,
+        cnt,
+        mq,
+        st,
+        mqp,
+        m,
+        l,
+        acct,
+        dv,
+        alpha_out,
+    } = t;
     // SAFETY: the caller (`online_t_body`) runs this with `X`'s instruction set enabled, for a
     // block start `cb < mq` that is a multiple of `lanes`, with `mq = cnt.len() ≤ mqp` and
     // `mqp` a multiple of PAD, which `lanes` divides: the block's columns `cb .. cb + lanes`
@@ -248,19 +264,7 @@ unsafe fn online_t_block<X: SimdVec>(
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
-    rows: usize,
-    cnt: *const usize,
-    mq: usize,
-    st: *mut V::Elem,
-    mqp: usize,
-    m: *mut V::Elem,
-    l: *mut V::Elem,
-    acct: *mut V::Elem,
-    dv: usize,
-    alpha_out: *mut V::Elem,
-) {
+unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(t: OnlineT<V::Elem>) {
     // SAFETY: the dispatcher's caller (`online_softmax_t`) guarantees the instruction sets of
     // `V` and `H` and its buffer sizes. Blocks start at `cb < mq`; `cb` is a multiple of `w`
     // (hence of `H::LANES`, which divides it) because only the last block may be a narrower
@@ -270,19 +274,18 @@ unsafe fn online_t_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
         // covers it. Columns past it are left as they are.
         let w = V::LANES;
         let mut cb = 0;
-        while cb < mq {
-            if H::LANES < w && mq - cb <= H::LANES {
-                online_t_block::<H>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+        while cb < t.mq {
+            if H::LANES < w && t.mq - cb <= H::LANES {
+                online_t_block::<H>(cb, t);
                 cb += H::LANES;
             } else {
-                online_t_block::<V>(cb, rows, cnt, mq, st, mqp, m, l, acct, dv, alpha_out);
+                online_t_block::<V>(cb, t);
                 cb += w;
             }
         }
     }
 }
-efa_num::simd_tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *const usize, mq: usize, st: *mut E, mqp: usize, m: *mut E, l: *mut E,
-    acct: *mut E, dv: usize, alpha_out: *mut E) -> ());
+efa_num::simd_tail_variants!(online_t_body, online_t_dd, (t: OnlineT<E>) -> ());
 
 /// Forward online-softmax update on a transposed score tile `st` (`rows` keys × `mqp` queries,
 /// `mqp` a multiple of [`PAD`]; masked entries already −∞; query column `r < cnt.len()` sees at
@@ -297,17 +300,12 @@ efa_num::simd_tail_variants!(online_t_body, online_t_dd, (rows: usize, cnt: *con
 /// # Safety
 /// `st` holds `rows·mqp`, `m`, `l` (and `alpha`) hold `mqp`, `acct` holds `dv·mqp` elements,
 /// `cnt.len() ≤ mqp`, `mqp` is a multiple of [`PAD`]; `isa` supported.
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn online_softmax_t<T: Real>(
     isa: Isa,
-    rows: usize,
     cnt: &[usize],
-    st: &mut [T],
-    mqp: usize,
-    m: &mut [T],
-    l: &mut [T],
-    acct: &mut [T],
-    dv: usize,
+    (st, rows, mqp): (&mut [T], usize, usize),
+    (m, l): (&mut [T], &mut [T]),
+    (acct, dv): (&mut [T], usize),
     alpha: Option<&mut [T]>,
 ) {
     debug_assert!(
@@ -320,8 +318,19 @@ pub unsafe fn online_softmax_t<T: Real>(
     // and `mqp` a multiple of PAD (this function's contract); the slices are distinct borrows,
     // and `E` is `T` itself, so the casts keep type and alignment.
     simd_by_kind!(T, E => unsafe {
-        online_t_dd::<E>(isa, rows, cnt.as_ptr(), cnt.len(), st.as_mut_ptr().cast(), mqp, m.as_mut_ptr().cast(),
-            l.as_mut_ptr().cast(), acct.as_mut_ptr().cast(), dv, alpha.cast())
+        let t = OnlineT {
+            rows,
+            cnt: cnt.as_ptr(),
+            mq: cnt.len(),
+            st: st.as_mut_ptr().cast(),
+            mqp,
+            m: m.as_mut_ptr().cast(),
+            l: l.as_mut_ptr().cast(),
+            acct: acct.as_mut_ptr().cast(),
+            dv,
+            alpha_out: alpha.cast(),
+        };
+        online_t_dd::<E>(isa, t)
     })
 }
 

@@ -87,15 +87,11 @@ fn softmax_rows_checks_the_slice() {
 
 /// `C (+)= alpha·A·B` by definition: each element one fused multiply-add chain over `p` in
 /// index order, from 0 (or from `C` when accumulating), then scaled when not accumulating.
-#[allow(clippy::too_many_arguments)]
 fn gemm_reference<T: Real>(
     (m, n, k): (usize, usize, usize),
-    a: &[T],
-    (rsa, csa): (usize, usize),
-    b: &[T],
-    ldb: usize,
-    c: &mut [T],
-    ldc: usize,
+    (a, (rsa, csa)): (&[T], (usize, usize)),
+    (b, ldb): (&[T], usize),
+    (c, ldc): (&mut [T], usize),
     accumulate: bool,
     alpha: T,
 ) {
@@ -149,12 +145,9 @@ fn gemm_matches<T: Real>() {
                     let mut want = c0.clone();
                     gemm_reference(
                         (m, n, k),
-                        &a,
-                        (rsa, csa),
-                        &b,
-                        ldb,
-                        &mut want,
-                        np,
+                        (&a, (rsa, csa)),
+                        (&b, ldb),
+                        (&mut want, np),
                         accumulate,
                         alpha,
                     );
@@ -162,12 +155,9 @@ fn gemm_matches<T: Real>() {
                     super::gemm_checked(
                         isa,
                         (m, n, k),
-                        &a,
-                        (rsa, csa),
-                        &b,
-                        ldb,
-                        &mut got,
-                        np,
+                        (&a, (rsa, csa)),
+                        (&b, ldb),
+                        (&mut got, np),
                         accumulate,
                         alpha,
                     );
@@ -227,12 +217,9 @@ fn gemm_from_matches<T: Real>() {
             }
             gemm_reference(
                 (m, n, k),
-                &a,
-                (rsa, csa),
-                &b,
-                ldb,
-                &mut want,
-                np,
+                (&a, (rsa, csa)),
+                (&b, ldb),
+                (&mut want, np),
                 true,
                 T::ONE,
             );
@@ -240,14 +227,10 @@ fn gemm_from_matches<T: Real>() {
             super::gemm_checked_from(
                 isa,
                 (m, n, k),
-                &a,
-                (rsa, csa),
-                &b,
-                ldb,
-                (&start, lds),
-                &bias,
-                &mut got,
-                np,
+                (&a, (rsa, csa)),
+                (&b, ldb),
+                ((&start, lds), &bias),
+                (&mut got, np),
             );
             for i in 0..m {
                 let (g, w) = (&got[i * np..i * np + n], &want[i * np..i * np + n]);
@@ -260,12 +243,9 @@ fn gemm_from_matches<T: Real>() {
             }
             gemm_reference(
                 (m, n, k),
-                &a,
-                (rsa, csa),
-                &b,
-                ldb,
-                &mut want,
-                np,
+                (&a, (rsa, csa)),
+                (&b, ldb),
+                (&mut want, np),
                 true,
                 T::ONE,
             );
@@ -273,13 +253,10 @@ fn gemm_from_matches<T: Real>() {
             super::gemm_checked_bias_into(
                 isa,
                 (m, n, k),
-                &a,
-                (rsa, csa),
-                &b,
-                ldb,
+                (&a, (rsa, csa)),
+                (&b, ldb),
                 &bias,
-                &mut got,
-                np,
+                (&mut got, np),
             );
             for i in 0..m {
                 // SAFETY: the product wrote columns [0, n) of every row.

@@ -63,6 +63,22 @@ impl<T> Op<T> {
     }
 }
 
+/// One product `out = x·y` on the lanes at offset `u` (the bodies below take its rows and
+/// column blocks).
+#[derive(Clone, Copy)]
+struct Prod<T> {
+    x: Op<T>,
+    y: Op<T>,
+    out: Op<T>,
+    u: usize,
+}
+
+/// The product of `x` and `y` into `out` on the lanes at offset `u`.
+#[inline(always)]
+fn prod<T>(x: Op<T>, y: Op<T>, out: Op<T>, u: usize) -> Prod<T> {
+    Prod { x, y, out, u }
+}
+
 /// Whether `V` is a 64-byte vector (AVX-512: 32 registers, room for 4×4 accumulator blocks).
 #[inline(always)]
 fn wide<V: SimdVec>() -> bool {
@@ -76,17 +92,12 @@ fn wide<V: SimdVec>() -> bool {
 /// chains); the ends only some rows have run row by row, before and after it, so every chain
 /// still goes through its `k` in increasing order.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
-    lo: [usize; R],
-    hi: [usize; R],
-    a0: usize,
-    b0: usize,
-    x: Op<V::Elem>,
-    y: Op<V::Elem>,
-    out: Op<V::Elem>,
-    u: usize,
+    (lo, hi): ([usize; R], [usize; R]),
+    (a0, b0): (usize, usize),
+    pr: Prod<V::Elem>,
 ) {
+    let Prod { x, y, out, u } = pr;
     // SAFETY: the caller (`row_block`) runs this with `V`'s instruction set enabled, on rows
     // `a0 .. a0 + R` of `x` and `out` and columns `b0 .. b0 + N` of `y` and `out` inside their
     // matrices, and with `[lo[r], hi[r])` inside row `a0 + r`'s `k` range of `x` and `y`;
@@ -131,15 +142,11 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
 /// Rows `a0 .. a0 + R` of a product (chains as in [`chain_block`], `k ∈ kr(a)`), output
 /// columns `0..nb`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn row_block<V: SimdVec, const R: usize>(
     a0: usize,
     nb: usize,
     kr: impl Fn(usize) -> (usize, usize),
-    x: Op<V::Elem>,
-    y: Op<V::Elem>,
-    out: Op<V::Elem>,
-    u: usize,
+    pr: Prod<V::Elem>,
 ) {
     // SAFETY: the caller (`rows`) guarantees `V`'s instruction set, rows `a0 .. a0 + R` inside
     // the matrices and `kr(a)`, columns `0..nb` valid for them; the column blocks below stay
@@ -150,20 +157,20 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
         let mut b = 0;
         if R == 1 {
             while b + 8 <= nb {
-                chain_block::<V, R, 8>(lo, hi, a0, b, x, y, out, u);
+                chain_block::<V, R, 8>((lo, hi), (a0, b), pr);
                 b += 8;
             }
         }
         while b + 4 <= nb {
-            chain_block::<V, R, 4>(lo, hi, a0, b, x, y, out, u);
+            chain_block::<V, R, 4>((lo, hi), (a0, b), pr);
             b += 4;
         }
         if b + 2 <= nb {
-            chain_block::<V, R, 2>(lo, hi, a0, b, x, y, out, u);
+            chain_block::<V, R, 2>((lo, hi), (a0, b), pr);
             b += 2;
         }
         if b < nb {
-            chain_block::<V, R, 1>(lo, hi, a0, b, x, y, out, u);
+            chain_block::<V, R, 1>((lo, hi), (a0, b), pr);
         }
     }
 }
@@ -171,16 +178,11 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
 /// Rows `a0 .. a0 + rows` (`rows ≤ 4`) of a product: blocks of four rows on 64-byte vectors,
 /// of two on narrower ones (fewer registers), single rows for the rest.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn rows<V: SimdVec>(
-    a0: usize,
-    rows: usize,
+    (a0, rows): (usize, usize),
     nb: usize,
     kr: impl Fn(usize) -> (usize, usize) + Copy,
-    x: Op<V::Elem>,
-    y: Op<V::Elem>,
-    out: Op<V::Elem>,
-    u: usize,
+    pr: Prod<V::Elem>,
 ) {
     // SAFETY: the caller guarantees `V`'s instruction set and that rows `a0 .. a0 + rows`, their
     // `k` ranges `kr(a)` and columns `0..nb` are inside `x`, `y` and `out`; each `row_block`
@@ -189,15 +191,15 @@ unsafe fn rows<V: SimdVec>(
         let mut a = a0;
         let end = a0 + rows;
         if wide::<V>() && a + 4 <= end {
-            row_block::<V, 4>(a, nb, kr, x, y, out, u);
+            row_block::<V, 4>(a, nb, kr, pr);
             a += 4;
         }
         while a + 2 <= end {
-            row_block::<V, 2>(a, nb, kr, x, y, out, u);
+            row_block::<V, 2>(a, nb, kr, pr);
             a += 2;
         }
         if a < end {
-            row_block::<V, 1>(a, nb, kr, x, y, out, u);
+            row_block::<V, 1>(a, nb, kr, pr);
         }
     }
 }
@@ -209,15 +211,11 @@ const ROWS: usize = 4;
 /// [`chain_block`]; a block of rows computes the columns of its last row, `nb` nondecreasing),
 /// on the lanes at offset `u`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn product<V: SimdVec>(
     na: usize,
     nb: impl Fn(usize) -> usize,
     kr: impl Fn(usize) -> (usize, usize) + Copy,
-    x: Op<V::Elem>,
-    y: Op<V::Elem>,
-    out: Op<V::Elem>,
-    u: usize,
+    pr: Prod<V::Elem>,
 ) {
     // SAFETY: the caller guarantees `V`'s instruction set and that rows `a < na`, their `k`
     // ranges `kr(a)` and columns `b < nb(a)` are inside `x`, `y` and `out`; each block takes
@@ -226,7 +224,7 @@ unsafe fn product<V: SimdVec>(
     unsafe {
         for a0 in (0..na).step_by(ROWS) {
             let n = ROWS.min(na - a0);
-            rows::<V>(a0, n, nb(a0 + n - 1), kr, x, y, out, u);
+            rows::<V>((a0, n), nb(a0 + n - 1), kr, pr);
         }
     }
 }
@@ -235,7 +233,6 @@ unsafe fn product<V: SimdVec>(
 /// keys): the tile kernel's chains over the head width. The callers apply the scale when it
 /// is not 1, as the tile kernel does, on their first pass over each row.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn scores<V: SimdVec>(
     x: Dims,
     i0: usize,
@@ -253,7 +250,7 @@ unsafe fn scores<V: SimdVec>(
         let q = op(qt, x.d, 1);
         let k = op(kt, 1, x.d);
         let so = op(s.cast_const(), x.c, 1);
-        rows::<V>(i0, n, x.cnt(i0 + n - 1), |_| (0, x.d), q, k, so, u);
+        rows::<V>((i0, n), x.cnt(i0 + n - 1), |_| (0, x.d), prod(q, k, so, u));
     }
 }
 
@@ -275,17 +272,12 @@ unsafe fn scaled<V: SimdVec>(v: V, scale: V, one: bool) -> V {
 /// output `P·V` and `acc` = that times `1/l`; `m` and `l` get the running max and sum per
 /// row. The caller forms `lse` and fixes the rows whose sum is not positive.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn forward_body<V: SimdVec>(
     x: Dims,
     scale: V::Elem,
-    qt: *const V::Elem,
-    kt: *const V::Elem,
-    vt: *const V::Elem,
-    s: *mut V::Elem,
-    acc: *mut V::Elem,
-    m: *mut V::Elem,
-    l: *mut V::Elem,
+    (qt, kt, vt): (*const V::Elem, *const V::Elem, *const V::Elem),
+    (s, acc): (*mut V::Elem, *mut V::Elem),
+    (m, l): (*mut V::Elem, *mut V::Elem),
 ) {
     // SAFETY: the dispatcher's caller (`group_forward`) guarantees `V`'s instruction set and
     // the scratch of `Scratch::new`: `qt` `nq × d`, `kt` `c × d`, `vt` `c × dv`, `s` at least
@@ -327,7 +319,7 @@ unsafe fn forward_body<V: SimdVec>(
                 let p = op(s.cast_const(), x.c, 1);
                 let v = op(vt, x.dv, 1);
                 let o = op(acc.cast_const(), x.dv, 1);
-                rows::<V>(i0, n, x.dv, |i| (0, x.cnt(i)), p, v, o, u);
+                rows::<V>((i0, n), x.dv, |i| (0, x.cnt(i)), prod(p, v, o, u));
                 // o = acc·(1/l) on every lane (the caller replaces the lanes whose sum is not
                 // positive).
                 for i in i0..i0 + n {
@@ -341,8 +333,8 @@ unsafe fn forward_body<V: SimdVec>(
         }
     }
 }
-simd_variants!(pub(super) forward_body, forward_d, (x: Dims, scale: E, qt: *const E, kt: *const E,
-    vt: *const E, s: *mut E, acc: *mut E, m: *mut E, l: *mut E) -> ());
+simd_variants!(pub(super) forward_body, forward_d, (x: Dims, scale: E,
+    ins: (*const E, *const E, *const E), out: (*mut E, *mut E), stats: (*mut E, *mut E)) -> ());
 
 /// The backward of one group, a block of query rows at a time: `P = exp(s − lse)` (rows whose
 /// `lse` is −∞ in some lane, flagged in `dead`, get `P = 0` in those lanes, as the tile kernel's
@@ -350,7 +342,6 @@ simd_variants!(pub(super) forward_body, forward_d, (x: Dims, scale: E, qt: *cons
 /// keys); then `dV = Pᵀ·dO` and `dK = dSᵀ·Q` (chains over the query rows that see the key, in
 /// order); each product from zero. The caller applies the scale to `dQ` and `dK`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn backward_body<V: SimdVec>(
     x: Dims,
     scale: V::Elem,
@@ -361,8 +352,7 @@ unsafe fn backward_body<V: SimdVec>(
         *const V::Elem,
     ),
     (lse, dd, dead): (*const V::Elem, *const V::Elem, *const bool),
-    p: *mut V::Elem,
-    ds: *mut V::Elem,
+    (p, ds): (*mut V::Elem, *mut V::Elem),
     g: [*mut V::Elem; 3],
 ) {
     // SAFETY: the dispatcher's caller (`group_backward`) guarantees `V`'s instruction set and
@@ -405,7 +395,12 @@ unsafe fn backward_body<V: SimdVec>(
                         }
                     }
                 }
-                rows::<V>(i0, n, x.cnt(i0 + n - 1), |_| (0, dv), dor, vcol, dso, u);
+                rows::<V>(
+                    (i0, n),
+                    x.cnt(i0 + n - 1),
+                    |_| (0, dv),
+                    prod(dor, vcol, dso, u),
+                );
                 for i in i0..i0 + n {
                     let vd = V::load(dd.add(i * GROUP + u));
                     for j in 0..x.cnt(i) {
@@ -414,19 +409,19 @@ unsafe fn backward_body<V: SimdVec>(
                         pv.mul(V::load(o).sub(vd)).store(o);
                     }
                 }
-                rows::<V>(i0, n, d, |i| (0, x.cnt(i)), dso, krow, dqo, u);
+                rows::<V>((i0, n), d, |i| (0, x.cnt(i)), prod(dso, krow, dqo, u));
             }
             let seen = |j| (x.first(j), nq);
             let pt = op(p.cast_const(), 1, c);
             let out = op(dvv.cast_const(), dv, 1);
-            product::<V>(c, |_| dv, seen, pt, dor, out, u);
+            product::<V>(c, |_| dv, seen, prod(pt, dor, out, u));
             let dst = op(ds.cast_const(), 1, c);
             let qrow = op(qt, d, 1);
             let out = op(dk.cast_const(), d, 1);
-            product::<V>(c, |_| d, seen, dst, qrow, out, u);
+            product::<V>(c, |_| d, seen, prod(dst, qrow, out, u));
         }
     }
 }
 simd_variants!(pub(super) backward_body, backward_d, (x: Dims, scale: E,
     ins: (*const E, *const E, *const E, *const E), rows: (*const E, *const E, *const bool),
-    p: *mut E, ds: *mut E, g: [*mut E; 3]) -> ());
+    work: (*mut E, *mut E), g: [*mut E; 3]) -> ());

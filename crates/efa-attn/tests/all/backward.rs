@@ -10,18 +10,9 @@ use efa_num::Real;
 use ndarray::ArrayView4;
 use ndarray::{Array3, Array4, ArrayD, Ix4};
 
-#[allow(clippy::too_many_arguments)]
-fn check_case<T: Real>(
-    b: usize,
-    h: usize,
-    nq: usize,
-    nk: usize,
-    d: usize,
-    dv: usize,
-    isa: Isa,
-    with_dlse: bool,
-    seed: u64,
-) {
+/// `[b, h, nq, nk, d, dv]`: batches, heads, queries, keys, and the head widths of the queries
+/// and keys and of the values.
+fn check_case<T: Real>([b, h, nq, nk, d, dv]: [usize; 6], isa: Isa, with_dlse: bool, seed: u64) {
     let q = rand4::<T>([b, h, nq, d], 1.0, seed);
     let k = rand4::<T>([b, h, nk, d], 1.0, seed + 1);
     let v = rand4::<T>([b, h, nk, dv], 1.0, seed + 2);
@@ -73,23 +64,13 @@ fn two_pass_grid_matches_naive() {
     .enumerate()
     {
         check_case::<f64>(
-            2,
-            1,
-            nq,
-            nk,
-            d,
-            d,
+            [2, 1, nq, nk, d, d],
             efa_num::simd::active(),
             n % 2 == 0,
             10 * n as u64,
         );
         check_case::<f32>(
-            1,
-            2,
-            nq,
-            nk,
-            d,
-            d.max(2) - 1,
+            [1, 2, nq, nk, d, d.max(2) - 1],
             efa_num::simd::active(),
             n % 2 == 1,
             10 * n as u64 + 7,
@@ -114,23 +95,13 @@ fn fused_grid_matches_naive() {
     .enumerate()
     {
         check_case::<f64>(
-            2,
-            4,
-            nq,
-            nk,
-            d,
-            d,
+            [2, 4, nq, nk, d, d],
             efa_num::simd::active(),
             n % 2 == 0,
             100 + 10 * n as u64,
         );
         check_case::<f32>(
-            4,
-            2,
-            nq,
-            nk,
-            d,
-            d,
+            [4, 2, nq, nk, d, d],
             efa_num::simd::active(),
             n % 2 == 1,
             200 + 10 * n as u64,
@@ -141,8 +112,8 @@ fn fused_grid_matches_naive() {
 #[test]
 fn every_simd_variant_forced() {
     for isa in Isa::ALL {
-        check_case::<f64>(1, 2, 67, 70, 8, 5, isa, true, 300);
-        check_case::<f32>(2, 4, 40, 45, 16, 16, isa, false, 301);
+        check_case::<f64>([1, 2, 67, 70, 8, 5], isa, true, 300);
+        check_case::<f32>([2, 4, 40, 45, 16, 16], isa, false, 301);
     }
 }
 

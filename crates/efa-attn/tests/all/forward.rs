@@ -32,18 +32,9 @@ fn sizes() -> Vec<(usize, usize)> {
     ]
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check_case<T: Real>(
-    b: usize,
-    h: usize,
-    nq: usize,
-    nk: usize,
-    d: usize,
-    dv: usize,
-    amp: f64,
-    isa: Isa,
-    seed: u64,
-) {
+/// `[b, h, nq, nk, d, dv]`: batches, heads, queries, keys, and the head widths of the queries
+/// and keys and of the values.
+fn check_case<T: Real>([b, h, nq, nk, d, dv]: [usize; 6], amp: f64, isa: Isa, seed: u64) {
     let q = rand4::<T>([b, h, nq, d], amp, seed);
     let k = rand4::<T>([b, h, nk, d], amp, seed + 1);
     let v = rand4::<T>([b, h, nk, dv], 1.0, seed + 2);
@@ -78,12 +69,7 @@ fn grid_f64_matches_naive() {
     for (n, &(nq, nk)) in sizes().iter().enumerate() {
         let d = DIMS[n % DIMS.len()];
         check_case::<f64>(
-            2,
-            2,
-            nq,
-            nk,
-            d,
-            d,
+            [2, 2, nq, nk, d, d],
             1.0,
             efa_num::simd::active(),
             n as u64 * 10,
@@ -96,12 +82,7 @@ fn grid_f32_matches_naive() {
     for (n, &(nq, nk)) in sizes().iter().enumerate() {
         let d = DIMS[(n + 3) % DIMS.len()];
         check_case::<f32>(
-            3,
-            1,
-            nq,
-            nk,
-            d,
-            d,
+            [3, 1, nq, nk, d, d],
             1.0,
             efa_num::simd::active(),
             n as u64 * 10 + 5,
@@ -113,23 +94,13 @@ fn grid_f32_matches_naive() {
 fn every_head_dim_with_value_dim_differing() {
     for (n, &d) in DIMS.iter().enumerate() {
         check_case::<f64>(
-            1,
-            2,
-            37,
-            41,
-            d,
-            5,
+            [1, 2, 37, 41, d, 5],
             1.0,
             efa_num::simd::active(),
             100 + n as u64,
         );
         check_case::<f32>(
-            1,
-            2,
-            70,
-            70,
-            d,
-            d,
+            [1, 2, 70, 70, d, d],
             1.0,
             efa_num::simd::active(),
             200 + n as u64,
@@ -140,9 +111,9 @@ fn every_head_dim_with_value_dim_differing() {
 #[test]
 fn every_simd_variant_forced() {
     for isa in Isa::ALL {
-        check_case::<f64>(2, 1, 67, 131, 16, 16, 1.0, isa, 300);
-        check_case::<f32>(2, 1, 67, 131, 3, 8, 1.0, isa, 301);
-        check_case::<f32>(1, 1, 5, 5, 1, 1, 1.0, isa, 302);
+        check_case::<f64>([2, 1, 67, 131, 16, 16], 1.0, isa, 300);
+        check_case::<f32>([2, 1, 67, 131, 3, 8], 1.0, isa, 301);
+        check_case::<f32>([1, 1, 5, 5, 1, 1], 1.0, isa, 302);
     }
 }
 
@@ -164,8 +135,8 @@ fn small_heads_every_simd_variant() {
     ];
     for isa in Isa::ALL {
         for (n, &(nq, nk, d, dv)) in cases.iter().enumerate() {
-            check_case::<f32>(3, 2, nq, nk, d, dv, 1.0, isa, 500 + n as u64);
-            check_case::<f64>(2, 1, nq, nk, d, dv, 1.0, isa, 600 + n as u64);
+            check_case::<f32>([3, 2, nq, nk, d, dv], 1.0, isa, 500 + n as u64);
+            check_case::<f64>([2, 1, nq, nk, d, dv], 1.0, isa, 600 + n as u64);
         }
     }
 }
@@ -190,7 +161,7 @@ fn small_heads_strided_views() {
 fn large_score_magnitudes() {
     // |s| ≈ 1e3: q, k entries ≈ 30 with d = 8 and scale 1/√8 give scores in the hundreds to
     // thousands; the online softmax must not overflow and must match the reference.
-    check_case::<f64>(1, 2, 65, 130, 8, 8, 30.0, efa_num::simd::active(), 400);
+    check_case::<f64>([1, 2, 65, 130, 8, 8], 30.0, efa_num::simd::active(), 400);
     let q = Array4::<f64>::from_elem((1, 1, 3, 1), 1.0);
     let mut k = Array4::<f64>::zeros((1, 1, 4, 1));
     k[[0, 0, 0, 0]] = 1000.0;

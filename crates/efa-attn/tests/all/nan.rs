@@ -19,7 +19,6 @@ fn nan_pattern<T: Real, D: ndarray::Dimension>(a: &ndarray::Array<T, D>) -> Vec<
     a.iter().map(|x| x.is_nan()).collect()
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check_case<T: Real>(b: usize, nq: usize, nk: usize, d: usize, isa: Isa, seed: u64) {
     let h = 2;
     let clean_q = rand4::<T>([b, h, nq, d], 1.0, seed);

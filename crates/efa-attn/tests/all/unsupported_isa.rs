@@ -41,31 +41,35 @@ fn run(isa: Isa) -> Vec<Vec<u32>> {
     let (a, b, bias) = (values(m * k, 0.1), values(k * np, 0.7), values(np, 1.3));
     let mut out = Vec::new();
     let mut c = values(m * np, 2.1);
-    gemm_checked(isa, (m, n, k), &a, (k, 1), &b, np, &mut c, np, true, 0.5);
+    gemm_checked(
+        isa,
+        (m, n, k),
+        (&a, (k, 1)),
+        (&b, np),
+        (&mut c, np),
+        true,
+        0.5,
+    );
     out.push(bits(
         &c.chunks(np)
             .flat_map(|r| r[..n].to_vec())
             .collect::<Vec<_>>(),
     ));
     let mut c = unwritten(m * np);
-    gemm_checked_into(isa, (m, n, k), &a, (k, 1), &b, np, &mut c, np, 2.0);
+    gemm_checked_into(isa, (m, n, k), (&a, (k, 1)), (&b, np), (&mut c, np), 2.0);
     out.push(bits(&cols(c, np, n)));
     let mut c = unwritten(m * np);
-    gemm_checked_bias_into(isa, (m, n, k), &a, (k, 1), &b, np, &bias, &mut c, np);
+    gemm_checked_bias_into(isa, (m, n, k), (&a, (k, 1)), (&b, np), &bias, (&mut c, np));
     out.push(bits(&cols(c, np, n)));
     let start = values(m * np, 3.3);
     let mut c = vec![0.0; m * np];
     gemm_checked_from(
         isa,
         (m, n, k),
-        &a,
-        (k, 1),
-        &b,
-        np,
-        (&start, np),
-        &bias,
-        &mut c,
-        np,
+        (&a, (k, 1)),
+        (&b, np),
+        ((&start, np), &bias),
+        (&mut c, np),
     );
     out.push(bits(&c));
     let (src, mut dst) = (values(m * n, 6.6), unwritten(m * n));

@@ -54,45 +54,46 @@ impl<T: Real> Packed<T> {
 }
 
 /// `C ← A·B` (`acc = false`) or `C ← C + A·B` (`acc = true`) on the micro kernel: `A` `m × k`
-/// at `a[i·rsa + p·csa]`, `B` `k × n` with rows at `b[p·ldb]`, `C` rows at `c[i·ldc]`. `B` and
-/// `C` rows are read and written up to `padded(n)` columns (the padding of `C` receives
-/// `A·(B's padding)`, zero for zero-padded operands). Sums run over `p` in index order.
-#[allow(clippy::too_many_arguments)]
+/// at `a[i·rsa + p·csa]` (`strides = (rsa, csa)`), `B` `k × n` with rows at `b[p·ldb]`, `C`
+/// rows at `c[i·ldc]`. `B` and `C` rows are read and written up to `padded(n)` columns (the
+/// padding of `C` receives `A·(B's padding)`, zero for zero-padded operands). Sums run over `p`
+/// in index order.
 pub(super) fn mm<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    strides: (usize, usize),
-    b: &[T],
-    ldb: usize,
-    c: &mut [T],
-    ldc: usize,
+    (a, strides): (&[T], (usize, usize)),
+    (b, ldb): (&[T], usize),
+    (c, ldc): (&mut [T], usize),
     acc: bool,
 ) {
-    gemm_checked(isa, mnk, a, strides, b, ldb, c, ldc, acc, T::ONE);
+    gemm_checked(isa, mnk, (a, strides), (b, ldb), (c, ldc), acc, T::ONE);
 }
 
 /// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of writing the bias rows
 /// and then accumulating with [`mm`], without that first pass) into
 /// `c` not yet written, exactly `m × ldc` elements: the columns `[0, n)` from the product, zeros
-/// on the padding; returns them initialised. `bias` holds `padded(n)` elements (see
-/// [`padded_bias`]).
-#[allow(clippy::too_many_arguments)]
+/// on the padding; returns them initialised. `A` is read as in [`mm`]; `bias` holds
+/// `padded(n)` elements (see [`padded_bias`]).
 pub(super) fn mm_bias_into<'a, T: Real>(
     isa: Isa,
     (m, n, k): (usize, usize, usize),
-    a: &[T],
-    strides: (usize, usize),
+    (a, strides): (&[T], (usize, usize)),
     b: &Packed<T>,
     bias: &[T],
-    c: &'a mut [MaybeUninit<T>],
-    ldc: usize,
+    (c, ldc): (&'a mut [MaybeUninit<T>], usize),
 ) -> &'a mut [T] {
     assert!(
         c.len() == m * ldc && ldc >= padded(n.max(1)),
         "mm_bias_into: sizes"
     );
-    gemm_checked_bias_into(isa, (m, n, k), a, strides, &b.data, b.ld, bias, c, ldc);
+    gemm_checked_bias_into(
+        isa,
+        (m, n, k),
+        (a, strides),
+        (&b.data, b.ld),
+        bias,
+        (c, ldc),
+    );
     for row in c.chunks_exact_mut(ldc.max(1)) {
         for y in &mut row[n..] {
             y.write(T::ZERO);
@@ -281,17 +282,14 @@ mod tests {
                 mm(
                     isa,
                     (m, n, k),
-                    &a,
-                    (k, 1),
-                    &packed.data,
-                    packed.ld,
-                    want,
-                    ldc,
+                    (&a, (k, 1)),
+                    (&packed.data, packed.ld),
+                    (want, ldc),
                     true,
                 );
                 let mut got = vec![MaybeUninit::<T>::uninit(); m * ldc];
                 let pb = padded_bias(&bias);
-                let got = mm_bias_into(isa, (m, n, k), &a, (k, 1), &packed, &pb, &mut got, ldc);
+                let got = mm_bias_into(isa, (m, n, k), (&a, (k, 1)), &packed, &pb, (&mut got, ldc));
                 let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(got), bits(want), "{isa:?} m {m} n {n} k {k}");
             }

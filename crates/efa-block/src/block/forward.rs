@@ -2,14 +2,14 @@
 //! formulas and `Saved` for what is kept).
 
 use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
-use super::norm::ln_rows_into;
-use super::rows::{self, Rows, RowsMut, RowsScratch};
+use super::norm::{ln_rows_into, LnParams};
+use super::rows::{self, Qkv, Rows, RowsMut, RowsScratch};
 use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
 use super::{err, tail_at, Config, Dims, Source};
 use crate::KernelError;
 use efa_attn::micro::gemm_checked_from;
 use efa_num::simd::{self, Isa};
-use efa_num::Real;
+use efa_num::{MatRef, Real};
 use ndarray::{ArrayD, CowArray, IxDyn};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -257,14 +257,12 @@ fn project<'c, T: Real>(
         let kv = mm_bias_into(
             isa,
             (at.rk, 2 * hk, d),
-            xc,
-            (d, 1),
+            (xc, (d, 1)),
             wkv,
             &cx.bkv,
-            kv,
-            ld(2 * hk),
+            (kv, ld(2 * hk)),
         );
-        let q = mm_bias_into(isa, (at.rq, hk, d), xq, (d, 1), wq, &cx.bq, q, ld(hk));
+        let q = mm_bias_into(isa, (at.rq, hk, d), (xq, (d, 1)), wq, &cx.bq, (q, ld(hk)));
         (q, kv)
     } else {
         debug_assert!(q.is_empty() && kv.is_empty());
@@ -306,7 +304,7 @@ fn attention<'c, T: Real>(
     let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
     for i in 0..at.ns {
         let shape = cx.cfg.shape(dm, at.s0 + i);
-        let (q, k, v) = sample_qkv(cx.given, cq, ckv, *dm, at.s0, i);
+        let x = sample_qkv(cx.given, cq, ckv, *dm, at.s0, i);
         let o = RowsMut {
             data: &mut o[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
@@ -314,9 +312,9 @@ fn attention<'c, T: Real>(
         let kept = &mut kept[i * nkept..(i + 1) * nkept];
         if nsp > 0 {
             let p = &mut saved_p[i * nsp..(i + 1) * nsp];
-            rows::forward_uninit(isa, &shape, q, k, v, p, o, attn)
+            rows::forward_uninit(isa, &shape, x, p, o, attn)
         } else {
-            rows::forward_uninit_kept(isa, &shape, q, k, v, &mut *p, kept, o, attn)
+            rows::forward_uninit_kept(isa, &shape, x, &mut *p, kept, o, attn)
         }
         .map_err(|e| err(e.to_string()))?;
     }
@@ -351,17 +349,13 @@ fn norm1<'s, T: Real>(
     // SAFETY: `MaybeUninit<T>` has the layout of `T`; `ln_rows_into` only writes initialised
     // values through the view.
     let y1_out = unsafe { &mut *(&mut *y1 as *mut [T] as *mut [MaybeUninit<T>]) };
-    ln_rows_into(
-        isa,
-        at.rq,
-        (pre, ldd),
-        g1,
-        be1,
-        cx.eps,
-        (xhat1, ldd),
-        (y1_out, ldd),
-        rstd1,
-    );
+    let ln1 = LnParams {
+        g: g1,
+        b: be1,
+        eps: cx.eps,
+    };
+    let x = MatRef::row_major(pre, at.rq, d, ldd);
+    ln_rows_into(isa, x, ln1, (xhat1, ldd), (y1_out, ldd), rstd1);
     y1
 }
 
@@ -380,7 +374,14 @@ fn ffn_norm2<T: Real>(
     let (isa, d, f) = (cx.isa, cx.dm.d, cx.dm.f);
     let [.., g2, be2] = cx.vecs;
     let (ldd, ldf) = (ld(d), ld(f));
-    let hid = mm_bias_into(isa, (at.rq, f, d), y1, (ldd, 1), &cx.w1, &cx.b1, hid, ldf);
+    let hid = mm_bias_into(
+        isa,
+        (at.rq, f, d),
+        (y1, (ldd, 1)),
+        &cx.w1,
+        &cx.b1,
+        (hid, ldf),
+    );
     for r in 0..at.rq {
         for h in &mut hid[r * ldf..r * ldf + f] {
             // A NaN stays NaN (as the tape's relu).
@@ -398,17 +399,13 @@ fn ffn_norm2<T: Real>(
         &cx.b2,
         (pre, ldd),
     );
-    ln_rows_into(
-        isa,
-        at.rq,
-        (pre, ldd),
-        g2,
-        be2,
-        cx.eps,
-        (xhat2, ldd),
-        (y, d),
-        rstd2,
-    );
+    let ln2 = LnParams {
+        g: g2,
+        b: be2,
+        eps: cx.eps,
+    };
+    let x = MatRef::row_major(pre, at.rq, d, ldd);
+    ln_rows_into(isa, x, ln2, (xhat2, ldd), (y, d), rstd2);
 }
 
 /// Sample `s0 + i`'s queries, keys and values as rows: slices of the given `[q, k, v]`
@@ -421,7 +418,7 @@ pub(super) fn sample_qkv<'a, T: Real>(
     dm: Dims,
     s0: usize,
     i: usize,
-) -> (Rows<'a, T>, Rows<'a, T>, Rows<'a, T>) {
+) -> Qkv<'a, T> {
     let (n, nq, hk) = (dm.n, dm.nq, dm.hk);
     match given {
         Some([q, k, v]) => {
@@ -430,22 +427,26 @@ pub(super) fn sample_qkv<'a, T: Real>(
                 data: &x[s * r * hk..(s + 1) * r * hk],
                 ld: hk,
             };
-            (rows(q, nq), rows(k, n), rows(v, n))
+            Qkv {
+                q: rows(q, nq),
+                k: rows(k, n),
+                v: rows(v, n),
+            }
         }
         None => {
             let (ldhk, ldkv) = (ld(hk), ld(2 * hk));
             let kv = &kv[i * n * ldkv..(i + 1) * n * ldkv];
-            (
-                Rows {
+            Qkv {
+                q: Rows {
                     data: &q[i * nq * ldhk..(i + 1) * nq * ldhk],
                     ld: ldhk,
                 },
-                Rows { data: kv, ld: ldkv },
-                Rows {
+                k: Rows { data: kv, ld: ldkv },
+                v: Rows {
                     data: kv.get(hk..).unwrap_or_default(),
                     ld: ldkv,
                 },
-            )
+            }
         }
     }
 }
@@ -454,7 +455,6 @@ pub(super) fn sample_qkv<'a, T: Real>(
 /// `S + b` when `S` has padded rows ([`gemm_checked_from`]; their padding columns must be zero,
 /// as the callers' `x_q` without padding and `y₁` with zero padding are), else by writing
 /// `S + b` into `C` and accumulating; the same bits either way. `b` comes padded ([`padded_bias`]).
-#[allow(clippy::too_many_arguments)]
 fn residual_mm<T: Real>(
     isa: Isa,
     (m, n, k): (usize, usize, usize),
@@ -468,18 +468,21 @@ fn residual_mm<T: Real>(
         gemm_checked_from(
             isa,
             (m, n, k),
-            a,
-            (lda, 1),
-            &w.data,
-            w.ld,
-            (s, lds),
-            b_pad,
-            c,
-            ldc,
+            (a, (lda, 1)),
+            (&w.data, w.ld),
+            ((s, lds), b_pad),
+            (c, ldc),
         );
         // The padding columns of C hold (0 + 0) + A·0, as `init_rows` then `mm` leaves them.
     } else {
         init_rows(c, ldc, m, &b_pad[..n], Some((s, lds)));
-        mm(isa, (m, n, k), a, (lda, 1), &w.data, w.ld, c, ldc, true);
+        mm(
+            isa,
+            (m, n, k),
+            (a, (lda, 1)),
+            (&w.data, w.ld),
+            (c, ldc),
+            true,
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! and the chains of stores and reloads through the parameter gradients.
 
 use efa_num::simd::{bodies, Isa, SimdVec};
-use efa_num::{simd_by_kind, simd_variants, Real};
+use efa_num::{simd_by_kind, simd_variants, MatMut, MatRef, Real};
 use std::mem::MaybeUninit;
 
 #[cfg(target_arch = "x86_64")]
@@ -23,26 +23,26 @@ fn lanes16<V: SimdVec>(d: usize) -> bool {
     V::LANES == 16 && std::mem::size_of::<V::Elem>() == 4 && lanes::fits(d)
 }
 
+/// Layer norm of the rows of `x` (`rows × d`) into `xhat`, `y` (`rows × d`) and `rstd`
+/// (`rows`), gain and shift `gb` (`d` each): see [`ln_rows`].
+///
+/// # Safety
+/// `V`'s instruction set enabled; the views' rows contiguous (unit column stride), `xhat` and
+/// `y` of `x`'s shape; `gb` valid for `d` reads each, `rstd` for `rows` writes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn ln_body<V: SimdVec>(
-    rows: usize,
-    d: usize,
-    x: *const V::Elem,
-    ldx: usize,
-    g: *const V::Elem,
-    b: *const V::Elem,
+    x: MatRef<'_, V::Elem>,
+    gb: (*const V::Elem, *const V::Elem),
     eps: V::Elem,
-    xhat: *mut V::Elem,
-    ldh: usize,
-    y: *mut V::Elem,
-    ldy: usize,
+    mut xhat: MatMut<'_, V::Elem>,
+    mut y: MatMut<'_, V::Elem>,
     rstd: *mut V::Elem,
 ) {
-    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set and rows `0..rows` of
-    // width `d` at `x`, `xhat`, `y` (strides `ldx`, `ldh`, `ldy`), `d` elements at `g`, `b` and
-    // `rows` at `rstd`; every access below stays inside those rows (the sixteen-row path only
-    // for `V` = AVX-512 f32, see `lanes16`).
+    let (rows, d) = (x.rows(), x.cols());
+    // SAFETY: the dispatcher's caller guarantees `V`'s instruction set, the views (`x`, `xhat`,
+    // `y` rows × d with contiguous rows), `d` elements at each of `gb` and `rows` at `rstd`;
+    // every access below stays inside those rows (the sixteen-row path only for `V` = AVX-512
+    // f32, see `lanes16`).
     unsafe {
         // Four rows at a time, their steps interleaved (each row is one long chain of
         // dependent reductions, a square root and a division; the other rows' steps fill its
@@ -51,30 +51,25 @@ unsafe fn ln_body<V: SimdVec>(
         #[cfg(target_arch = "x86_64")]
         if lanes16::<V>(d) {
             // Sixteen rows reduced side by side (AVX-512 in f32; the same bits).
-            let at = |p: *const V::Elem, r: usize, ld: usize| p.add(r * ld).cast::<f32>();
-            while i + lanes::ROWS <= rows {
+            let rows16 = lanes::ROWS;
+            while i + rows16 <= rows {
                 lanes::ln16(
-                    d,
-                    at(x, i, ldx),
-                    ldx,
-                    g.cast(),
-                    b.cast(),
+                    x.block(i, 0, rows16, d).cast(),
+                    (gb.0.cast(), gb.1.cast()),
                     *(&eps as *const V::Elem).cast::<f32>(),
-                    at(xhat, i, ldh).cast_mut(),
-                    ldh,
-                    at(y, i, ldy).cast_mut(),
-                    ldy,
+                    xhat.rb_mut().block(i, 0, rows16, d).cast(),
+                    y.rb_mut().block(i, 0, rows16, d).cast(),
                     rstd.add(i).cast(),
                 );
-                i += lanes::ROWS;
+                i += rows16;
             }
         }
         while i + 4 <= rows {
-            ln_group::<V, 4>(i, d, x, ldx, g, b, eps, xhat, ldh, y, ldy, rstd);
+            ln_group::<V, 4>(i, x, gb, eps, xhat.rb_mut(), y.rb_mut(), rstd);
             i += 4;
         }
         while i < rows {
-            ln_group::<V, 1>(i, d, x, ldx, g, b, eps, xhat, ldh, y, ldy, rstd);
+            ln_group::<V, 1>(i, x, gb, eps, xhat.rb_mut(), y.rb_mut(), rstd);
             i += 1;
         }
     }
@@ -82,21 +77,19 @@ unsafe fn ln_body<V: SimdVec>(
 
 /// Rows `[i, i + R)` of [`ln_body`], their steps interleaved.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn ln_group<V: SimdVec, const R: usize>(
     i: usize,
-    d: usize,
-    x: *const V::Elem,
-    ldx: usize,
-    g: *const V::Elem,
-    b: *const V::Elem,
+    x: MatRef<'_, V::Elem>,
+    (g, b): (*const V::Elem, *const V::Elem),
     eps: V::Elem,
-    xhat: *mut V::Elem,
-    ldh: usize,
-    y: *mut V::Elem,
-    ldy: usize,
+    mut xhat: MatMut<'_, V::Elem>,
+    mut y: MatMut<'_, V::Elem>,
     rstd: *mut V::Elem,
 ) {
+    let d = x.cols();
+    let (x, ldx) = (x.as_ptr(), x.rs() as usize);
+    let (ldh, xhat) = (xhat.rs() as usize, xhat.as_mut_ptr());
+    let (ldy, y) = (y.rs() as usize, y.as_mut_ptr());
     // SAFETY: the caller (`ln_body`) passes rows `i..i + R` inside its own contract: `d`
     // elements per row at `x`, `xhat`, `y` and one `rstd` per row.
     unsafe {
@@ -124,51 +117,79 @@ unsafe fn ln_group<V: SimdVec, const R: usize>(
         }
     }
 }
-simd_variants!(ln_body, ln_d, (rows: usize, d: usize, x: *const E, ldx: usize, g: *const E,
-    b: *const E, eps: E, xhat: *mut E, ldh: usize, y: *mut E, ldy: usize, rstd: *mut E) -> ());
+simd_variants!(ln_body, ln_d, (x: MatRef<'_, E>, gb: (*const E, *const E), eps: E,
+    xhat: MatMut<'_, E>, y: MatMut<'_, E>, rstd: *mut E) -> ());
+
+/// A layer norm's gain `γ` and shift `β` (`d` entries each) and its `ε`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LnParams<'a, T> {
+    /// The gain `γ`: its length is the row width `d`.
+    pub g: &'a [T],
+    /// The shift `β` (at least `d` entries).
+    pub b: &'a [T],
+    /// `ε`, added to the variance.
+    pub eps: T,
+}
+
+/// Panics unless the views are `x`'s shape with contiguous rows (`what` names the kernel in
+/// the message).
+#[track_caller]
+fn check_rows<T>(what: &str, x: &MatRef<'_, T>, others: &[(usize, usize, isize)]) {
+    let ok = x.cs() == 1
+        && x.rs() >= 0
+        && others
+            .iter()
+            .all(|&(r, c, cs)| (r, c, cs) == (x.rows(), x.cols(), 1));
+    assert!(
+        ok,
+        "{what}: views must be {} × {} with contiguous rows",
+        x.rows(),
+        x.cols()
+    );
+}
 
 /// Whether `rows` rows of `d` at stride `ld` fit `len` elements.
 fn fits(len: usize, ld: usize, rows: usize, d: usize) -> bool {
     rows == 0 || (d <= ld && (rows - 1) * ld + d <= len)
 }
 
-/// Layer norm of `rows` rows of `x` (stride `ldx`, `d = g.len()` entries each): per row
-/// `μ = Σx/d`, `σ² = Σ(x − μ)²/d`, `r = 1/√(σ² + ε)`, `x̂ = (x − μ)·r` (into `xhat`, stride
-/// `ldh`), `y = x̂∘g + b` (into `y`, stride `ldy`), `r` into `rstd[i]`. The values of
+/// Layer norm of the rows of `x` (`rows × d`, `d = g.len()`, contiguous rows): per row
+/// `μ = Σx/d`, `σ² = Σ(x − μ)²/d`, `r = 1/√(σ² + ε)`, `x̂ = (x − μ)·r` (into `xhat`),
+/// `y = x̂∘g + b` (into `y`, both `rows × d`), `r` into `rstd[i]`. The values of
 /// `dense::ln_row` row by row.
 ///
 /// # Panics
-/// If a buffer is too short for its rows (an internal invariant of the callers).
+/// If the shapes do not agree or a buffer is too short (an internal invariant of the callers).
 #[cfg(test)]
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub(super) fn ln_rows<T: Real>(
     isa: Isa,
-    rows: usize,
-    (x, ldx): (&[T], usize),
-    g: &[T],
-    b: &[T],
-    eps: T,
-    (xhat, ldh): (&mut [T], usize),
-    (y, ldy): (&mut [T], usize),
+    x: MatRef<'_, T>,
+    ln: LnParams<'_, T>,
+    xhat: MatMut<'_, T>,
+    y: MatMut<'_, T>,
     rstd: &mut [T],
 ) {
-    let d = g.len();
+    let (rows, d) = (x.rows(), x.cols());
+    check_rows(
+        "ln_rows",
+        &x,
+        &[
+            (xhat.rows(), xhat.cols(), xhat.cs()),
+            (y.rows(), y.cols(), y.cs()),
+        ],
+    );
     assert!(
-        b.len() >= d
-            && rstd.len() >= rows
-            && fits(x.len(), ldx, rows, d)
-            && fits(xhat.len(), ldh, rows, d)
-            && fits(y.len(), ldy, rows, d),
+        ln.g.len() == d && ln.b.len() >= d && rstd.len() >= rows,
         "ln_rows: sizes"
     );
     let isa = isa.or_scalar();
-    // SAFETY: the assert keeps every row's first `d` entries of `x`, `xhat`, `y` and the first
-    // `rows` of `rstd` inside their slices (distinct borrows: no aliasing); `isa` is supported.
+    // SAFETY: the views' elements are inside their buffers (their constructors' checks), the
+    // asserts give contiguous rows of `x`'s shape, `d` elements of `g`, `b` and `rows` of
+    // `rstd`; T is E, so the casts are identities; `isa` is supported.
     simd_by_kind!(T, E => unsafe {
-        ln_d::<E>(isa, rows, d, x.as_ptr().cast(), ldx, g.as_ptr().cast(), b.as_ptr().cast(),
-            *(&eps as *const T).cast::<E>(), xhat.as_mut_ptr().cast(), ldh, y.as_mut_ptr().cast(), ldy,
-            rstd.as_mut_ptr().cast())
+        ln_d::<E>(isa, x.cast(), (ln.g.as_ptr().cast(), ln.b.as_ptr().cast()),
+            *(&ln.eps as *const T).cast::<E>(), xhat.cast(), y.cast(), rstd.as_mut_ptr().cast())
     })
 }
 
@@ -178,39 +199,40 @@ pub(super) fn ln_rows<T: Real>(
 /// `x̂` and `r` initialised (`y` is initialised too, for the caller that owns it).
 ///
 /// # Panics
-/// If a buffer does not have exactly its rows' length, or `x` is too short.
-#[allow(clippy::too_many_arguments)]
+/// If a buffer does not have exactly its rows' length, or `x` has not `d = g.len()` columns
+/// in contiguous rows.
 #[track_caller]
 pub(super) fn ln_rows_into<'h, 'r, T: Real>(
     isa: Isa,
-    rows: usize,
-    (x, ldx): (&[T], usize),
-    g: &[T],
-    b: &[T],
-    eps: T,
+    x: MatRef<'_, T>,
+    ln: LnParams<'_, T>,
     (xhat, ldh): (&'h mut [MaybeUninit<T>], usize),
     (y, ldy): (&mut [MaybeUninit<T>], usize),
     rstd: &'r mut [MaybeUninit<T>],
 ) -> (&'h mut [T], &'r mut [T]) {
-    let d = g.len();
+    let (rows, d) = (x.rows(), x.cols());
+    check_rows("ln_rows_into", &x, &[]);
     assert!(
-        b.len() >= d
+        ln.g.len() == d
+            && ln.b.len() >= d
             && rstd.len() == rows
             && xhat.len() == rows * ldh
             && y.len() == rows * ldy
             && d <= ldh
-            && d <= ldy
-            && fits(x.len(), ldx, rows, d),
+            && d <= ldy,
         "ln_rows_into: sizes"
     );
     let isa = isa.or_scalar();
-    // SAFETY: the assert keeps every row's first `d` entries of `x`, `xhat`, `y` and the first
-    // `rows` of `rstd` inside their slices (distinct borrows: no aliasing); `isa` is supported;
-    // the kernel reads of `xhat`, `y`, `rstd` only elements it has written.
+    let xv = MatMut::row_major(&mut *xhat, rows, d, ldh);
+    let yv = MatMut::row_major(&mut *y, rows, d, ldy);
+    // SAFETY: the views' elements are inside their buffers (their constructors' checks), with
+    // contiguous rows of `x`'s shape; `g`, `b` have `d` elements and `rstd` `rows`; T is E and
+    // `MaybeUninit<E>` has its layout, so the casts keep the layout; the kernel reads of
+    // `xhat`, `y`, `rstd` only elements it has written; `isa` is supported.
     let () = simd_by_kind!(T, E => unsafe {
-        ln_d::<E>(isa, rows, d, x.as_ptr().cast(), ldx, g.as_ptr().cast(), b.as_ptr().cast(),
-            *(&eps as *const T).cast::<E>(), xhat.as_mut_ptr().cast(), ldh,
-            y.as_mut_ptr().cast(), ldy, rstd.as_mut_ptr().cast())
+        ln_d::<E>(isa, x.cast(), (ln.g.as_ptr().cast(), ln.b.as_ptr().cast()),
+            *(&ln.eps as *const T).cast::<E>(), xv.cast(), yv.cast(),
+            rstd.as_mut_ptr().cast())
     });
     for (buf, ld) in [(&mut *xhat, ldh), (&mut *y, ldy)] {
         for row in buf.chunks_exact_mut(ld.max(1)) {
@@ -229,25 +251,25 @@ pub(super) fn ln_rows_into<'h, 'r, T: Real>(
     }
 }
 
-/// `dg += Σᵢ dyᵢ∘x̂ᵢ`, `db += Σᵢ dyᵢ` and `dyᵢ ← dyᵢ∘g` (the cotangent read at `src`, the result written at `dx`) for the first `d` columns of `rows`
-/// rows, one block of columns at a time with the parameter gradients in registers (rows in
-/// order: each element's sums are those of a row-by-row loop, without a chain of stores and
-/// reloads through `dg`, `db` from one row to the next).
+/// `dg += Σᵢ dyᵢ∘x̂ᵢ`, `db += Σᵢ dyᵢ` and `dyᵢ ← dyᵢ∘g` (the cotangent read at `src`, rows at
+/// stride `lds`, perhaps `dx`'s own storage; the result written into `dx`) for the `d` columns
+/// of the `rows` rows of `dx` and `xhat`, one block of columns at a time with the parameter
+/// gradients in registers (rows in order: each element's sums are those of a row-by-row loop,
+/// without a chain of stores and reloads through `dg`, `db` from one row to the next).
+///
+/// # Safety
+/// As [`ln_back_body`], with `src` its cotangent rows.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn ln_back_params<V: SimdVec>(
-    rows: usize,
-    d: usize,
-    src: *const V::Elem,
-    lds: usize,
-    dx: *mut V::Elem,
-    ldx: usize,
-    xhat: *const V::Elem,
-    ldh: usize,
+    (src, lds): (*const V::Elem, usize),
+    mut dx: MatMut<'_, V::Elem>,
+    xhat: MatRef<'_, V::Elem>,
     g: *const V::Elem,
-    dg: *mut V::Elem,
-    db: *mut V::Elem,
+    (dg, db): (*mut V::Elem, *mut V::Elem),
 ) {
+    let (rows, d) = (dx.rows(), dx.cols());
+    let (ldx, dx) = (dx.rs() as usize, dx.as_mut_ptr());
+    let (xhat, ldh) = (xhat.as_ptr(), xhat.rs() as usize);
     // SAFETY: the dispatcher's caller guarantees `V`'s instruction set, `rows` rows of `d`
     // elements at `src`, `dx`, `xhat` (their strides) and `d` elements at `g`, `dg`, `db`; the
     // column blocks stay below `d`.
@@ -360,52 +382,56 @@ pub(super) fn col_sums<T: Real>(isa: Isa, acc: &mut [T], c: &[T], ldc: usize, ro
     })
 }
 
+/// Backward of [`ln_body`] for the cotangent rows at `src` (or, for `None`, in `dx` itself):
+/// see [`ln_back_rows`].
+///
+/// # Safety
+/// `V`'s instruction set enabled; the views' rows contiguous (unit column stride), `src`,
+/// `xhat` of `dx`'s shape (`rows × d`); `rstd` valid for `rows` reads, `g` for `d` reads,
+/// `dg` and `db` for `d` reads and writes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn ln_back_body<V: SimdVec>(
-    rows: usize,
-    d: usize,
-    src: *const V::Elem,
-    lds: usize,
-    dx: *mut V::Elem,
-    ldx: usize,
-    xhat: *const V::Elem,
-    ldh: usize,
+    src: Option<MatRef<'_, V::Elem>>,
+    mut dx: MatMut<'_, V::Elem>,
+    xhat: MatRef<'_, V::Elem>,
     rstd: *const V::Elem,
     g: *const V::Elem,
-    dg: *mut V::Elem,
-    db: *mut V::Elem,
+    dgb: (*mut V::Elem, *mut V::Elem),
 ) {
+    let (rows, d) = (dx.rows(), dx.cols());
+    // One pointer for `dx`, from which the in-place reads derive too.
+    let src = match src {
+        Some(s) => (s.as_ptr(), s.rs() as usize),
+        None => (dx.as_mut_ptr().cast_const(), dx.rs() as usize),
+    };
     // SAFETY: the dispatcher's caller guarantees `V`'s instruction set and rows `0..rows` of
-    // `d` elements at `dx` and `xhat` (strides `ldx`, `ldh`) with one `rstd` per row; every
-    // access stays inside them (the sixteen-row path only for `V` = AVX-512 f32).
+    // `d` elements at `dx` and `xhat` with one `rstd` per row; every access stays inside them
+    // (the sixteen-row path only for `V` = AVX-512 f32).
     unsafe {
         let inv_d = V::Elem::ONE / V::Elem::from_usize(d);
         // forward computed y = x̂∘g + b: dg += dy∘x̂, db += dy, dx̂ = ĝ = dy∘g (in place).
-        ln_back_params::<V>(rows, d, src, lds, dx, ldx, xhat, ldh, g, dg, db);
+        ln_back_params::<V>(src, dx.rb_mut(), xhat, g, dgb);
         // forward computed x̂ = (x − μ)·r: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂)). Four rows at
         // a time, their steps interleaved (each row's operations unchanged).
         let mut i = 0;
         #[cfg(target_arch = "x86_64")]
         if lanes16::<V>(d) {
-            while i + lanes::ROWS <= rows {
+            let rows16 = lanes::ROWS;
+            while i + rows16 <= rows {
                 lanes::ln_back16(
-                    d,
-                    dx.add(i * ldx).cast(),
-                    ldx,
-                    xhat.add(i * ldh).cast(),
-                    ldh,
+                    dx.rb_mut().block(i, 0, rows16, d).cast(),
+                    xhat.block(i, 0, rows16, d).cast(),
                     rstd.add(i).cast(),
                 );
-                i += lanes::ROWS;
+                i += rows16;
             }
         }
         while i + 4 <= rows {
-            ln_back_group::<V, 4>(i, d, inv_d, dx, ldx, xhat, ldh, rstd);
+            ln_back_group::<V, 4>(i, inv_d, dx.rb_mut(), xhat, rstd);
             i += 4;
         }
         while i < rows {
-            ln_back_group::<V, 1>(i, d, inv_d, dx, ldx, xhat, ldh, rstd);
+            ln_back_group::<V, 1>(i, inv_d, dx.rb_mut(), xhat, rstd);
             i += 1;
         }
     }
@@ -413,17 +439,16 @@ unsafe fn ln_back_body<V: SimdVec>(
 
 /// Rows `[i, i + R)` of the second step of [`ln_back_body`], their steps interleaved.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn ln_back_group<V: SimdVec, const R: usize>(
     i: usize,
-    d: usize,
     inv_d: V::Elem,
-    dx: *mut V::Elem,
-    ldx: usize,
-    xhat: *const V::Elem,
-    ldh: usize,
+    mut dx: MatMut<'_, V::Elem>,
+    xhat: MatRef<'_, V::Elem>,
     rstd: *const V::Elem,
 ) {
+    let d = dx.cols();
+    let (ldx, dx) = (dx.rs() as usize, dx.as_mut_ptr());
+    let (xhat, ldh) = (xhat.as_ptr(), xhat.rs() as usize);
     // SAFETY: the caller (`ln_back_body`) passes rows `i..i + R` inside its own contract: `d`
     // elements per row at `dx` and `xhat`, one `rstd` per row.
     unsafe {
@@ -441,56 +466,44 @@ unsafe fn ln_back_group<V: SimdVec, const R: usize>(
         }
     }
 }
-simd_variants!(ln_back_body, ln_back_d, (rows: usize, d: usize, src: *const E, lds: usize,
-    dx: *mut E, ldx: usize,
-    xhat: *const E, ldh: usize, rstd: *const E, g: *const E, dg: *mut E, db: *mut E) -> ());
+simd_variants!(ln_back_body, ln_back_d, (src: Option<MatRef<'_, E>>, dx: MatMut<'_, E>,
+    xhat: MatRef<'_, E>, rstd: *const E, g: *const E, dgb: (*mut E, *mut E)) -> ());
 
-/// Backward of [`ln_rows`] for the cotangent rows `dy` (stride `ldx`, `d = g.len()` entries
-/// each), rows in order: `dg += dy∘x̂`, `db += dy`, and each row becomes
-/// `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` with `ĝ = dy∘g`: in place, or with `from` the
-/// cotangent read from there (rows at its stride) and `dy` only written (its first `d`
-/// columns). The values of `dense::ln_back_in_place` row by row.
+/// Backward of [`ln_rows`] for the cotangent rows `dy` (`rows × d`, `d = g.len()`), rows in
+/// order: `dg += dy∘x̂`, `db += dy`, and each row becomes `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))`
+/// with `ĝ = dy∘g`: in place, or with `from` the cotangent read from there (`dy`'s shape) and
+/// `dy` only written. `saved` holds the forward's `x̂` (`dy`'s shape) and `r` (`rows`
+/// entries). The values of `dense::ln_back_in_place` row by row.
 ///
 /// # Panics
-/// If a buffer is too short for its rows (an internal invariant of the callers).
-#[allow(clippy::too_many_arguments)]
+/// If the shapes do not agree or a buffer is too short (an internal invariant of the callers).
 #[track_caller]
 pub(super) fn ln_back_rows<T: Real>(
     isa: Isa,
-    rows: usize,
-    from: Option<(&[T], usize)>,
-    (dy, ldx): (&mut [T], usize),
-    (xhat, ldh): (&[T], usize),
-    rstd: &[T],
+    from: Option<MatRef<'_, T>>,
+    dy: MatMut<'_, T>,
+    (xhat, rstd): (MatRef<'_, T>, &[T]),
     g: &[T],
-    dg: &mut [T],
-    db: &mut [T],
+    (dg, db): (&mut [T], &mut [T]),
 ) {
-    let d = g.len();
+    let (rows, d) = (dy.rows(), dy.cols());
+    let shape = |v: &MatRef<'_, T>| (v.rows(), v.cols(), v.cs());
+    let from_shape = from.as_ref().map_or(shape(&xhat), shape);
+    check_rows("ln_back_rows", &dy.rb(), &[shape(&xhat), from_shape]);
     assert!(
-        dg.len() >= d
-            && db.len() >= d
-            && rstd.len() >= rows
-            && fits(dy.len(), ldx, rows, d)
-            && fits(xhat.len(), ldh, rows, d)
-            && from.is_none_or(|(f, lds)| fits(f.len(), lds, rows, d)),
+        g.len() == d && dg.len() >= d && db.len() >= d && rstd.len() >= rows,
         "ln_back_rows: sizes"
     );
     let isa = isa.or_scalar();
-    // One mutable pointer for `dy`, from which the in-place reads derive too.
-    let out = dy.as_mut_ptr();
-    let (src, lds) = match from {
-        Some((f, lds)) => (f.as_ptr(), lds),
-        None => (out.cast_const(), ldx),
-    };
-    // SAFETY: the assert keeps every access inside its slice (`from` is a shared borrow, so
-    // it cannot alias `dy`, which is then only written; otherwise `src` is `dy`'s own pointer,
-    // each element read before it is written); `isa` is supported.
+    // SAFETY: the views' elements are inside their buffers (their constructors' checks), with
+    // contiguous rows of `dy`'s shape (`from` a shared borrow, so it cannot alias `dy`, which is
+    // then only written; without it the kernel reads `dy`'s own elements, each before it is
+    // written); `g`, `dg`, `db` have `d` elements and `rstd` `rows`; T is E, so the casts are
+    // identities; `isa` is supported.
     simd_by_kind!(T, E => unsafe {
-        ln_back_d::<E>(isa, rows, d, src.cast(), lds, out.cast(), ldx,
-            xhat.as_ptr().cast(), ldh,
-            rstd.as_ptr().cast(), g.as_ptr().cast(), dg.as_mut_ptr().cast(),
-            db.as_mut_ptr().cast())
+        ln_back_d::<E>(isa, from.map(|f| f.cast()), dy.cast(), xhat.cast(),
+            rstd.as_ptr().cast(), g.as_ptr().cast(),
+            (dg.as_mut_ptr().cast(), db.as_mut_ptr().cast()))
     })
 }
 

@@ -154,6 +154,32 @@ pub struct RowsMut<'a, T> {
     pub ld: usize,
 }
 
+/// One sequence's query, key and value rows (`nq`, `nk` and `nk` rows; see the
+/// [module docs](self)).
+#[derive(Clone, Copy, Debug)]
+pub struct Qkv<'a, T> {
+    /// Query rows (their first `heads·dk` columns).
+    pub q: Rows<'a, T>,
+    /// Key rows (their first `heads·dk` columns).
+    pub k: Rows<'a, T>,
+    /// Value rows (their first `heads·dv` columns).
+    pub v: Rows<'a, T>,
+}
+
+/// Where [`backward`] writes the gradients of a [`Qkv`]'s rows (the same widths).
+#[derive(Debug)]
+pub struct QkvGrads<'a, T> {
+    /// `dQ`: `nq` rows.
+    pub dq: RowsMut<'a, T>,
+    /// `dK`: `nk` rows.
+    pub dk: RowsMut<'a, T>,
+    /// `dV`: `nk` rows.
+    pub dv: RowsMut<'a, T>,
+}
+
+/// A matrix read at `data[i·rs + j·cs]` (row-major or transposed), as `(data, rs, cs)`.
+type Strided<'a, T> = (&'a [T], usize, usize);
+
 /// Scratch buffers reused across calls (one per thread).
 #[derive(Clone, Debug, Default)]
 pub struct RowsScratch<T> {
@@ -286,22 +312,17 @@ fn zero_rows<T: Real>(dst: &mut RowsMut<T>, from: usize, to: usize, c0: usize, w
     }
 }
 
-/// `C ← alpha·A·B` ([`gemm_checked`]): `A` `m × k` at `a[i·rsa + p·csa]`, `B` `k × n` with
+/// `C ← alpha·A·B` ([`gemm_checked`]): `A` `m × k` read through its strides, `B` `k × n` with
 /// rows at `b[p·ldb]` (padded width), `C` rows at `c[i·ldc]` (padded width).
-#[allow(clippy::too_many_arguments)]
 fn product<T: Real>(
     isa: Isa,
     mnk: (usize, usize, usize),
-    a: &[T],
-    rsa: usize,
-    csa: usize,
-    b: &[T],
-    ldb: usize,
-    c: &mut [T],
-    ldc: usize,
+    (a, rsa, csa): Strided<'_, T>,
+    b: (&[T], usize),
+    c: (&mut [T], usize),
     alpha: T,
 ) {
-    gemm_checked(isa, mnk, a, (rsa, csa), b, ldb, c, ldc, false, alpha);
+    gemm_checked(isa, mnk, (a, (rsa, csa)), b, c, false, alpha);
 }
 
 /// `s` viewed as initialised.
@@ -319,13 +340,10 @@ unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
 ///
 /// # Errors
 /// `keys > nk`, a non-finite scale, or a slice too short for its rows at its row stride.
-#[allow(clippy::too_many_arguments)]
 pub fn forward<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    x: Qkv<T>,
     p: &mut [T],
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
@@ -333,7 +351,7 @@ pub fn forward<T: Real>(
     // SAFETY: `MaybeUninit<T>` has the layout of `T`, and `forward_uninit` only writes
     // initialised values through it.
     let p = unsafe { &mut *(p as *mut [T] as *mut [MaybeUninit<T>]) };
-    forward_uninit(isa, s, q, k, v, p, o, scratch)
+    forward_uninit(isa, s, x, p, o, scratch)
 }
 
 /// [`forward`] into a probability buffer not yet written (no zero-fill first): on success its
@@ -341,18 +359,15 @@ pub fn forward<T: Real>(
 ///
 /// # Errors
 /// As [`forward`] (then `p` may be partly written).
-#[allow(clippy::too_many_arguments)]
 pub fn forward_uninit<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    x: Qkv<T>,
     p: &mut [MaybeUninit<T>],
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    checked_forward(isa, s, (q, k), Some((v, o)), p, Kept::No, scratch)
+    checked_forward(isa, s, (x.q, x.k), Some((x.v, o)), p, Kept::No, scratch)
 }
 
 /// [`forward_uninit`], also keeping the softmax's per-query maxima and scales in `kept`
@@ -361,19 +376,17 @@ pub fn forward_uninit<T: Real>(
 ///
 /// # Errors
 /// As [`forward_uninit`], or `kept` shorter than [`RowsShape::kept_len`].
-#[allow(clippy::too_many_arguments)]
 pub fn forward_uninit_kept<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    x: Qkv<T>,
     p: &mut [MaybeUninit<T>],
     kept: &mut [T],
     o: RowsMut<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
-    checked_forward(isa, s, (q, k), Some((v, o)), p, Kept::Keep(kept), scratch)
+    let kept = Kept::Keep(kept);
+    checked_forward(isa, s, (x.q, x.k), Some((x.v, o)), p, kept, scratch)
 }
 
 /// What the column path's softmax keeps or reads (see [`forward_uninit_kept`]).
@@ -420,9 +433,9 @@ fn checked_forward<T: Real>(
         ));
     }
     if s.p_transposed() {
-        forward_cols(isa, s, q, k, vo, p, kept, scratch)
+        forward_cols(isa, s, (q, k), vo, p, kept, scratch)
     } else {
-        by_rows::forward_uninit(isa, s, q, k, vo, p, scratch)
+        by_rows::forward_uninit(isa, s, (q, k), vo, p, scratch)
     }
 }
 
@@ -456,22 +469,18 @@ pub fn probs_uninit<T: Real>(
 ///
 /// # Errors
 /// As [`forward`].
-#[allow(clippy::too_many_arguments)]
 pub fn backward<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    x: Qkv<T>,
     p: &[T],
     d_o: Rows<T>,
-    dq: RowsMut<T>,
-    dk: RowsMut<T>,
-    dv: RowsMut<T>,
+    grads: QkvGrads<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     check_shape(s)?;
     let (hdk, hdv) = (s.heads * s.dk, s.heads * s.dv);
+    let (Qkv { q, k, v }, QkvGrads { dq, dk, dv }) = (&x, &grads);
     fits("q", q.data.len(), q.ld, s.nq, hdk)?;
     fits("k", k.data.len(), k.ld, s.nk, hdk)?;
     fits("v", v.data.len(), v.ld, s.nk, hdv)?;
@@ -481,9 +490,9 @@ pub fn backward<T: Real>(
     fits("dv", dv.data.len(), dv.ld, s.nk, hdv)?;
     check_p(p.len(), s)?;
     if s.p_transposed() {
-        backward_cols(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+        backward_cols(isa, s, x, p, d_o, grads, scratch)
     } else {
-        by_rows::backward(isa, s, q, k, v, p, d_o, dq, dk, dv, scratch)
+        by_rows::backward(isa, s, x, p, d_o, grads, scratch)
     }
 }
 

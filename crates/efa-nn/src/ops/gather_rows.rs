@@ -42,6 +42,18 @@ struct Shared<T> {
     bias: *const T,
 }
 
+impl<T> Shared<T> {
+    /// The same pointers with elements of type `E` (`T` itself, named through the kernels'
+    /// element parameter).
+    fn cast<E>(&self) -> Shared<E> {
+        Shared {
+            outs: self.outs.cast(),
+            srcs: self.srcs.cast(),
+            bias: self.bias.cast(),
+        }
+    }
+}
+
 // SAFETY: the tasks only read through `srcs` and `bias` and write disjoint row ranges of the
 // chunks behind `outs`, all of which outlive the parallel loop in `gather_rows`.
 unsafe impl<T: Sync> Sync for Shared<T> {}
@@ -91,18 +103,17 @@ fn pieces<T>(
     (out, terms)
 }
 
+/// Rows `r0..r1` of every output chunk (`cw` columns each): the `npieces` pieces at `pieces`
+/// with their terms, summed from the sources and the bias of `sh` (see [`gather_rows`]).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn gather_body<V: SimdVec>(
     (r0, r1): (usize, usize),
     cw: usize,
-    outs: *const *mut V::Elem,
-    pieces: *const Piece,
-    npieces: usize,
+    (pieces, npieces): (*const Piece, usize),
     terms: *const (usize, usize),
-    srcs: *const RawSource<V::Elem>,
-    bias: *const V::Elem,
+    sh: Shared<V::Elem>,
 ) {
+    let Shared { outs, srcs, bias } = sh;
     // SAFETY: the dispatcher's caller (`gather_rows`) guarantees `V`'s instruction set, rows
     // `r0..r1` within `rows`, `npieces` pieces and their terms, one output pointer per chunk
     // with capacity for `rows·cw` elements, and the sources and bias it asserted. So piece `q`
@@ -186,9 +197,8 @@ unsafe fn gather_body<V: SimdVec>(
         }
     }
 }
-simd_variants!(gather_body, gather_d, (rows: (usize, usize), cw: usize, outs: *const *mut E,
-    pieces: *const Piece, npieces: usize, terms: *const (usize, usize),
-    srcs: *const RawSource<E>, bias: *const E) -> ());
+simd_variants!(gather_body, gather_d, (rows: (usize, usize), cw: usize,
+    pieces: (*const Piece, usize), terms: *const (usize, usize), sh: Shared<E>) -> ());
 
 /// The output chunks (`rows × cw` each) of the sources and the bias: element `(r, j)` of
 /// chunk `c` is `0`, plus in source order each source's table row `ids[r]` (if not [`NONE`])
@@ -256,8 +266,8 @@ pub(crate) fn gather_rows<T: Real>(
         // and the tasks write disjoint row ranges; `ptrs`, `raw` and the bias outlive the
         // loop.
         let () = simd_by_kind!(T, E => unsafe {
-            gather_d::<E>(isa, (r0, r1), cw, sh.outs.cast(), pcs.as_ptr(), pcs.len(),
-                terms.as_ptr(), sh.srcs.cast(), sh.bias.cast())
+            gather_d::<E>(isa, (r0, r1), cw, (pcs.as_ptr(), pcs.len()), terms.as_ptr(),
+                sh.cast())
         });
     };
     let tasks = rows.div_ceil(GATHER_ROWS);
@@ -280,7 +290,6 @@ const AHEAD: usize = 8;
 /// Columns `[j, j + (NV − 1)·lanes + last)` of `dst`: `NV` running sums over the picked rows
 /// (the last `last ≤ lanes` wide), in one pass over the rows.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn sum_block<V: SimdVec, const NV: usize>(
     dst: *mut V::Elem,
     src: *const V::Elem,

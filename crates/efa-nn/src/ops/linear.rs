@@ -2,7 +2,7 @@
 //! its initial value; backward: `dx = dy·Wᵀ`, `dW = xᵀ·dy` over all leading axes at once,
 //! `db = Σ dy`), instead of a matmul node, a broadcast add node and its reduction.
 
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{ArrayD, IxDyn};
 
@@ -15,51 +15,15 @@ struct LinearOp;
 /// single-threaded work, well above the cost of a fork-join.
 const PAR_MIN_WORK: usize = 1 << 18;
 
-/// `c[m×n] = a[m×k]·b[k×n] (+ c if accumulate)`, all row-major slices; `ta`/`tb` read `a`
-/// (stored `k×m`) or `b` (stored `n×k`) transposed.
-#[allow(clippy::too_many_arguments)]
-fn gemm<T: Real>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[T],
-    ta: bool,
-    b: &[T],
-    tb: bool,
-    c: &mut [T],
-    accumulate: bool,
-) {
-    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
-    let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
-    let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
+/// `C ← A·B (+ C if accumulate)` on strided views (transposed operands read in place).
+fn gemm<T: Real>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: MatMut<'_, T>, accumulate: bool) {
     let beta = if accumulate { T::ONE } else { T::ZERO };
     // Large products split `C` over the current pool (`gemm_par`: rows or columns of `C` only,
     // never `k`, so the bits are those of the single-threaded product at any thread count).
-    let product = if m * k * n >= PAR_MIN_WORK {
-        efa_num::gemm::gemm_par::<T>
+    if a.rows() * a.cols() * b.cols() >= PAR_MIN_WORK {
+        efa_num::gemm::gemm_par(T::ONE, a, b, beta, c)
     } else {
-        T::gemm
-    };
-    // SAFETY: the asserts above guarantee that every index the strides address lies inside
-    // the slices; `c` is a unique borrow, so it does not alias `a` or `b` (nor is it shared
-    // with another thread during the call).
-    unsafe {
-        product(
-            m,
-            k,
-            n,
-            T::ONE,
-            a.as_ptr(),
-            rsa,
-            csa,
-            b.as_ptr(),
-            rsb,
-            csb,
-            beta,
-            c.as_mut_ptr(),
-            n as isize,
-            1,
-        );
+        T::gemm(T::ONE, a, b, beta, c)
     }
 }
 
@@ -111,15 +75,12 @@ impl<T: Real> FusedOp<T> for LinearOp {
             None => vec![T::ZERO; m * fo],
         };
         if m > 0 && fo > 0 {
+            let x = x.as_slice().expect("standard layout");
+            let w = w.as_slice().expect("standard layout");
             gemm(
-                m,
-                fi,
-                fo,
-                x.as_slice().expect("standard layout"),
-                false,
-                w.as_slice().expect("standard layout"),
-                false,
-                &mut y,
+                MatRef::row_major(x, m, fi, fi),
+                MatRef::row_major(w, fi, fo, fo),
+                MatMut::row_major(&mut y, m, fo, fo),
                 bias.is_some(),
             );
         }
@@ -155,14 +116,24 @@ impl<T: Real> FusedOp<T> for LinearOp {
         out.push(needs_grad[0].then(|| {
             let mut dx = vec![T::ZERO; m * fi];
             if m > 0 && fi > 0 {
-                gemm(m, fo, fi, dy, false, w, true, &mut dx, false);
+                // forward computed y = x·W, so dx = dy·Wᵀ (W read transposed).
+                let (dy, w) = (
+                    MatRef::row_major(dy, m, fo, fo),
+                    MatRef::row_major(w, fi, fo, fo),
+                );
+                gemm(dy, w.t(), MatMut::row_major(&mut dx, m, fi, fi), false);
             }
             ArrayD::from_shape_vec(inputs[0].raw_dim(), dx).expect("sizes match")
         }));
         out.push(needs_grad[1].then(|| {
             let mut dw = vec![T::ZERO; fi * fo];
             if fi > 0 && fo > 0 {
-                gemm(fi, m, fo, x, true, dy, false, &mut dw, false);
+                // dW = xᵀ·dy (x read transposed).
+                let (x, dy) = (
+                    MatRef::row_major(x, m, fi, fi),
+                    MatRef::row_major(dy, m, fo, fo),
+                );
+                gemm(x.t(), dy, MatMut::row_major(&mut dw, fi, fo, fo), false);
             }
             ArrayD::from_shape_vec(IxDyn(&[fi, fo]), dw).expect("sizes match")
         }));
@@ -279,25 +250,14 @@ mod tests {
                     .unwrap();
                 let bits = |a: &ArrayD<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 let mut want_dw = vec![0f32; fi * fo];
-                // SAFETY: shapes as stated; dW = xᵀ·dy through the single-threaded product.
-                unsafe {
-                    f32::gemm(
-                        fi,
-                        m,
-                        fo,
-                        1.0,
-                        x.as_ptr(),
-                        1,
-                        fi as isize,
-                        dy.as_ptr(),
-                        fo as isize,
-                        1,
-                        0.0,
-                        want_dw.as_mut_ptr(),
-                        fo as isize,
-                        1,
-                    );
-                }
+                // dW = xᵀ·dy through the single-threaded product.
+                f32::gemm(
+                    1.0,
+                    MatRef::row_major(x.as_slice().unwrap(), m, fi, fi).t(),
+                    MatRef::row_major(dy.as_slice().unwrap(), m, fo, fo),
+                    0.0,
+                    MatMut::row_major(&mut want_dw, fi, fo, fo),
+                );
                 let dw = g[1].as_ref().unwrap();
                 assert!(dw
                     .iter()

@@ -4,7 +4,7 @@
 //! backward against central differences; errors for slices that do not fit.
 
 use efa_attn::{naive, Attention, Isa, Mask};
-use efa_nn::ops::block::rows::{self, Rows, RowsMut, RowsScratch, RowsShape};
+use efa_nn::ops::block::rows::{self, Qkv, QkvGrads, Rows, RowsMut, RowsScratch, RowsShape};
 use efa_num::Real;
 use efa_testkit::{assert_close, central_diff};
 use ndarray::{Array4, ArrayD, IxDyn};
@@ -75,9 +75,11 @@ fn check<T: Real>(s: &RowsShape, isa: Isa, seed: u64) {
     rows::forward(
         isa,
         s,
-        r(&qt, ldq),
-        r(&kt, ldk),
-        r(&vt, ldv),
+        Qkv {
+            q: r(&qt, ldq),
+            k: r(&kt, ldk),
+            v: r(&vt, ldv),
+        },
         &mut p,
         RowsMut {
             data: &mut o,
@@ -108,22 +110,26 @@ fn check<T: Real>(s: &RowsShape, isa: Isa, seed: u64) {
     rows::backward(
         isa,
         s,
-        r(&qt, ldq),
-        r(&kt, ldk),
-        r(&vt, ldv),
+        Qkv {
+            q: r(&qt, ldq),
+            k: r(&kt, ldk),
+            v: r(&vt, ldv),
+        },
         &p,
         r(&gt, ldo),
-        RowsMut {
-            data: &mut dq,
-            ld: ldq,
-        },
-        RowsMut {
-            data: &mut dk,
-            ld: ldk,
-        },
-        RowsMut {
-            data: &mut dv,
-            ld: ldv,
+        QkvGrads {
+            dq: RowsMut {
+                data: &mut dq,
+                ld: ldq,
+            },
+            dk: RowsMut {
+                data: &mut dk,
+                ld: ldk,
+            },
+            dv: RowsMut {
+                data: &mut dv,
+                ld: ldv,
+            },
         },
         &mut scratch,
     )
@@ -222,9 +228,11 @@ fn backward_matches_central_differences() {
         rows::forward(
             Isa::Scalar,
             &s,
-            Rows { data: q, ld: hk },
-            Rows { data: k, ld: hk },
-            Rows { data: v, ld: hv },
+            Qkv {
+                q: Rows { data: q, ld: hk },
+                k: Rows { data: k, ld: hk },
+                v: Rows { data: v, ld: hv },
+            },
             &mut p,
             RowsMut {
                 data: &mut o,
@@ -243,22 +251,26 @@ fn backward_matches_central_differences() {
     rows::backward(
         Isa::Scalar,
         &s,
-        Rows { data: &q, ld: hk },
-        Rows { data: &k, ld: hk },
-        Rows { data: &v, ld: hv },
+        Qkv {
+            q: Rows { data: &q, ld: hk },
+            k: Rows { data: &k, ld: hk },
+            v: Rows { data: &v, ld: hv },
+        },
         &p,
         Rows { data: &c, ld: hv },
-        RowsMut {
-            data: &mut dq,
-            ld: hk,
-        },
-        RowsMut {
-            data: &mut dk,
-            ld: hk,
-        },
-        RowsMut {
-            data: &mut dv,
-            ld: hv,
+        QkvGrads {
+            dq: RowsMut {
+                data: &mut dq,
+                ld: hk,
+            },
+            dk: RowsMut {
+                data: &mut dk,
+                ld: hk,
+            },
+            dv: RowsMut {
+                data: &mut dv,
+                ld: hv,
+            },
         },
         &mut RowsScratch::new(),
     )
@@ -297,12 +309,14 @@ fn slices_that_do_not_fit_are_errors_naming_the_tensor() {
     let e = rows::forward(
         Isa::Scalar,
         &s,
-        Rows { data: &x, ld: 4 },
-        Rows {
-            data: &x[..11],
-            ld: 4,
+        Qkv {
+            q: Rows { data: &x, ld: 4 },
+            k: Rows {
+                data: &x[..11],
+                ld: 4,
+            },
+            v: Rows { data: &x, ld: 4 },
         },
-        Rows { data: &x, ld: 4 },
         &mut p,
         RowsMut {
             data: &mut o,
@@ -320,9 +334,11 @@ fn slices_that_do_not_fit_are_errors_naming_the_tensor() {
     let e = rows::forward(
         Isa::Scalar,
         &bad,
-        Rows { data: &x, ld: 4 },
-        Rows { data: &x, ld: 4 },
-        Rows { data: &x, ld: 4 },
+        Qkv {
+            q: Rows { data: &x, ld: 4 },
+            k: Rows { data: &x, ld: 4 },
+            v: Rows { data: &x, ld: 4 },
+        },
         &mut p,
         RowsMut {
             data: &mut o,
@@ -360,9 +376,11 @@ fn kept_statistics_and_slices_that_do_not_fit_are_errors_naming_the_tensor() {
     let e = rows::forward_uninit_kept(
         Isa::Scalar,
         &s,
-        rows(10),
-        rows(10),
-        rows(10),
+        Qkv {
+            q: rows(10),
+            k: rows(10),
+            v: rows(10),
+        },
         &mut p,
         &mut short,
         RowsMut {

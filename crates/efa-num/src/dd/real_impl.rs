@@ -134,23 +134,13 @@ impl Real for Dd {
         self.hi.to_bits() ^ self.lo.to_bits().wrapping_mul(LO_MIX).rotate_left(29)
     }
     /// A plain triple loop in double-double through [`crate::gemm::gemm`] (its Dd branch).
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
+    fn gemm(
         alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
+        a: crate::mat::MatRef<'_, Self>,
+        b: crate::mat::MatRef<'_, Self>,
         beta: Self,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
+        c: crate::mat::MatMut<'_, Self>,
     ) {
-        // SAFETY: forwarded contract, see the trait method.
-        unsafe { crate::gemm::gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+        crate::gemm::gemm(alpha, a, b, beta, c)
     }
 }

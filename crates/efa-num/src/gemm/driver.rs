@@ -22,6 +22,7 @@
 use super::kernel::{scale, store, tile, Fused, Lanes, Unfused};
 use super::pack::{pack_a, pack_b, with_bufs, Buf};
 use super::Path;
+use crate::mat::{MatMut, MatRef};
 use crate::simd::{Isa, SimdElem, SimdVec};
 use crate::Real;
 
@@ -68,6 +69,34 @@ unsafe impl<E: Send> Send for Problem<E> {}
 unsafe impl<E: Sync> Sync for Problem<E> {}
 
 impl<E: Real> Problem<E> {
+    /// The product of the views (shapes already checked to agree), its pointers valid while
+    /// the views' borrows last.
+    #[inline(always)]
+    pub fn new(
+        alpha: E,
+        a: MatRef<'_, E>,
+        b: MatRef<'_, E>,
+        beta: E,
+        mut c: MatMut<'_, E>,
+    ) -> Self {
+        Problem {
+            m: a.rows(),
+            k: a.cols(),
+            n: b.cols(),
+            alpha,
+            a: a.as_ptr(),
+            rsa: a.rs(),
+            csa: a.cs(),
+            b: b.as_ptr(),
+            rsb: b.rs(),
+            csb: b.cs(),
+            beta,
+            c: c.as_mut_ptr(),
+            rsc: c.rs(),
+            csc: c.cs(),
+        }
+    }
+
     /// Rows `r0 .. r0 + rows` of `A` and `C`.
     pub fn rows(self, r0: usize, rows: usize) -> Self {
         Problem {
@@ -194,13 +223,14 @@ unsafe fn driver<L: Lanes, const MR: usize, const NV: usize, const T1: usize, co
                     unsafe { pack_b(nr, kc, nc, b0, p.rsb, p.csb, bp) };
                     let c0 =
                         p.c.wrapping_offset(ic as isize * p.rsc + jc as isize * p.csc);
-                    // SAFETY: the packed panels were just written; the C block (ic.., jc..)
-                    // of mc × nc lies inside C; direct strips read only rows < mc of A.
+                    // SAFETY: the packed panels were just written; the A block (ic.., pc..)
+                    // of mc × kc lies inside A and the C block (ic.., jc..) of mc × nc inside
+                    // C, which overlaps neither A nor the buffers; direct strips read only rows
+                    // < mc of A.
                     unsafe {
-                        macro_tile::<L, MR, NV, T1, T2>(
-                            direct, mc, kc, nc, a0, p.rsa, p.csa, ap, bp, c0, p.rsc, p.csc,
-                            p.alpha, beta,
-                        )
+                        let a = MatRef::from_raw_parts(a0, mc, kc, p.rsa, p.csa);
+                        let c = MatMut::from_raw_parts(c0, mc, nc, p.rsc, p.csc);
+                        macro_tile::<L, MR, NV, T1, T2>(direct, a, (ap, bp), c, p.alpha, beta)
                     };
                     jc += nc;
                 }
@@ -211,16 +241,16 @@ unsafe fn driver<L: Lanes, const MR: usize, const NV: usize, const T1: usize, co
     }
 }
 
-/// All tiles of one `mc × nc` block of `C` for one KC block: A panels from the packed buffer
-/// `ap` (or, on the direct path, full strips straight from `a0` and the last partial strip
-/// from `ap`), B panels from `bp`. A last strip of `mr < MR` rows runs the smallest of the
-/// `T1`-, `T2`- and `MR`-row tiles that covers it (reading the first rows of its packed
-/// panel), so 44 rows on a 12-row tile cost 3 × 12 + 8 rows of work, not 4 × 12.
+/// All tiles of one `mc × nc` block of `C` for one KC block (`a` the `mc × kc` block of `A`,
+/// `c` the block of `C`): A panels from the packed buffer `ap` (or, on the direct path, full
+/// strips straight from `a` and the last partial strip from `ap`), B panels from `bp`. A last
+/// strip of `mr < MR` rows runs the smallest of the `T1`-, `T2`- and `MR`-row tiles that covers
+/// it (reading the first rows of its packed panel), so 44 rows on a 12-row tile cost 3 × 12 +
+/// 8 rows of work, not 4 × 12.
 ///
 /// # Safety
-/// As in [`driver`], for the block.
+/// As in [`driver`], for the block; `ap`, `bp` hold the block's packed panels.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn macro_tile<
     L: Lanes,
     const MR: usize,
@@ -229,20 +259,15 @@ unsafe fn macro_tile<
     const T2: usize,
 >(
     direct: bool,
-    mc: usize,
-    kc: usize,
-    nc: usize,
-    a0: *const L::E,
-    rsa: isize,
-    csa: isize,
-    ap: *const L::E,
-    bp: *const L::E,
-    c0: *mut L::E,
-    rsc: isize,
-    csc: isize,
+    a: MatRef<'_, L::E>,
+    (ap, bp): (*const L::E, *const L::E),
+    mut c: MatMut<'_, L::E>,
     alpha: L::E,
     beta: L::E,
 ) {
+    let (mc, kc, nc) = (a.rows(), a.cols(), c.cols());
+    let (a0, rsa, csa) = (a.as_ptr(), a.rs(), a.cs());
+    let (c0, rsc, csc) = (c.as_mut_ptr(), c.rs(), c.cs());
     let mut ir = 0;
     while ir < mc {
         let mr = MR.min(mc - ir);
@@ -292,16 +317,8 @@ unsafe fn strip<L: Lanes, const R: usize, const NV: usize>(
         unsafe {
             let acc = tile::<L, R, NV>(kc, a, ars, acs, bp.add(jr * kc));
             let cols = nr.min(nc - jr);
-            store::<L, R, NV>(
-                &acc,
-                c.offset(jr as isize * csc),
-                rsc,
-                csc,
-                mr,
-                cols,
-                alpha,
-                beta,
-            );
+            let ct = MatMut::from_raw_parts(c.offset(jr as isize * csc), mr, cols, rsc, csc);
+            store::<L, R, NV>(&acc, ct, alpha, beta);
         }
         jr += nr;
     }

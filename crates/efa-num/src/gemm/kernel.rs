@@ -8,6 +8,7 @@
 //! which tile, path or thread computes it; so is the update formula (full tiles in vectors,
 //! edge tiles element by element through [`Lanes::madd1`], which rounds the same way).
 
+use crate::mat::MatMut;
 use crate::simd::{SimdElem, SimdVec};
 use crate::Real;
 
@@ -153,30 +154,27 @@ pub(super) unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(
     }
 }
 
-/// Writes a tile: `C[i, j] ← α·acc[i, j] + β·C[i, j]` for `i < mr`, `j < nr` (computed as
-/// `fma(α, acc, β·C)`; β = 0 gives `α·acc` without reading `C`). `C[i, j]` is
-/// `c[i·rsc + j·csc]`. Full tiles with unit column stride go through vectors; the rest through
-/// a scratch tile and [`Lanes::madd1`], with the same rounding.
+/// Writes a tile into the `mr × nr` view `c` (`mr ≤ MR`, `nr ≤ NV·W`):
+/// `C[i, j] ← α·acc[i, j] + β·C[i, j]` (computed as `fma(α, acc, β·C)`; β = 0 gives `α·acc`
+/// without reading `C`). Full tiles with unit column stride go through vectors; the rest
+/// through a scratch tile and [`Lanes::madd1`], with the same rounding.
 ///
 /// # Safety
-/// `c` valid at every `i·rsc + j·csc` for `i < mr ≤ MR`, `j < nr ≤ NV·W`; the instruction set
-/// of `L` available.
+/// The instruction set of `L` available.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn store<L: Lanes, const MR: usize, const NV: usize>(
     acc: &[[L; NV]; MR],
-    c: *mut L::E,
-    rsc: isize,
-    csc: isize,
-    mr: usize,
-    nr: usize,
+    mut c: MatMut<'_, L::E>,
     alpha: L::E,
     beta: L::E,
 ) {
+    let (mr, nr, rsc, csc) = (c.rows(), c.cols(), c.rs(), c.cs());
+    debug_assert!(mr <= MR && nr <= NV * L::W);
+    let c = c.as_mut_ptr();
     let w = L::W;
     let full = NV * w;
     // SAFETY: every address written or read below is a `C[i, j]` with `i < mr`, `j < nr`
-    // (the contract), or inside the local scratch tile of `MR·NV·W ≤ MAX_TILE` elements.
+    // (inside the view), or inside the local scratch tile of `MR·NV·W ≤ MAX_TILE` elements.
     unsafe {
         // Opaque to the optimiser, so these splats are formed here and not hoisted out of the
         // tile loops, where they would hold two registers across the k loop (with 16 AVX2

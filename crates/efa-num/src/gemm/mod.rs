@@ -48,6 +48,7 @@ mod tests;
 mod tests_dd;
 
 use crate::dd::cast::{is_dd, to_dd};
+use crate::mat::{MatMut, MatRef};
 use crate::simd::{self, Isa};
 use crate::{simd_by_kind, Real};
 use driver::{resolve, run, tile_dims, Problem};
@@ -71,95 +72,50 @@ pub enum Path {
 }
 
 /// `C ← α·A·B + β·C` on the variant chosen by [`simd::active`] (single-threaded; the tape
-/// calls it from inside rayon tasks). `A` is `m × k` at `a[i·rsa + p·csa]`, `B` is `k × n` at
-/// `b[p·rsb + j·csb]`, `C` is `m × n` at `c[i·rsc + j·csc]`; strides are in elements and may
-/// be any values (transposed operands need no copy). β = 0 does not read `C` (NaN or
-/// uninitialised contents are overwritten); `k = 0` or α = 0 gives `C ← β·C` without reading
-/// `A` or `B`. On other architectures than x86-64 this is [`reference_gemm`].
+/// calls it from inside rayon tasks). `A` is `m × k`, `B` `k × n`, `C` `m × n`, each read (or
+/// written) through its view's strides, which may be any values (transposed operands need no
+/// copy: [`MatRef::t`]). β = 0 does not read `C` (NaN contents are overwritten); `k = 0` or
+/// α = 0 gives `C ← β·C` without reading `A` or `B`. On other architectures than x86-64 this
+/// is [`reference_gemm`].
 ///
-/// # Safety
-/// Every address formed from a pointer and its strides over the stated shape must be valid
-/// (reads for `a`, `b`; reads and writes for `c`), and `C` must not overlap `A` or `B`, nor
-/// address one element twice.
-#[allow(clippy::too_many_arguments)]
+/// # Panics
+/// If the shapes do not agree (`A` `m × k`, `B` `k × n`, `C` `m × n`); the message names them.
 #[inline]
-pub unsafe fn gemm<T: Real>(
-    m: usize,
-    k: usize,
-    n: usize,
-    alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
-    beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
-) {
-    // SAFETY: forwarded contract; `active()` is supported by construction.
-    unsafe {
-        #[cfg(target_arch = "x86_64")]
-        gemm_with(
-            simd::active(),
-            Path::Auto,
-            m,
-            k,
-            n,
-            alpha,
-            a,
-            rsa,
-            csa,
-            b,
-            rsb,
-            csb,
-            beta,
-            c,
-            rsc,
-            csc,
-        );
-        #[cfg(not(target_arch = "x86_64"))]
-        reference_gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
-    }
+#[track_caller]
+pub fn gemm<T: Real>(alpha: T, a: MatRef<'_, T>, b: MatRef<'_, T>, beta: T, c: MatMut<'_, T>) {
+    #[cfg(target_arch = "x86_64")]
+    gemm_with(simd::active(), Path::Auto, alpha, a, b, beta, c);
+    #[cfg(not(target_arch = "x86_64"))]
+    reference_gemm(alpha, a, b, beta, c);
 }
 
 /// [`gemm`] on an explicit variant and [`Path`] (for tests and benchmarks). A variant the
 /// CPU lacks runs the scalar path.
 ///
-/// # Safety
-/// As for [`gemm`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_with<T: Real>(
+/// # Panics
+/// As [`gemm`].
+#[inline]
+#[track_caller]
+pub fn gemm_with<T: Real>(
     isa: Isa,
     path: Path,
-    m: usize,
-    k: usize,
-    n: usize,
     alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
     beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
+    mut c: MatMut<'_, T>,
 ) {
-    // SAFETY: forwarded contract.
-    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
+    check_shapes("gemm_with", &a, &b, &c);
+    if dd_route(alpha, a, b, beta, c.rb_mut()) {
         return;
     }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
-        let (alpha, beta) = unsafe { (*(&alpha as *const T).cast::<E>(), *(&beta as *const T).cast::<E>()) };
-        let p = Problem { m, k, n, alpha, a: a.cast::<E>(), rsa, csa, b: b.cast::<E>(), rsb, csb, beta, c: c.cast::<E>(), rsc, csc };
+        let p = unsafe { Problem::new(same::<T, E>(alpha), a.cast::<E>(), b.cast::<E>(), same::<T, E>(beta), c.cast::<E>()) };
         let direct = resolve(path, &p);
-        // SAFETY: forwarded contract; `isa` is supported (checked above).
+        // SAFETY: the views are valid (their type's guarantee) and C, borrowed uniquely,
+        // overlaps neither A nor B; `isa` is supported (checked above).
         unsafe { run(isa, direct, p) }
     })
 }
@@ -170,82 +126,36 @@ pub unsafe fn gemm_with<T: Real>(
 /// same at any thread count (and equal to [`gemm`] on the same variant). Run it inside
 /// `pool.install(..)` to choose the threads.
 ///
-/// # Safety
-/// As for [`gemm`]; additionally `C` must be safe to write from other threads (it is not
-/// shared with anything else during the call).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_par<T: Real>(
-    m: usize,
-    k: usize,
-    n: usize,
-    alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
-    beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        gemm_par_with(
-            simd::active(),
-            Path::Auto,
-            m,
-            k,
-            n,
-            alpha,
-            a,
-            rsa,
-            csa,
-            b,
-            rsb,
-            csb,
-            beta,
-            c,
-            rsc,
-            csc,
-        )
-    }
+/// # Panics
+/// As [`gemm`].
+#[track_caller]
+pub fn gemm_par<T: Real>(alpha: T, a: MatRef<'_, T>, b: MatRef<'_, T>, beta: T, c: MatMut<'_, T>) {
+    gemm_par_with(simd::active(), Path::Auto, alpha, a, b, beta, c)
 }
 
 /// [`gemm_par`] on an explicit variant and [`Path`] (a variant the CPU lacks runs the scalar
 /// path). The path is resolved once for the whole product.
 ///
-/// # Safety
-/// As for [`gemm_par`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_par_with<T: Real>(
+/// # Panics
+/// As [`gemm`].
+#[track_caller]
+pub fn gemm_par_with<T: Real>(
     isa: Isa,
     path: Path,
-    m: usize,
-    k: usize,
-    n: usize,
     alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
     beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
+    mut c: MatMut<'_, T>,
 ) {
-    // SAFETY: forwarded contract.
-    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
+    let (m, _, n) = check_shapes("gemm_par_with", &a, &b, &c);
+    if dd_route(alpha, a, b, beta, c.rb_mut()) {
         return;
     }
     let isa = isa.or_scalar();
     simd_by_kind!(T, E => {
         // SAFETY: T is E (same type), so the casts are identities.
-        let (alpha, beta) = unsafe { (*(&alpha as *const T).cast::<E>(), *(&beta as *const T).cast::<E>()) };
-        let p = Problem { m, k, n, alpha, a: a.cast::<E>(), rsa, csa, b: b.cast::<E>(), rsb, csb, beta, c: c.cast::<E>(), rsc, csc };
+        let p = unsafe { Problem::new(same::<T, E>(alpha), a.cast::<E>(), b.cast::<E>(), same::<T, E>(beta), c.cast::<E>()) };
         let direct = resolve(path, &p);
         let threads = rayon::current_num_threads().max(1);
         let (mr, nr) = tile_dims::<E>(isa);
@@ -255,144 +165,125 @@ pub unsafe fn gemm_par_with<T: Real>(
         let len = if by_rows { m } else { n };
         let parts = len.div_ceil(per.max(1));
         if parts <= 1 {
-            // SAFETY: forwarded contract; `isa` supported.
+            // SAFETY: valid views, C unique (as in `gemm_with`); `isa` supported.
             unsafe { run(isa, direct, p) };
         } else {
             (0..parts).into_par_iter().for_each(|t| {
                 let (s, e) = (t * per, ((t + 1) * per).min(len));
                 let q = if by_rows { p.rows(s, e - s) } else { p.cols(s, e - s) };
                 // SAFETY: each part is the sub-product of rows (or columns) s..e, inside the
-                // caller's matrices; parts write disjoint parts of C.
+                // views; parts write disjoint parts of C, whose view addresses no element
+                // twice, and C is borrowed uniquely for the call.
                 unsafe { run(isa, direct, q) };
             });
         }
     })
 }
 
-/// The reference: `matrixmultiply::sgemm` / `dgemm` with the same contract as [`gemm`]
-/// (its own blocking and kernels, AVX2 at most, single-threaded here).
+/// The reference: `matrixmultiply::sgemm` / `dgemm` with the contract of [`gemm`] (its own
+/// blocking and kernels, AVX2 at most, single-threaded here).
 ///
-/// # Safety
-/// As for [`gemm`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reference_gemm<T: Real>(
-    m: usize,
-    k: usize,
-    n: usize,
+/// # Panics
+/// As [`gemm`].
+#[track_caller]
+pub fn reference_gemm<T: Real>(
     alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
     beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
+    mut c: MatMut<'_, T>,
 ) {
-    // SAFETY: forwarded contract.
-    if unsafe { dd_route(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) } {
+    check_shapes("reference_gemm", &a, &b, &c);
+    if dd_route(alpha, a, b, beta, c.rb_mut()) {
         return;
     }
     simd_by_kind!(T, E => {
-        // SAFETY: T is E; forwarded contract (matrixmultiply's is the same).
-        unsafe {
-            let (alpha, beta) = (*(&alpha as *const T).cast::<E>(), *(&beta as *const T).cast::<E>());
-            let (a, b, c) = (a.cast::<E>(), b.cast::<E>(), c.cast::<E>());
-            reference_e(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
-        }
+        // SAFETY: T is E (same type), so the casts are identities.
+        let (alpha, a, b, beta, c) = unsafe { (same::<T, E>(alpha), a.cast::<E>(), b.cast::<E>(), same::<T, E>(beta), c.cast::<E>()) };
+        E::mm(alpha, a, b, beta, c)
     })
 }
 
-/// The double-double type's plain loop (`dd::gemm_dd`) when `T` is `Dd`: true if it ran.
+/// `(m, k, n)` of `C ← α·A·B + β·C`.
+///
+/// # Panics
+/// If `A` is not `m × k`, `B` `k × n` and `C` `m × n`.
+#[inline]
+#[track_caller]
+fn check_shapes<T>(
+    what: &str,
+    a: &MatRef<'_, T>,
+    b: &MatRef<'_, T>,
+    c: &MatMut<'_, T>,
+) -> (usize, usize, usize) {
+    assert!(
+        a.cols() == b.rows() && a.rows() == c.rows() && b.cols() == c.cols(),
+        "{what}: A {} × {} times B {} × {} into C {} × {}",
+        a.rows(),
+        a.cols(),
+        b.rows(),
+        b.cols(),
+        c.rows(),
+        c.cols()
+    );
+    (a.rows(), a.cols(), b.cols())
+}
+
+/// `x` as `E`.
 ///
 /// # Safety
-/// As [`gemm`].
-#[allow(clippy::too_many_arguments)]
+/// `E` must be `T`.
 #[inline(always)]
-unsafe fn dd_route<T: Real>(
-    m: usize,
-    k: usize,
-    n: usize,
+unsafe fn same<T: Copy, E: Copy>(x: T) -> E {
+    // SAFETY: the caller guarantees E is T.
+    unsafe { *(&x as *const T).cast::<E>() }
+}
+
+/// The double-double type's plain loop (`dd::gemm_dd`) when `T` is `Dd`: true if it ran.
+#[inline(always)]
+fn dd_route<T: Real>(
     alpha: T,
-    a: *const T,
-    rsa: isize,
-    csa: isize,
-    b: *const T,
-    rsb: isize,
-    csb: isize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
     beta: T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
+    c: MatMut<'_, T>,
 ) -> bool {
     let (Some(alpha), Some(beta)) = (to_dd(alpha), to_dd(beta)) else {
         return false;
     };
-    // SAFETY: T is Dd, so the pointers address Dd values; forwarded contract.
-    unsafe {
-        dd::gemm_dd(
-            m,
-            k,
-            n,
-            alpha,
-            a.cast(),
-            rsa,
-            csa,
-            b.cast(),
-            rsb,
-            csb,
-            beta,
-            c.cast(),
-            rsc,
-            csc,
-        )
-    };
+    // SAFETY: T is Dd (`to_dd` succeeded), so the views address Dd values.
+    let (a, b, c) = unsafe { (a.cast(), b.cast(), c.cast()) };
+    dd::gemm_dd(alpha, a, b, beta, c);
     true
 }
 
 /// matrixmultiply's entry for each element type.
 trait Reference: Sized {
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn mm(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        beta: Self,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
+    fn mm(alpha: Self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, beta: Self, c: MatMut<'_, Self>);
 }
 
 impl Reference for f32 {
-    unsafe fn mm(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: f32,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        beta: f32,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded contract.
+    fn mm(alpha: f32, a: MatRef<'_, f32>, b: MatRef<'_, f32>, beta: f32, mut c: MatMut<'_, f32>) {
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        // SAFETY: the views are valid and C (unique) overlaps neither A nor B: matrixmultiply's
+        // contract.
         unsafe {
-            matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.as_ptr(),
+                a.rs(),
+                a.cs(),
+                b.as_ptr(),
+                b.rs(),
+                b.cs(),
+                beta,
+                c.as_mut_ptr(),
+                c.rs(),
+                c.cs(),
+            )
         }
     }
 }
@@ -400,70 +291,40 @@ impl Reference for f32 {
 // The double-double type's "reference" is its own loop (the entry point above takes it before
 // the by-kind dispatch; this impl only lets that dispatch type-check for Dd).
 impl Reference for crate::Dd {
-    unsafe fn mm(
-        m: usize,
-        k: usize,
-        n: usize,
+    fn mm(
         alpha: crate::Dd,
-        a: *const crate::Dd,
-        rsa: isize,
-        csa: isize,
-        b: *const crate::Dd,
-        rsb: isize,
-        csb: isize,
+        a: MatRef<'_, crate::Dd>,
+        b: MatRef<'_, crate::Dd>,
         beta: crate::Dd,
-        c: *mut crate::Dd,
-        rsc: isize,
-        csc: isize,
+        c: MatMut<'_, crate::Dd>,
     ) {
-        // SAFETY: forwarded contract.
-        unsafe { dd::gemm_dd(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+        dd::gemm_dd(alpha, a, b, beta, c)
     }
 }
 
 impl Reference for f64 {
-    unsafe fn mm(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: f64,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        beta: f64,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded contract.
+    fn mm(alpha: f64, a: MatRef<'_, f64>, b: MatRef<'_, f64>, beta: f64, mut c: MatMut<'_, f64>) {
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        // SAFETY: as for f32.
         unsafe {
-            matrixmultiply::dgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
+            matrixmultiply::dgemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.as_ptr(),
+                a.rs(),
+                a.cs(),
+                b.as_ptr(),
+                b.rs(),
+                b.cs(),
+                beta,
+                c.as_mut_ptr(),
+                c.rs(),
+                c.cs(),
+            )
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn reference_e<E: Reference>(
-    m: usize,
-    k: usize,
-    n: usize,
-    alpha: E,
-    a: *const E,
-    rsa: isize,
-    csa: isize,
-    b: *const E,
-    rsb: isize,
-    csb: isize,
-    beta: E,
-    c: *mut E,
-    rsc: isize,
-    csc: isize,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { E::mm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
 }
 
 /// The register tile `(MR, NR)` the variant `isa` uses for `T` (what [`gemm_par`] aligns its

@@ -47,19 +47,29 @@ enum Entry {
     Par(Isa, Path),
 }
 
-/// Runs one product through `entry` and checks every element against the f64 reference with
-/// a tolerance of 3·(k + 2)·ε·(|α|·Σ_p |A||B| + |β|·|C|), and the padding of C untouched.
-#[allow(clippy::too_many_arguments)]
-fn check<T: Real>(
-    entry: Entry,
-    (m, k, n): (usize, usize, usize),
+/// One product of the tests: shape `(m, k, n)`, whether `A` and `B` are stored transposed,
+/// α, β and the layout of `C`.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    mkn: (usize, usize, usize),
     ta: bool,
     tb: bool,
     alpha: f64,
     beta: f64,
     cl: CLayout,
-    seed: u64,
-) -> Vec<T> {
+}
+
+/// Runs one product through `entry` and checks every element against the f64 reference with
+/// a tolerance of 3·(k + 2)·ε·(|α|·Σ_p |A||B| + |β|·|C|), and the padding of C untouched.
+fn check<T: Real>(entry: Entry, case: Case, seed: u64) -> Vec<T> {
+    let Case {
+        mkn: (m, k, n),
+        ta,
+        tb,
+        alpha,
+        beta,
+        cl,
+    } = case;
     let (a, rsa, csa) = matrix::<T>(m, k, ta, seed);
     let (b, rsb, csb) = matrix::<T>(k, n, tb, seed + 1);
     let (rsc, csc, len) = match cl {
@@ -86,18 +96,14 @@ fn check<T: Real>(
         }
     }
     let (al, be) = (T::from_f64(alpha), T::from_f64(beta));
-    // SAFETY: the strides address the allocated storage for the stated shapes; `c` is
-    // distinct from `a` and `b`.
-    unsafe {
-        let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-        match entry {
-            Entry::Single(isa, path) => gemm_with(
-                isa, path, m, k, n, al, pa, rsa, csa, pb, rsb, csb, be, pc, rsc, csc,
-            ),
-            Entry::Par(isa, path) => gemm_par_with(
-                isa, path, m, k, n, al, pa, rsa, csa, pb, rsb, csb, be, pc, rsc, csc,
-            ),
-        }
+    let (av, bv) = (
+        MatRef::new(&a, m, k, rsa, csa),
+        MatRef::new(&b, k, n, rsb, csb),
+    );
+    let cv = MatMut::new(&mut c, m, n, rsc, csc);
+    match entry {
+        Entry::Single(isa, path) => gemm_with(isa, path, al, av, bv, be, cv),
+        Entry::Par(isa, path) => gemm_par_with(isa, path, al, av, bv, be, cv),
     }
     let at = |v: &[T], i: usize, j: usize, rs: isize, cs: isize| {
         v[(i as isize * rs + j as isize * cs) as usize].to_f64()
@@ -200,12 +206,14 @@ fn every_variant_matches_the_reference<T: Real>() {
                     };
                     check::<T>(
                         Entry::Single(isa, path),
-                        shape,
-                        ta,
-                        tb,
-                        alpha,
-                        beta,
-                        cl,
+                        Case {
+                            mkn: shape,
+                            ta,
+                            tb,
+                            alpha,
+                            beta,
+                            cl,
+                        },
                         case,
                     );
                 }
@@ -233,22 +241,26 @@ fn every_alpha_beta_pair() {
                 for cl in [CLayout::Rows, CLayout::Cols] {
                     check::<f32>(
                         Entry::Single(isa, Path::Auto),
-                        (29, 31, 37),
-                        false,
-                        true,
-                        alpha,
-                        beta,
-                        cl,
+                        Case {
+                            mkn: (29, 31, 37),
+                            ta: false,
+                            tb: true,
+                            alpha,
+                            beta,
+                            cl,
+                        },
                         5,
                     );
                     check::<f64>(
                         Entry::Single(isa, Path::Packed),
-                        (29, 31, 37),
-                        true,
-                        false,
-                        alpha,
-                        beta,
-                        cl,
+                        Case {
+                            mkn: (29, 31, 37),
+                            ta: true,
+                            tb: false,
+                            alpha,
+                            beta,
+                            cl,
+                        },
                         6,
                     );
                 }
@@ -269,27 +281,15 @@ fn alpha_zero_and_empty_k_scale_c() {
                 if beta != 0.0 {
                     c = (0..9).map(|x| x as f64).collect();
                 }
-                // SAFETY: A 3×k, B k×3 inside 12 elements; C 3×3 row-major.
-                unsafe {
-                    gemm_with(
-                        isa,
-                        Path::Auto,
-                        3,
-                        k,
-                        3,
-                        alpha,
-                        a.as_ptr(),
-                        k as isize,
-                        1,
-                        b.as_ptr(),
-                        3,
-                        1,
-                        beta,
-                        c.as_mut_ptr(),
-                        3,
-                        1,
-                    )
-                };
+                gemm_with(
+                    isa,
+                    Path::Auto,
+                    alpha,
+                    MatRef::row_major(&a, 3, k, k),
+                    MatRef::row_major(&b, k, 3, 3),
+                    beta,
+                    MatMut::row_major(&mut c, 3, 3, 3),
+                );
                 for (i, x) in c.iter().enumerate() {
                     assert_eq!(*x, beta * i as f64, "{isa:?} α={alpha} k={k} β={beta}");
                 }
@@ -305,12 +305,14 @@ fn parallel_entry_is_bitwise_deterministic() {
     fn run<T: Real>(isa: Isa, path: Path, shape: (usize, usize, usize), ta: bool) {
         let single = check::<T>(
             Entry::Single(isa, path),
-            shape,
-            ta,
-            false,
-            0.5,
-            0.3,
-            CLayout::Rows,
+            Case {
+                mkn: shape,
+                ta,
+                tb: false,
+                alpha: 0.5,
+                beta: 0.3,
+                cl: CLayout::Rows,
+            },
             9,
         );
         for threads in [1, 2, 3] {
@@ -321,12 +323,14 @@ fn parallel_entry_is_bitwise_deterministic() {
             let par = pool.install(|| {
                 check::<T>(
                     Entry::Par(isa, path),
-                    shape,
-                    ta,
-                    false,
-                    0.5,
-                    0.3,
-                    CLayout::Rows,
+                    Case {
+                        mkn: shape,
+                        ta,
+                        tb: false,
+                        alpha: 0.5,
+                        beta: 0.3,
+                        cl: CLayout::Rows,
+                    },
                     9,
                 )
             });
@@ -362,22 +366,26 @@ fn direct_and_packed_paths_agree_bitwise() {
         for shape in [(50, 1000, 70), (44, 32, 32), (25, 100, 33)] {
             let p = check::<f32>(
                 Entry::Single(isa, Path::Packed),
-                shape,
-                false,
-                true,
-                -2.0,
-                1.0,
-                CLayout::Rows,
+                Case {
+                    mkn: shape,
+                    ta: false,
+                    tb: true,
+                    alpha: -2.0,
+                    beta: 1.0,
+                    cl: CLayout::Rows,
+                },
                 3,
             );
             let d = check::<f32>(
                 Entry::Single(isa, Path::Direct),
-                shape,
-                false,
-                true,
-                -2.0,
-                1.0,
-                CLayout::Rows,
+                Case {
+                    mkn: shape,
+                    ta: false,
+                    tb: true,
+                    alpha: -2.0,
+                    beta: 1.0,
+                    cl: CLayout::Rows,
+                },
                 3,
             );
             assert!(
@@ -399,41 +407,12 @@ fn real_gemm_agrees_with_matrixmultiply() {
             let (b, rsb, csb) = matrix::<T>(k, n, false, 2);
             let c0: Vec<T> = values(m * n, 3).into_iter().map(T::from_f64).collect();
             let (mut c, mut r) = (c0.clone(), c0);
-            // SAFETY: shapes and strides as allocated; C row-major m × n.
-            unsafe {
-                T::gemm(
-                    m,
-                    k,
-                    n,
-                    T::HALF,
-                    a.as_ptr(),
-                    rsa,
-                    csa,
-                    b.as_ptr(),
-                    rsb,
-                    csb,
-                    T::ONE,
-                    c.as_mut_ptr(),
-                    n as isize,
-                    1,
-                );
-                reference_gemm(
-                    m,
-                    k,
-                    n,
-                    T::HALF,
-                    a.as_ptr(),
-                    rsa,
-                    csa,
-                    b.as_ptr(),
-                    rsb,
-                    csb,
-                    T::ONE,
-                    r.as_mut_ptr(),
-                    n as isize,
-                    1,
-                );
-            }
+            let (av, bv) = (
+                MatRef::new(&a, m, k, rsa, csa),
+                MatRef::new(&b, k, n, rsb, csb),
+            );
+            T::gemm(T::HALF, av, bv, T::ONE, MatMut::row_major(&mut c, m, n, n));
+            reference_gemm(T::HALF, av, bv, T::ONE, MatMut::row_major(&mut r, m, n, n));
             for (x, y) in c.iter().zip(&r) {
                 let (x, y) = (x.to_f64(), y.to_f64());
                 assert!(
@@ -473,27 +452,15 @@ fn negative_strides_are_followed() {
             let mut c = vec![f64::NAN; m * n];
             // SAFETY: A's rows run from the last (offset (m−1)·k) with stride −k, B's columns
             // from the last (offset n−1) with stride −1, C's rows from the last with stride −n:
-            // every address stays inside its buffer.
-            unsafe {
-                gemm_with(
-                    isa,
-                    path,
-                    m,
-                    k,
-                    n,
-                    1.0,
-                    a.as_ptr().add((m - 1) * k),
-                    -(k as isize),
-                    1,
-                    b.as_ptr().add(n - 1),
-                    n as isize,
-                    -1,
-                    0.0,
-                    c.as_mut_ptr().add((m - 1) * n),
-                    -(n as isize),
-                    1,
+            // every address stays inside its buffer, and `c` is borrowed uniquely.
+            let (av, bv, cv) = unsafe {
+                (
+                    MatRef::from_raw_parts(a.as_ptr().add((m - 1) * k), m, k, -(k as isize), 1),
+                    MatRef::from_raw_parts(b.as_ptr().add(n - 1), k, n, n as isize, -1),
+                    MatMut::from_raw_parts(c.as_mut_ptr().add((m - 1) * n), m, n, -(n as isize), 1),
                 )
             };
+            gemm_with(isa, path, 1.0, av, bv, 0.0, cv);
             for i in 0..m {
                 for j in 0..n {
                     let want: f64 = (0..k)

@@ -15,16 +15,12 @@ fn data(len: usize, seed: u64) -> Vec<Dd> {
         .collect()
 }
 
-/// `C ← α·A·B + β·C` by the plain loop, for the row-major `A` (m×k, or k×m stored if `ta`)
-/// and `B` (k×n).
-#[allow(clippy::too_many_arguments)]
+/// `C ← α·A·B + β·C` by the plain loop, for the row-major `A` (m×k, or k×m stored if `ta`),
+/// `B` (k×n) and `C` (m×n).
 fn naive(
-    m: usize,
-    k: usize,
-    n: usize,
+    (m, k, n): (usize, usize, usize),
     alpha: Dd,
-    a: &[Dd],
-    ta: bool,
+    (a, ta): (&[Dd], bool),
     b: &[Dd],
     beta: Dd,
     c: &mut [Dd],
@@ -46,22 +42,7 @@ fn naive(
     }
 }
 
-type Entry = unsafe fn(
-    usize,
-    usize,
-    usize,
-    Dd,
-    *const Dd,
-    isize,
-    isize,
-    *const Dd,
-    isize,
-    isize,
-    Dd,
-    *mut Dd,
-    isize,
-    isize,
-);
+type Entry = fn(Dd, MatRef<'_, Dd>, MatRef<'_, Dd>, Dd, MatMut<'_, Dd>);
 
 fn entries() -> Vec<(&'static str, Entry)> {
     vec![
@@ -100,32 +81,18 @@ fn every_entry_point_equals_the_naive_loop() {
                 (Dd::from_f64(-0.75), Dd::ONE / Dd::from_f64(3.0)),
             ] {
                 let mut want = c0.clone();
-                naive(m, k, n, alpha, &a, ta, &b, beta, &mut want);
+                naive((m, k, n), alpha, (&a, ta), &b, beta, &mut want);
                 for (name, f) in entries() {
                     let mut c = if beta == Dd::ZERO {
                         vec![Dd::NAN; m * n]
                     } else {
                         c0.clone()
                     };
-                    // SAFETY: A, B, C are the stated shapes at these strides; C is its own buffer.
-                    pool.install(|| unsafe {
-                        f(
-                            m,
-                            k,
-                            n,
-                            alpha,
-                            a.as_ptr(),
-                            rsa,
-                            csa,
-                            b.as_ptr(),
-                            n as isize,
-                            1,
-                            beta,
-                            c.as_mut_ptr(),
-                            n as isize,
-                            1,
-                        )
-                    });
+                    let (av, bv) = (
+                        MatRef::new(&a, m, k, rsa, csa),
+                        MatRef::row_major(&b, k, n, n),
+                    );
+                    pool.install(|| f(alpha, av, bv, beta, MatMut::row_major(&mut c, m, n, n)));
                     let same = c
                         .iter()
                         .zip(&want)
@@ -143,25 +110,19 @@ fn every_entry_point_equals_the_naive_loop() {
                     } else {
                         gemm_par_with::<Dd>
                     };
-                    // SAFETY: as above.
-                    pool.install(|| unsafe {
+                    let (av, bv) = (
+                        MatRef::new(&a, m, k, rsa, csa),
+                        MatRef::row_major(&b, k, n, n),
+                    );
+                    pool.install(|| {
                         f(
                             isa,
                             path,
-                            m,
-                            k,
-                            n,
                             alpha,
-                            a.as_ptr(),
-                            rsa,
-                            csa,
-                            b.as_ptr(),
-                            n as isize,
-                            1,
+                            av,
+                            bv,
                             beta,
-                            c.as_mut_ptr(),
-                            n as isize,
-                            1,
+                            MatMut::row_major(&mut c, m, n, n),
                         )
                     });
                     let same = c
@@ -183,25 +144,13 @@ fn alpha_zero_reads_neither_a_nor_b_and_strided_c_works() {
     let mut c = c0.clone();
     let beta = Dd::from_f64(0.5);
     // C column-major with a gap: element (i, j) at 2·(i + m·j).
-    // SAFETY: A and B are large enough NaN buffers (never read); C holds 2·m·n elements.
-    unsafe {
-        gemm(
-            m,
-            k,
-            n,
-            Dd::ZERO,
-            nan.as_ptr(),
-            k as isize,
-            1,
-            nan.as_ptr(),
-            n as isize,
-            1,
-            beta,
-            c.as_mut_ptr(),
-            2,
-            2 * m as isize,
-        )
-    };
+    gemm(
+        Dd::ZERO,
+        MatRef::row_major(&nan, m, k, k),
+        MatRef::row_major(&nan, k, n, n),
+        beta,
+        MatMut::new(&mut c, m, n, 2, 2 * m as isize),
+    );
     for (idx, (&got, &was)) in c.iter().zip(&c0).enumerate() {
         let want = if idx % 2 == 0 { beta * was } else { was };
         assert_eq!(got, want, "{idx}");
@@ -215,24 +164,12 @@ fn dd_product_is_double_double_accurate() {
     let a = [Dd::ONE / Dd::from_f64(3.0), Dd::ONE / Dd::from_f64(7.0)];
     let b = [Dd::from_f64(3.0), Dd::from_f64(7.0)];
     let mut c = [Dd::NAN];
-    // SAFETY: 1×2 times 2×1 into 1×1.
-    unsafe {
-        gemm(
-            1,
-            2,
-            1,
-            Dd::ONE,
-            a.as_ptr(),
-            2,
-            1,
-            b.as_ptr(),
-            1,
-            1,
-            Dd::ZERO,
-            c.as_mut_ptr(),
-            1,
-            1,
-        )
-    };
+    gemm(
+        Dd::ONE,
+        MatRef::row_major(&a, 1, 2, 2),
+        MatRef::row_major(&b, 2, 1, 1),
+        Dd::ZERO,
+        MatMut::row_major(&mut c, 1, 1, 1),
+    );
     assert!((c[0] - Dd::TWO).abs() < Dd::from_f64(1e-31));
 }

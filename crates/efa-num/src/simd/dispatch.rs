@@ -15,13 +15,11 @@ macro_rules! simd_tail_variants {
         /// # Safety
         /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
         #[inline]
-        #[allow(clippy::too_many_arguments)]
         unsafe fn $disp<E: $crate::simd::SimdElem>(isa: $crate::simd::Isa, $($a: $t),*) -> $r {
             /// # Safety
             /// AVX-512F must be supported; the body's own contract.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
-            #[allow(clippy::too_many_arguments)]
             unsafe fn v512<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
                 // SAFETY: AVX-512F implies AVX2 and FMA, so both register types are usable;
                 // the body's contract is this function's.
@@ -31,7 +29,6 @@ macro_rules! simd_tail_variants {
             /// AVX2 and FMA must be supported; the body's own contract.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
             unsafe fn v256<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
                 // SAFETY: AVX2 and FMA are enabled here; the body's contract is this
                 // function's.

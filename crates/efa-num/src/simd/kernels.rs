@@ -17,11 +17,10 @@ macro_rules! simd_variants {
         /// # Safety
         /// `isa` must be supported by the CPU; pointers valid for the stated lengths.
         #[inline]
-        #[allow(dead_code, clippy::too_many_arguments)]
+        #[allow(dead_code)]
         $vis unsafe fn $disp<E: $crate::simd::SimdElem>(isa: $crate::simd::Isa, $($a: $t),*) -> $r {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
-            #[allow(clippy::too_many_arguments)]
             unsafe fn v512<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
                 // SAFETY: `v512` is called only from the `Isa::Avx512` arm below, whose caller
                 // guarantees the CPU supports AVX-512F, the instruction set of `E::Avx512`; the
@@ -31,7 +30,6 @@ macro_rules! simd_variants {
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
             unsafe fn v256<E: $crate::simd::SimdElem>($($a: $t),*) -> $r {
                 // SAFETY: `v256` is called only from the `Isa::Avx2` arm below, whose caller
                 // guarantees the CPU supports AVX2 + FMA, the instruction set of `E::Avx2`; the

@@ -9,6 +9,7 @@
 //! horizontal reduction per sum (a chain of dependent shuffles and additions) per row,
 //! replaced by about two shuffles and one addition per row.
 
+use crate::mat::{MatMut, MatRef};
 use std::arch::x86_64::*;
 
 /// Rows of one call.
@@ -89,29 +90,32 @@ fn lanes(v: __m512) -> [f32; 16] {
     unsafe { std::mem::transmute(v) }
 }
 
-/// Layer norm of rows `0..16` of width `d` (with [`fits`]): `x` rows at stride `ldx`, gain
-/// `g` and shift `b` `[d]`; writes the normalised rows `xhat` (stride `ldh`), the outputs `y`
-/// (stride `ldy`) and the reciprocal deviations `rstd` `[16]`.
+/// Layer norm of the sixteen rows of `x` (`16 × d`, `d` with [`fits`]), gain `g` and shift
+/// `b` `[d]`: writes the normalised rows into `xhat`, the outputs into `y` (both `16 × d`)
+/// and the reciprocal deviations into `rstd` `[16]`.
 ///
 /// # Safety
-/// AVX-512F must be supported; rows `r < 16` valid for `d` elements at `x + r·ldx` (read),
-/// `xhat + r·ldh` and `y + r·ldy` (written); `g`, `b` for `d` reads, `rstd` for 16 writes.
+/// AVX-512F must be supported; the views have sixteen rows of `d` elements each with unit
+/// column stride (rows at any positive stride); `g`, `b` valid for `d` reads, `rstd` for 16
+/// writes.
 #[inline]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn ln16(
-    d: usize,
-    x: *const f32,
-    ldx: usize,
-    g: *const f32,
-    b: *const f32,
+    x: MatRef<'_, f32>,
+    (g, b): (*const f32, *const f32),
     eps: f32,
-    xhat: *mut f32,
-    ldh: usize,
-    y: *mut f32,
-    ldy: usize,
+    mut xhat: MatMut<'_, f32>,
+    mut y: MatMut<'_, f32>,
     rstd: *mut f32,
 ) {
+    let d = x.cols();
+    debug_assert!(x.rows() == ROWS && (xhat.rows(), xhat.cols()) == (ROWS, d));
+    debug_assert!(
+        (y.rows(), y.cols()) == (ROWS, d) && x.cs() == 1 && xhat.cs() == 1 && y.cs() == 1
+    );
+    let (x, ldx) = (x.as_ptr(), x.rs() as usize);
+    let (ldh, xhat) = (xhat.rs() as usize, xhat.as_mut_ptr());
+    let (ldy, y) = (y.rs() as usize, y.as_mut_ptr());
     debug_assert!(fits(d));
     let nc = d / 16;
     let inv_d = _mm512_set1_ps(1.0 / d as f32);
@@ -155,23 +159,21 @@ pub unsafe fn ln16(
     }
 }
 
-/// The second step of the layer-norm backward for rows `0..16` of width `d` (with [`fits`]):
-/// `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` in place, `dx` holding `ĝ` (stride `ldx`), `xhat`
-/// the normalised rows (stride `ldh`), `rstd` the reciprocal deviations `[16]`.
+/// The second step of the layer-norm backward for the sixteen rows of `dx` (`16 × d`, `d`
+/// with [`fits`]): `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ∘x̂))` in place, `dx` holding `ĝ`, `xhat`
+/// the normalised rows (`16 × d`), `rstd` the reciprocal deviations `[16]`.
 ///
 /// # Safety
-/// AVX-512F must be supported; rows `r < 16` valid for `d` elements at `dx + r·ldx` (read and
-/// written) and `xhat + r·ldh`, `rstd` for 16.
+/// AVX-512F must be supported; the views have sixteen rows of `d` elements each with unit
+/// column stride (rows at any positive stride); `rstd` valid for 16 reads.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub unsafe fn ln_back16(
-    d: usize,
-    dx: *mut f32,
-    ldx: usize,
-    xhat: *const f32,
-    ldh: usize,
-    rstd: *const f32,
-) {
+pub unsafe fn ln_back16(mut dx: MatMut<'_, f32>, xhat: MatRef<'_, f32>, rstd: *const f32) {
+    let d = dx.cols();
+    debug_assert!(dx.rows() == ROWS && (xhat.rows(), xhat.cols()) == (ROWS, d));
+    debug_assert!(dx.cs() == 1 && xhat.cs() == 1);
+    let (ldx, dx) = (dx.rs() as usize, dx.as_mut_ptr());
+    let (xhat, ldh) = (xhat.as_ptr(), xhat.rs() as usize);
     debug_assert!(fits(d));
     let nc = d / 16;
     let inv_d = _mm512_set1_ps(1.0 / d as f32);

@@ -1,5 +1,6 @@
-//! Batched matrix product `C = op(A)·op(B)` through `T::gemm` (matrixmultiply), where `op` is
-//! the identity or a transpose of the last two axes, expressed by strides (no copies).
+//! Batched matrix product `C = op(A)·op(B)` through `T::gemm` (efa's GEMM on strided views),
+//! where `op` is the identity or a transpose of the last two axes, expressed by strides (no
+//! copies).
 //!
 //! Shapes: `A` stored `[..., r_a, c_a]` is `m×k` after its optional transpose, `B` stored
 //! `[..., r_b, c_b]` is `k×n`; batch axes equal, or `B` 2-D and shared by every batch of `A`
@@ -14,7 +15,7 @@
 use crate::error::{Result, TapeError};
 use crate::op::Op;
 use crate::tape::{Tape, Var};
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use ndarray::{ArrayD, IxDyn};
 
 /// Geometry of one (validated) batched product.
@@ -30,6 +31,29 @@ struct Geom {
     /// (row, column) strides of the logical m×k A and k×n B inside one batch.
     sa: (isize, isize),
     sb: (isize, isize),
+}
+
+impl Geom {
+    /// Batch `bi`'s logical `m × k` A in the storage `a` (or, for `dA`, its gradient's).
+    fn a<'a, T>(&self, a: &'a [T], bi: usize) -> MatRef<'a, T> {
+        MatRef::new(&a[bi * self.step_a..], self.m, self.k, self.sa.0, self.sa.1)
+    }
+
+    /// Batch `bi`'s logical `k × n` B in the storage `b` (block 0 of a shared B).
+    fn b<'a, T>(&self, b: &'a [T], bi: usize) -> MatRef<'a, T> {
+        MatRef::new(&b[bi * self.step_b..], self.k, self.n, self.sb.0, self.sb.1)
+    }
+
+    /// Batch `bi`'s row-major `m × n` C in the storage `c`.
+    fn c<'a, T>(&self, c: &'a [T], bi: usize) -> MatRef<'a, T> {
+        MatRef::row_major(&c[bi * self.step_c..], self.m, self.n, self.n)
+    }
+}
+
+/// The elements of an arena value or a fresh array (standard layout).
+fn elems<T>(x: &ArrayD<T>) -> &[T] {
+    x.as_slice()
+        .expect("matmul: arena values and fresh arrays have standard layout")
 }
 
 fn geometry(sa: &[usize], sb: &[usize], ta: bool, tb: bool) -> Result<(Geom, Vec<usize>)> {
@@ -102,28 +126,14 @@ impl<T: Real> Tape<T> {
         let mut c = ArrayD::<T>::zeros(IxDyn(&out_shape));
         crate::stats::add_flops(crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
         if g.m > 0 && g.n > 0 && g.k > 0 {
-            let (pa, pb, pc) = (xa.as_ptr(), xb.as_ptr(), c.as_mut_ptr());
+            let (sa, sb) = (elems(xa), elems(xb));
+            let out = c
+                .as_slice_mut()
+                .expect("matmul: a fresh array has standard layout");
             for bi in 0..g.batch {
-                // SAFETY: arena values are standard-layout; offsets and strides stay inside the
-                // batch's r×c block (validated by `geometry`); `c` is a fresh, unaliased buffer.
-                unsafe {
-                    T::gemm(
-                        g.m,
-                        g.k,
-                        g.n,
-                        T::ONE,
-                        pa.add(bi * g.step_a),
-                        g.sa.0,
-                        g.sa.1,
-                        pb.add(bi * g.step_b),
-                        g.sb.0,
-                        g.sb.1,
-                        T::ZERO,
-                        pc.add(bi * g.step_c),
-                        g.n as isize,
-                        1,
-                    )
-                }
+                let (m, n) = (g.m, g.n);
+                let cb = MatMut::row_major(&mut out[bi * g.step_c..], m, n, n);
+                T::gemm(T::ONE, g.a(sa, bi), g.b(sb, bi), T::ZERO, cb);
             }
         }
         Ok(self.push(Op::Matmul { trans_a, trans_b }, vec![ia, ib], c))
@@ -148,60 +158,28 @@ pub(crate) fn backward<T: Real>(
     let computed = u64::from(need[0]) + u64::from(need[1]);
     crate::stats::add_flops(computed * crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
     if g.m > 0 && g.n > 0 && g.k > 0 {
-        let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), dc.as_ptr());
+        let (sa, sb) = (elems(a), elems(b));
+        let sc = dc
+            .as_slice()
+            .expect("matmul: the cotangent was made standard layout");
         for bi in 0..g.batch {
-            let (oa, ob, oc) = (bi * g.step_a, bi * g.step_b, bi * g.step_c);
             if let Some(da) = da.as_mut() {
                 // forward computed C = A·B, so dA (m×k) = dC (m×n) · Bᵀ (n×k); Bᵀ reads B with
                 // swapped strides and dA is written with A's strides into a's storage layout.
-                // SAFETY: `a`, `b` are arena values (always standard layout, see `Tape::push_node`)
-                // whose shapes `geometry` validated above, `dc` is made standard layout and has
-                // the output's shape (a cotangent has its node's shape), so the batch offsets and
-                // strides stay inside one batch block of each buffer, as in forward; `da` is a
-                // fresh buffer of `a`'s shape, distinct from every input.
-                unsafe {
-                    T::gemm(
-                        g.m,
-                        g.n,
-                        g.k,
-                        T::ONE,
-                        pc.add(oc),
-                        g.n as isize,
-                        1,
-                        pb.add(ob),
-                        g.sb.1,
-                        g.sb.0,
-                        T::ONE,
-                        da.as_mut_ptr().add(oa),
-                        g.sa.0,
-                        g.sa.1,
-                    )
-                }
+                let da = da
+                    .as_slice_mut()
+                    .expect("matmul: a fresh array has standard layout");
+                let dav = MatMut::new(&mut da[bi * g.step_a..], g.m, g.k, g.sa.0, g.sa.1);
+                T::gemm(T::ONE, g.c(sc, bi), g.b(sb, bi).t(), T::ONE, dav);
             }
             if let Some(db) = db.as_mut() {
                 // forward computed C = A·B, so dB (k×n) = Aᵀ (k×m) · dC (m×n); a shared B
                 // (step_b = 0) accumulates over the batch through β = 1.
-                // SAFETY: as for `da` above: standard-layout inputs of validated shapes, offsets
-                // and strides inside one batch block (block 0 of a shared B); `db` is a fresh
-                // buffer of `b`'s shape, distinct from every input.
-                unsafe {
-                    T::gemm(
-                        g.k,
-                        g.m,
-                        g.n,
-                        T::ONE,
-                        pa.add(oa),
-                        g.sa.1,
-                        g.sa.0,
-                        pc.add(oc),
-                        g.n as isize,
-                        1,
-                        T::ONE,
-                        db.as_mut_ptr().add(ob),
-                        g.sb.0,
-                        g.sb.1,
-                    )
-                }
+                let db = db
+                    .as_slice_mut()
+                    .expect("matmul: a fresh array has standard layout");
+                let dbv = MatMut::new(&mut db[bi * g.step_b..], g.k, g.n, g.sb.0, g.sb.1);
+                T::gemm(T::ONE, g.a(sa, bi).t(), g.c(sc, bi), T::ONE, dbv);
             }
         }
     }

@@ -5,12 +5,12 @@ use super::super::dense::{grow, ld, mm, Packed};
 use super::super::err;
 use super::super::forward::{query_rows, sample_qkv, At};
 use super::super::norm::{col_sums, ln_back_rows};
-use super::super::rows::{self, Rows, RowsMut, RowsScratch};
+use super::super::rows::{self, QkvGrads, Rows, RowsMut, RowsScratch};
 use super::super::saved::SavedParts;
 use super::partial::BlockGrads;
 use super::{query_row, Ctx};
 use crate::KernelError;
-use efa_num::Real;
+use efa_num::{MatMut, MatRef, Real};
 use std::mem::MaybeUninit;
 
 /// `y = LN₂(u)` with `u = z + h·W₂ + b₂`: `du = LN₂ᵀ(dy)` into `dz` (row stride `ld(d)`,
@@ -32,17 +32,15 @@ pub(super) fn norm2_back<'s, T: Real>(
         }
     }
     let g2 = cx.vecs[2];
-    let (xhat2, rstd2) = ((sv.xhat2, ldd), sv.rstd2);
+    let rq = at.rq;
+    let xhat2 = MatRef::row_major(sv.xhat2, rq, d, ldd);
     ln_back_rows(
         cx.isa,
-        at.rq,
-        Some((dy, d)),
-        (dz, ldd),
-        xhat2,
-        rstd2,
+        Some(MatRef::row_major(dy, rq, d, d)),
+        MatMut::row_major(dz, rq, d, ldd),
+        (xhat2, sv.rstd2),
         g2,
-        g.g2,
-        g.be2,
+        (g.g2, g.be2),
     );
     dz
 }
@@ -63,18 +61,22 @@ pub(super) fn ffn_back<T: Real>(
     let [g1, be1, _] = cx.vecs;
     // db₂ = Σ du, dW₂ = hᵀ·du, dh = du·W₂ᵀ (through the ReLU).
     col_sums(isa, g.b2, dz, ldd, rq);
-    mm(isa, (f, d, rq), sv.hid, (1, ldf), dz, ldd, g.w2, ldd, true);
+    mm(
+        isa,
+        (f, d, rq),
+        (sv.hid, (1, ldf)),
+        (dz, ldd),
+        (g.w2, ldd),
+        true,
+    );
     let dh = grow(dh, rq * ldf);
     let w2_t = &cx.w2_t;
     mm(
         isa,
         (rq, f, d),
-        dz,
-        (ldd, 1),
-        &w2_t.data,
-        w2_t.ld,
-        dh,
-        ldf,
+        (dz, (ldd, 1)),
+        (&w2_t.data, w2_t.ld),
+        (dh, ldf),
         false,
     );
     for r in 0..rq {
@@ -98,17 +100,21 @@ pub(super) fn ffn_back<T: Real>(
         }
         pad.fill(T::ZERO);
     }
-    mm(isa, (d, f, rq), y1, (1, ldd), dh, ldf, g.w1, ldf, true);
+    mm(
+        isa,
+        (d, f, rq),
+        (y1, (1, ldd)),
+        (dh, ldf),
+        (g.w1, ldf),
+        true,
+    );
     let w1_t = &cx.w1_t;
     mm(
         isa,
         (rq, d, f),
-        dh,
-        (ldf, 1),
-        &w1_t.data,
-        w1_t.ld,
-        dz,
-        ldd,
+        (dh, (ldf, 1)),
+        (&w1_t.data, w1_t.ld),
+        (dz, ldd),
         true,
     );
 }
@@ -128,27 +134,22 @@ pub(super) fn norm1_back<'s, T: Real>(
     let (isa, d, hk, rq) = (cx.isa, cx.dm.d, cx.dm.hk, at.rq);
     let (ldd, ldhk) = (ld(d), ld(hk));
     let g1 = cx.vecs[0];
+    let xhat1 = MatRef::row_major(sv.xhat1, rq, d, ldd);
     ln_back_rows(
         isa,
-        rq,
         None,
-        (dz, ldd),
-        (sv.xhat1, ldd),
-        sv.rstd1,
+        MatMut::row_major(dz, rq, d, ldd),
+        (xhat1, sv.rstd1),
         g1,
-        g.g1,
-        g.be1,
+        (g.g1, g.be1),
     );
     col_sums(isa, g.bo, dz, ldd, rq);
     mm(
         isa,
         (hk, d, rq),
-        sv.o,
-        (1, cx.ldo),
-        dz,
-        ldd,
-        g.wo,
-        ldd,
+        (sv.o, (1, cx.ldo)),
+        (dz, ldd),
+        (g.wo, ldd),
         true,
     );
     let dob = grow(dob, rq * ldhk);
@@ -156,12 +157,9 @@ pub(super) fn norm1_back<'s, T: Real>(
     mm(
         isa,
         (rq, hk, d),
-        dz,
-        (ldd, 1),
-        &wo_t.data,
-        wo_t.ld,
-        dob,
-        ldhk,
+        (dz, (ldd, 1)),
+        (&wo_t.data, wo_t.ld),
+        (dob, ldhk),
         false,
     );
     dob
@@ -199,7 +197,7 @@ pub(super) fn attention_back<'s, T: Real>(
     let AttnGrads { dq, dk, dv, ld: _ } = out;
     for i in 0..at.ns {
         let shape = cx.cfg.shape(dm, at.s0 + i);
-        let (q, k, v) = sample_qkv(cx.given, sv.q, sv.kv, *dm, at.s0, i);
+        let x = sample_qkv(cx.given, sv.q, sv.kv, *dm, at.s0, i);
         let (qr, kr) = (
             i * nq * ldg..(i + 1) * nq * ldg,
             i * n * ldg..(i + 1) * n * ldg,
@@ -211,7 +209,7 @@ pub(super) fn attention_back<'s, T: Real>(
             // initialised values through the view.
             let pu = unsafe { &mut *(&mut *pbuf as *mut [T] as *mut [MaybeUninit<T>]) };
             let kept = Some(&sv.kept[i * nkept..(i + 1) * nkept]);
-            rows::probs_uninit(isa, &shape, q, k, kept, pu, attn)
+            rows::probs_uninit(isa, &shape, x.q, x.k, kept, pu, attn)
                 .map_err(|e| err(e.to_string()))?;
             pbuf
         };
@@ -219,22 +217,21 @@ pub(super) fn attention_back<'s, T: Real>(
             data: &dob[i * nq * ldhk..(i + 1) * nq * ldhk],
             ld: ldhk,
         };
-        let (dqi, dki, dvi) = (
-            RowsMut {
+        let grads = QkvGrads {
+            dq: RowsMut {
                 data: &mut dq[qr],
                 ld: ldg,
             },
-            RowsMut {
+            dk: RowsMut {
                 data: &mut dk[kr.clone()],
                 ld: ldg,
             },
-            RowsMut {
+            dv: RowsMut {
                 data: &mut dv[kr],
                 ld: ldg,
             },
-        );
-        rows::backward(isa, &shape, q, k, v, p, d_o, dqi, dki, dvi, attn)
-            .map_err(|e| err(e.to_string()))?;
+        };
+        rows::backward(isa, &shape, x, p, d_o, grads, attn).map_err(|e| err(e.to_string()))?;
     }
     Ok(AttnGrads {
         dq,
@@ -271,44 +268,56 @@ pub(super) fn project_back<T: Real>(
     let xc = &cx.x[at.s0 * n * d..(at.s0 + at.ns) * n * d];
     let xq = query_rows(cx.cfg, dm, at.s0, at.ns, xc, sc.xq);
     col_sums(isa, g.bq, dq, ldhk, rq);
-    mm(isa, (d, hk, rq), xq, (1, d), dq, ldhk, g.wq, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rq),
+        (xq, (1, d)),
+        (dq, ldhk),
+        (g.wq, ldhk),
+        true,
+    );
     col_sums(isa, g.bk, dk, ldhk, rk);
-    mm(isa, (d, hk, rk), xc, (1, d), dk, ldhk, g.wk, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rk),
+        (xc, (1, d)),
+        (dk, ldhk),
+        (g.wk, ldhk),
+        true,
+    );
     col_sums(isa, g.bv, dv, ldhk, rk);
-    mm(isa, (d, hk, rk), xc, (1, d), dv, ldhk, g.wv, ldhk, true);
+    mm(
+        isa,
+        (d, hk, rk),
+        (xc, (1, d)),
+        (dv, ldhk),
+        (g.wv, ldhk),
+        true,
+    );
     let dxs = grow(sc.dxs, rk * ldd);
     mm(
         isa,
         (rk, d, hk),
-        dk,
-        (ldhk, 1),
-        &wk_t.data,
-        wk_t.ld,
-        dxs,
-        ldd,
+        (dk, (ldhk, 1)),
+        (&wk_t.data, wk_t.ld),
+        (dxs, ldd),
         false,
     );
     mm(
         isa,
         (rk, d, hk),
-        dv,
-        (ldhk, 1),
-        &wv_t.data,
-        wv_t.ld,
-        dxs,
-        ldd,
+        (dv, (ldhk, 1)),
+        (&wv_t.data, wv_t.ld),
+        (dxs, ldd),
         true,
     );
     if cx.cfg.queries.is_none() {
         mm(
             isa,
             (rq, d, hk),
-            dq,
-            (ldhk, 1),
-            &wq_t.data,
-            wq_t.ld,
-            dxs,
-            ldd,
+            (dq, (ldhk, 1)),
+            (&wq_t.data, wq_t.ld),
+            (dxs, ldd),
             true,
         );
         // Every row of dx written (rk = rq rows of d).
@@ -332,12 +341,9 @@ pub(super) fn project_back<T: Real>(
         mm(
             isa,
             (rq, d, hk),
-            dq,
-            (ldhk, 1),
-            &wq_t.data,
-            wq_t.ld,
-            dxq,
-            ldd,
+            (dq, (ldhk, 1)),
+            (&wq_t.data, wq_t.ld),
+            (dxq, ldd),
             false,
         );
         for r in 0..rq {

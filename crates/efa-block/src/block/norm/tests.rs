@@ -49,15 +49,13 @@ fn same_as_per_row<T: Real>() {
                     vec![T::ZERO; rows * d],
                     vec![T::ZERO; rows],
                 );
+                let ln = LnParams { g: &g, b: &b, eps };
                 ln_rows(
                     isa,
-                    rows,
-                    (&x, ld),
-                    &g,
-                    &b,
-                    eps,
-                    (&mut h1, ld),
-                    (&mut y1, d),
+                    MatRef::row_major(&x, rows, d, ld),
+                    ln,
+                    MatMut::row_major(&mut h1, rows, d, ld),
+                    MatMut::row_major(&mut y1, rows, d, d),
                     &mut r1,
                 );
                 let what = format!("{isa:?} rows {rows} d {d}");
@@ -69,17 +67,8 @@ fn same_as_per_row<T: Real>() {
                 let mut h2 = vec![MaybeUninit::<T>::uninit(); rows * ld];
                 let mut y2 = vec![MaybeUninit::<T>::uninit(); rows * ld];
                 let mut r2 = vec![MaybeUninit::<T>::uninit(); rows];
-                let (h2, r2) = ln_rows_into(
-                    isa,
-                    rows,
-                    (&x, ld),
-                    &g,
-                    &b,
-                    eps,
-                    (&mut h2, ld),
-                    (&mut y2, ld),
-                    &mut r2,
-                );
+                let x = MatRef::row_major(&x, rows, d, ld);
+                let (h2, r2) = ln_rows_into(isa, x, ln, (&mut h2, ld), (&mut y2, ld), &mut r2);
                 assert_eq!(bits(h2), bits(&h0), "x̂ into {what}");
                 assert_eq!(bits(r2), bits(&r0), "r into {what}");
                 // SAFETY: `ln_rows_into` wrote every element of `y2`.
@@ -108,16 +97,14 @@ fn same_as_per_row<T: Real>() {
                         &mut db0,
                     );
                 }
+                let xhat = MatRef::row_major(&h0, rows, d, ld);
                 ln_back_rows(
                     isa,
-                    rows,
                     None,
-                    (&mut dx1, ld),
-                    (&h0, ld),
-                    &r0,
+                    MatMut::row_major(&mut dx1, rows, d, ld),
+                    (xhat, &r0),
                     &g,
-                    &mut dg1,
-                    &mut db1,
+                    (&mut dg1, &mut db1),
                 );
                 assert_eq!(bits(&dx1), bits(&dx0), "dx {what}");
                 assert_eq!(bits(&dg1), bits(&dg0), "dg {what}");
@@ -135,14 +122,11 @@ fn same_as_per_row<T: Real>() {
                 );
                 ln_back_rows(
                     isa,
-                    rows,
-                    Some((&src, lds)),
-                    (&mut dx2, ld),
-                    (&h0, ld),
-                    &r0,
+                    Some(MatRef::row_major(&src, rows, d, lds)),
+                    MatMut::row_major(&mut dx2, rows, d, ld),
+                    (xhat, &r0),
                     &g,
-                    &mut dg2,
-                    &mut db2,
+                    (&mut dg2, &mut db2),
                 );
                 for i in 0..rows {
                     let (got, want) = (&dx2[i * ld..i * ld + d], &dx0[i * ld..i * ld + d]);
@@ -185,19 +169,39 @@ fn chunk_layer_norms_give_the_bits_of_the_per_row_ones() {
 }
 
 #[test]
-#[should_panic(expected = "ln_rows: sizes")]
-fn ln_rows_checks_its_buffers() {
-    let (x, g) = (vec![0f64; 20], vec![1f64; 8]);
-    let (mut h, mut y, mut r) = (vec![0f64; 20], vec![0f64; 24], vec![0f64; 3]);
+#[should_panic(expected = "ln_rows: views must be 3 × 8 with contiguous rows")]
+fn ln_rows_checks_its_views() {
+    let (x, g) = (vec![0f64; 24], vec![1f64; 8]);
+    let (mut h, mut y, mut r) = (vec![0f64; 24], vec![0f64; 24], vec![0f64; 3]);
     ln_rows(
         Isa::Scalar,
-        3,
-        (&x, 8),
-        &g,
-        &g,
-        0.1,
-        (&mut h, 8),
-        (&mut y, 8),
+        MatRef::row_major(&x, 3, 8, 8),
+        LnParams {
+            g: &g,
+            b: &g,
+            eps: 0.1,
+        },
+        MatMut::row_major(&mut h, 3, 8, 8),
+        MatMut::row_major(&mut y, 2, 8, 8),
+        &mut r,
+    );
+}
+
+#[test]
+#[should_panic(expected = "ln_rows: sizes")]
+fn ln_rows_checks_its_buffers() {
+    let (x, g) = (vec![0f64; 24], vec![1f64; 8]);
+    let (mut h, mut y, mut r) = (vec![0f64; 24], vec![0f64; 24], vec![0f64; 2]);
+    ln_rows(
+        Isa::Scalar,
+        MatRef::row_major(&x, 3, 8, 8),
+        LnParams {
+            g: &g,
+            b: &g,
+            eps: 0.1,
+        },
+        MatMut::row_major(&mut h, 3, 8, 8),
+        MatMut::row_major(&mut y, 3, 8, 8),
         &mut r,
     );
 }

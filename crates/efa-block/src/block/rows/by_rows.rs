@@ -28,8 +28,7 @@ pub(super) fn p_len(s: &RowsShape) -> usize {
 pub(super) fn forward_uninit<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
+    (q, k): (Rows<T>, Rows<T>),
     mut vo: Option<(Rows<T>, RowsMut<T>)>,
     p: &mut [MaybeUninit<T>],
     scratch: &mut RowsScratch<T>,
@@ -60,12 +59,9 @@ pub(super) fn forward_uninit<T: Real>(
         gemm_checked_into(
             isa,
             (s.nq, keys, s.dk),
-            &q.data[h * s.dk..],
-            (q.ld, 1),
-            kt,
-            ps,
-            ph,
-            ps,
+            (&q.data[h * s.dk..], (q.ld, 1)),
+            (kt, ps),
+            (ph, ps),
             scale,
         );
         for row in ph.chunks_exact_mut(ps) {
@@ -92,18 +88,17 @@ pub(super) fn forward_uninit<T: Real>(
 ///
 /// # Errors
 /// As [`forward`].
-#[allow(clippy::too_many_arguments)]
 pub(super) fn backward<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    Qkv { q, k, v }: Qkv<T>,
     p: &[T],
     d_o: Rows<T>,
-    mut dq: RowsMut<T>,
-    mut dk: RowsMut<T>,
-    mut dv: RowsMut<T>,
+    QkvGrads {
+        mut dq,
+        mut dk,
+        mut dv,
+    }: QkvGrads<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     let isa = isa.or_scalar();
@@ -130,7 +125,14 @@ pub(super) fn backward<T: Real>(
         let (dob, ldo) = head_do(s, h, d_o, &mut *dob);
         dv_out(isa, s, h, (ph, 1, ps), (dob, ldo), &mut dv, &mut *out);
         transpose_block(isa, v, cv, s.dv, keys, vt, ps);
-        product(isa, (nq, keys, s.dv), dob, ldo, 1, vt, ps, ds, ps, T::ONE);
+        product(
+            isa,
+            (nq, keys, s.dv),
+            (dob, ldo, 1),
+            (vt, ps),
+            (ds, ps),
+            T::ONE,
+        );
         // forward computed P = softmax(S) per row, so dS = P ∘ (dP − Σⱼ P dP).
         ds_rows(isa, ph, ds, ps, nq, keys);
         // forward computed S = scale·Q·Kᵀ, so dQ = scale·dS·K and dK = scale·dSᵀ·Q.

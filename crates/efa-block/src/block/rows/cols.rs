@@ -9,12 +9,10 @@ use super::*;
 /// The column path's forward: `P` kept transposed ([`cols_p_len`] elements), and `O = P·V`
 /// when the values and the output rows are given; the softmax's maxima and scales kept, or
 /// read, as `kept` says (per head, `2·p_stride` of them).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn forward_cols<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
+    (q, k): (Rows<T>, Rows<T>),
     mut vo: Option<(Rows<T>, RowsMut<T>)>,
     p: &mut [MaybeUninit<T>],
     mut kept: Kept<'_, T>,
@@ -58,12 +56,9 @@ pub(super) fn forward_cols<T: Real>(
         gemm_checked_into(
             isa,
             (keys, nq, s.dk),
-            &k.data[h * s.dk..],
-            (k.ld, 1),
-            qt,
-            ps,
-            pk,
-            ps,
+            (&k.data[h * s.dk..], (k.ld, 1)),
+            (qt, ps),
+            (pk, ps),
             scale,
         );
         // SAFETY: the product wrote columns [0, nq) of every row, the loop above the rest.
@@ -84,18 +79,17 @@ pub(super) fn forward_cols<T: Real>(
 }
 
 /// The column path's backward from the transposed `P` of [`forward_cols`].
-#[allow(clippy::too_many_arguments)]
 pub(super) fn backward_cols<T: Real>(
     isa: Isa,
     s: &RowsShape,
-    q: Rows<T>,
-    k: Rows<T>,
-    v: Rows<T>,
+    Qkv { q, k, v }: Qkv<T>,
     p: &[T],
     d_o: Rows<T>,
-    mut dq: RowsMut<T>,
-    mut dk: RowsMut<T>,
-    mut dv: RowsMut<T>,
+    QkvGrads {
+        mut dq,
+        mut dk,
+        mut dv,
+    }: QkvGrads<T>,
     scratch: &mut RowsScratch<T>,
 ) -> Result<(), AttnError> {
     let isa = isa.or_scalar();
@@ -124,18 +118,8 @@ pub(super) fn backward_cols<T: Real>(
         dv_out(isa, s, h, (pt, ps, 1), (dob, ldo), &mut dv, &mut *out);
         // dPᵀ = V·dOᵀ: each element the sum of dP = dO·Vᵀ (V's head read in place as A).
         transpose_block(isa, d_o, cv, s.dv, nq, dot, ps);
-        product(
-            isa,
-            (keys, nq, s.dv),
-            &v.data[cv..],
-            v.ld,
-            1,
-            dot,
-            ps,
-            ds,
-            ps,
-            T::ONE,
-        );
+        let vh = (&v.data[cv..], v.ld, 1);
+        product(isa, (keys, nq, s.dv), vh, (dot, ps), (&mut *ds, ps), T::ONE);
         // forward computed P = softmax(S) per query, so dS = P ∘ (dP − Σⱼ P dP), here down
         // the columns of the transposes with the row kernel's operations and order.
         ds_cols(isa, pt, ds, ps, keys, nq);

@@ -4,16 +4,16 @@
 
 use super::*;
 
-/// `O = P·V` for head `h` (`nq × dv`, sums over the visible keys), `P` read at
-/// `p[i·rsp + j·csp]` (row-major or transposed, the two paths' layouts): with whole padded
+/// `O = P·V` for head `h` (`nq × dv`, sums over the visible keys), `P` given as
+/// `(p, rsp, csp)`, read at `p[i·rsp + j·csp]` (row-major or transposed, the two paths'
+/// layouts): with whole padded
 /// head widths straight from V's rows into O's rows, otherwise through the padded scratch
 /// `vb` (V's head) and `ob` (the output block).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn pv_out<T: Real>(
     isa: Isa,
     s: &RowsShape,
     h: usize,
-    (p, rsp, csp): (&[T], usize, usize),
+    p: Strided<'_, T>,
     v: Rows<T>,
     o: &mut RowsMut<T>,
     (vb, ob): (&mut [T], &mut [T]),
@@ -21,24 +21,23 @@ pub(super) fn pv_out<T: Real>(
     let (c0, mnk) = (h * s.dv, (s.nq, s.dv, s.keys));
     if whole_heads(s) {
         let (b, c) = (&v.data[c0..], &mut o.data[c0..]);
-        product(isa, mnk, p, rsp, csp, b, v.ld, c, o.ld, T::ONE);
+        product(isa, mnk, p, (b, v.ld), (c, o.ld), T::ONE);
     } else {
         let dvp = padded(s.dv.max(1));
         copy_block(v, c0, s.dv, s.keys, vb, dvp);
-        product(isa, mnk, p, rsp, csp, vb, dvp, ob, dvp, T::ONE);
+        product(isa, mnk, p, (vb, dvp), (&mut *ob, dvp), T::ONE);
         put_block(ob, dvp, s.nq, s.nq, o, c0, s.dv);
     }
 }
 
-/// `dV = Pᵀ·dO` for head `h` (`keys × dv`; zeros on rows `keys..nk`), `Pᵀ` read at
-/// `p[j·rsp + i·csp]`, `dO` rows at `dob[i·ldo]` (the head's columns in place or a padded
+/// `dV = Pᵀ·dO` for head `h` (`keys × dv`; zeros on rows `keys..nk`), `Pᵀ` given as
+/// `(p, rsp, csp)`, read at `p[j·rsp + i·csp]`, `dO` rows at `dob[i·ldo]` (the head's columns in place or a padded
 /// copy); through the padded scratch `out` when the head widths are not whole padded rows.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn dv_out<T: Real>(
     isa: Isa,
     s: &RowsShape,
     h: usize,
-    (pt, rsp, csp): (&[T], usize, usize),
+    pt: Strided<'_, T>,
     (dob, ldo): (&[T], usize),
     dv: &mut RowsMut<T>,
     out: &mut [T],
@@ -46,11 +45,11 @@ pub(super) fn dv_out<T: Real>(
     let (cv, mnk) = (h * s.dv, (s.keys, s.dv, s.nq));
     if whole_heads(s) {
         let c = &mut dv.data[cv..];
-        product(isa, mnk, pt, rsp, csp, dob, ldo, c, dv.ld, T::ONE);
+        product(isa, mnk, pt, (dob, ldo), (c, dv.ld), T::ONE);
         zero_rows(dv, s.keys, s.nk, cv, s.dv);
     } else {
         let dvp = padded(s.dv.max(1));
-        product(isa, mnk, pt, rsp, csp, dob, ldo, out, dvp, T::ONE);
+        product(isa, mnk, pt, (dob, ldo), (&mut *out, dvp), T::ONE);
         put_block(out, dvp, s.keys, s.nk, dv, cv, s.dv);
     }
 }
@@ -59,12 +58,11 @@ pub(super) fn dv_out<T: Real>(
 /// `keys..nk`) for head `h`, `dS` read at `ds[i·rsd + j·csd]` (the row path's `dS` or the
 /// column path's `dSᵀ`): K and Q read in place with whole padded head widths, otherwise
 /// copied into the padded scratch `kq` and written through `out`.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn dq_dk_out<T: Real>(
     isa: Isa,
     s: &RowsShape,
     h: usize,
-    (ds, rsd, csd): (&[T], usize, usize),
+    (ds, rsd, csd): Strided<'_, T>,
     (q, k): (Rows<T>, Rows<T>),
     (dq, dk): (&mut RowsMut<T>, &mut RowsMut<T>),
     (kq, out): (&mut [T], &mut [T]),
@@ -77,56 +75,43 @@ pub(super) fn dq_dk_out<T: Real>(
         product(
             isa,
             (nq, s.dk, keys),
-            ds,
-            rsd,
-            csd,
-            kb,
-            k.ld,
-            c,
-            dq.ld,
+            (ds, rsd, csd),
+            (kb, k.ld),
+            (c, dq.ld),
             scale,
         );
         let c = &mut dk.data[ck..];
+        // dSᵀ: `dS` read with swapped strides.
         product(
             isa,
             (keys, s.dk, nq),
-            ds,
-            csd,
-            rsd,
-            qb,
-            q.ld,
-            c,
-            dk.ld,
+            (ds, csd, rsd),
+            (qb, q.ld),
+            (c, dk.ld),
             scale,
         );
         zero_rows(dk, keys, s.nk, ck, s.dk);
     } else {
         let dkp = padded(s.dk.max(1));
         copy_block(k, ck, s.dk, keys, kq, dkp);
+        let kb = (&*kq, dkp);
         product(
             isa,
             (nq, s.dk, keys),
-            ds,
-            rsd,
-            csd,
-            kq,
-            dkp,
-            out,
-            dkp,
+            (ds, rsd, csd),
+            kb,
+            (&mut *out, dkp),
             scale,
         );
         put_block(out, dkp, nq, nq, dq, ck, s.dk);
         copy_block(q, ck, s.dk, nq, kq, dkp);
+        let qb = (&*kq, dkp);
         product(
             isa,
             (keys, s.dk, nq),
-            ds,
-            csd,
-            rsd,
-            kq,
-            dkp,
-            out,
-            dkp,
+            (ds, csd, rsd),
+            qb,
+            (&mut *out, dkp),
             scale,
         );
         put_block(out, dkp, keys, s.nk, dk, ck, s.dk);

@@ -56,6 +56,14 @@ impl<T: Real> Problem<T> {
             ld: self.ldkv,
         }
     }
+    fn qkv(&self) -> Qkv<'_, T> {
+        Qkv {
+            q: self.q(),
+            k: self.k(),
+            v: self.v(),
+        }
+    }
+
     fn d_o(&self) -> Rows<'_, T> {
         Rows {
             data: &self.d_o,
@@ -110,11 +118,12 @@ fn run_with<T: Real>(
         data: &mut o,
         ld: ldo,
     };
-    let (q, k, v) = (pr.q(), pr.k(), pr.v());
+    let x = pr.qkv();
+    let qk = (x.q, x.k);
     match path {
-        Path::Rows => by_rows::forward_uninit(isa, s, q, k, Some((v, om)), &mut pu, scratch),
-        Path::Cols => forward_cols(isa, s, q, k, Some((v, om)), &mut pu, Kept::No, scratch),
-        Path::Auto => forward_uninit(isa, s, q, k, v, &mut pu, om, scratch),
+        Path::Rows => by_rows::forward_uninit(isa, s, qk, Some((x.v, om)), &mut pu, scratch),
+        Path::Cols => forward_cols(isa, s, qk, Some((x.v, om)), &mut pu, Kept::No, scratch),
+        Path::Auto => forward_uninit(isa, s, x, &mut pu, om, scratch),
     }
     .unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
@@ -122,26 +131,25 @@ fn run_with<T: Real>(
     let mut dq = vec![nan; s.nq * ldg];
     let mut dk = vec![nan; s.nk * ldg];
     let mut dv = vec![nan; s.nk * ldg];
-    let args = (
-        RowsMut {
+    let grads = QkvGrads {
+        dq: RowsMut {
             data: &mut dq,
             ld: ldg,
         },
-        RowsMut {
+        dk: RowsMut {
             data: &mut dk,
             ld: ldg,
         },
-        RowsMut {
+        dv: RowsMut {
             data: &mut dv,
             ld: ldg,
         },
-    );
-    let (a, b, c) = args;
+    };
     let g = pr.d_o();
     match path {
-        Path::Rows => by_rows::backward(isa, s, q, k, v, &p, g, a, b, c, scratch),
-        Path::Cols => backward_cols(isa, s, q, k, v, &p, g, a, b, c, scratch),
-        Path::Auto => backward(isa, s, q, k, v, &p, g, a, b, c, scratch),
+        Path::Rows => by_rows::backward(isa, s, x, &p, g, grads, scratch),
+        Path::Cols => backward_cols(isa, s, x, &p, g, grads, scratch),
+        Path::Auto => backward(isa, s, x, &p, g, grads, scratch),
     }
     .unwrap();
     Out { p, o, dq, dk, dv }
@@ -161,8 +169,8 @@ fn probs_only<T: Real>(isa: Isa, pr: &Problem<T>, path: Path) -> Vec<T> {
     let mut scratch = RowsScratch::new();
     let (q, k) = (pr.q(), pr.k());
     match path {
-        Path::Rows => by_rows::forward_uninit(isa, s, q, k, None, &mut pu, &mut scratch),
-        Path::Cols => forward_cols(isa, s, q, k, None, &mut pu, Kept::No, &mut scratch),
+        Path::Rows => by_rows::forward_uninit(isa, s, (q, k), None, &mut pu, &mut scratch),
+        Path::Cols => forward_cols(isa, s, (q, k), None, &mut pu, Kept::No, &mut scratch),
         Path::Auto => probs_uninit(isa, s, q, k, None, &mut pu, &mut scratch),
     }
     .unwrap();
@@ -184,8 +192,7 @@ fn forward_kept<T: Real>(isa: Isa, pr: &Problem<T>) -> (Vec<T>, Vec<T>, Vec<T>) 
         data: &mut o,
         ld: ldo,
     };
-    let (q, k, v) = (pr.q(), pr.k(), pr.v());
-    forward_uninit_kept(isa, s, q, k, v, &mut pu, &mut kept, om, &mut scratch).unwrap();
+    forward_uninit_kept(isa, s, pr.qkv(), &mut pu, &mut kept, om, &mut scratch).unwrap();
     // SAFETY: every element was initialised (NaN, then perhaps the kernel's value).
     let p = pu.iter().map(|x| unsafe { x.assume_init() }).collect();
     (p, o, kept)

@@ -84,7 +84,7 @@ pub(crate) fn forward<T: Real>(
         *slot = tape.add(*slot, folded)?;
     }
     let q1 = a1.q.apply(tape, x1_t)?;
-    let a1_t = a1.attend(tape, heads, kd, q1, kv[0], kv[1], &cfg.target_mask(batch))?;
+    let a1_t = a1.attend(tape, heads, kd, (q1, kv[0], kv[1]), &cfg.target_mask(batch))?;
     let x2 = tape.add(x1_t, a1_t)?;
     let h = tape.reshape(x2, &[b, d])?;
     cfg.head(tape, &vars.head, h)

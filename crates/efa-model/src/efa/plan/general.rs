@@ -47,7 +47,7 @@ pub(crate) fn forward<T: Real>(
                 mask: mask.clone(),
             });
         }
-        let a = attn.attend(tape, cfg.heads, cfg.key_dim, q, k, v, &mask)?;
+        let a = attn.attend(tape, cfg.heads, cfg.key_dim, (q, k, v), &mask)?;
         x = cfg.finish_block(tape, block, x, a)?;
     }
     let h = tape.gather_positions(x, &batch.pred_idx)?;

@@ -148,10 +148,10 @@ pub(crate) fn forward<T: Real>(
             ];
             *slot = tape.gather_sum(&[c, q], parts, None, hk, 1)?[0];
         }
-        let aq = attn.attend(tape, heads, kd, qq, gathered[0], gathered[1], &key_mask)?;
+        let aq = attn.attend(tape, heads, kd, (qq, gathered[0], gathered[1]), &key_mask)?;
         if !last {
             let qc = attn.q.apply(tape, hc)?;
-            let ac = attn.attend(tape, heads, kd, qc, kc, vc, &causal)?;
+            let ac = attn.attend(tape, heads, kd, (qc, kc, vc), &causal)?;
             xc = cfg.finish_block(tape, block, xc, ac)?;
         }
         xq = cfg.finish_block(tape, block, xq, aq)?;

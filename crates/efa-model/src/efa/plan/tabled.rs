@@ -46,14 +46,14 @@ pub(crate) fn forward<T: Real>(
                 let q = attn.q.apply(tape, hq)?;
                 let [k, v] =
                     cfg.table_projections(tape, vars, &inputs, attn, [Proj::K, Proj::V])?;
-                attn.attend(tape, heads, kd, q, k, v, &target_mask)?
+                attn.attend(tape, heads, kd, (q, k, v), &target_mask)?
             } else {
                 attn.apply(tape, heads, kd, hq, h, &target_mask)?
             }
         } else if tabled {
             let [q, k, v] =
                 cfg.table_projections(tape, vars, &inputs, attn, [Proj::Q, Proj::K, Proj::V])?;
-            attn.attend(tape, heads, kd, q, k, v, &mask)?
+            attn.attend(tape, heads, kd, (q, k, v), &mask)?
         } else {
             attn.apply(tape, heads, kd, h, h, &mask)?
         };
