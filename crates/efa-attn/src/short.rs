@@ -227,10 +227,16 @@ unsafe impl<T: Send> Send for Out<T> {}
 // write disjoint elements (each group's heads) and nothing reads until all have finished.
 unsafe impl<T: Send> Sync for Out<T> {}
 
+/// A `[B, H, N, D]` array not yet written, its buffer from [`efa_num::pool`].
+fn uninit4<T>(shape: (usize, usize, usize, usize)) -> Array4<std::mem::MaybeUninit<T>> {
+    let n = shape.0 * shape.1 * shape.2 * shape.3;
+    Array4::from_shape_vec(shape, efa_num::pool::uninit(n)).expect("one element per element")
+}
+
 /// Forward (see [`crate::Attention::forward`]); the caller checked [`applies`].
 pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
     let (nq, dv) = (p.nq, p.dv);
-    let mut o = Array4::<T>::uninit((p.batch, p.heads, nq, dv));
+    let mut o = uninit4::<T>((p.batch, p.heads, nq, dv));
     let mut lse = Array3::<T>::uninit((p.batch, p.heads, nq));
     let (heads, groups) = groups(p);
     let (op, lp) = (Out(o.as_mut_ptr()), Out(lse.as_mut_ptr()));
@@ -320,9 +326,9 @@ pub(crate) fn backward<'v, T: Real>(
     d_lse: Option<ArrayView3<'v, T>>,
 ) -> AttnGrads<T> {
     let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
-    let mut dq = Array4::<T>::uninit((p.batch, p.heads, nq, d));
-    let mut dk = Array4::<T>::uninit((p.batch, p.heads, nk, d));
-    let mut dvv = Array4::<T>::uninit((p.batch, p.heads, nk, dv));
+    let mut dq = uninit4::<T>((p.batch, p.heads, nq, d));
+    let mut dk = uninit4::<T>((p.batch, p.heads, nk, d));
+    let mut dvv = uninit4::<T>((p.batch, p.heads, nk, dv));
     let (heads, groups) = groups(p);
     let ptrs = [
         Out(dq.as_mut_ptr()),

@@ -359,7 +359,7 @@ impl<T: Real> PostNormKernel<T> {
 
     /// The bytes of the saved activations.
     pub fn saved_bytes(&self) -> usize {
-        let n = self.saved.each_ref().map(Vec::len).total();
+        let n = self.saved.each_ref().map(|v| v.len()).total();
         n * std::mem::size_of::<T>()
     }
 

@@ -46,6 +46,7 @@ mod forward;
 mod rows;
 
 use crate::KernelError;
+use efa_num::pool::Buf;
 use efa_num::Real;
 use ndarray::ArrayD;
 use std::sync::Arc;
@@ -187,14 +188,14 @@ impl Config {
 #[derive(Clone, Debug, Default)]
 struct Saved<T> {
     /// Base exponentials `eⱼ = exp(sⱼ − m)` `[G, H, N (rows), N (keys)]` (keys `j < len`).
-    e: Vec<T>,
+    e: Buf<T>,
     /// Per `[B, N, H]`: `r` (base key `j` has probability `eⱼ·r`) and the replaced key's
     /// probability `p'` (unused for direct rows).
-    r: Vec<T>,
-    p: Vec<T>,
+    r: Buf<T>,
+    p: Buf<T>,
     /// Per `[B, N, H]`: 1 where the row was computed directly (the sample's own query row,
     /// or a leave-one-out sum below [`LOO_MIN`]).
-    direct: Vec<u8>,
+    direct: Buf<u8>,
 }
 
 /// Shared-context attention as a kernel object: [`SharedKernel::forward`] keeps what

@@ -26,7 +26,7 @@ mod train_cmd;
 pub use error::CliError;
 
 #[global_allocator]
-static ALLOCATOR: alloc::Advised = alloc::Advised;
+static ALLOCATOR: alloc::Counted = alloc::Counted;
 
 /// Exponential Family Attention on the CPU: reproduce the paper's experiments, audit gradients,
 /// check exponential-family numerics and benchmark the kernels.

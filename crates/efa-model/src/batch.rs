@@ -93,6 +93,18 @@ impl Samples {
         self.tokens.ncols()
     }
 
+    /// Gives the per-position arrays' buffers to the thread's cache ([`efa_num::pool`]), where
+    /// the next [`Samples::select`] takes them (the training loop's micro-batches).
+    pub fn recycle(self) {
+        efa_num::pool::give_array(self.tokens);
+        for a in [self.values].into_iter().flatten() {
+            efa_num::pool::give_array(a);
+        }
+        if let Some(w) = self.weights {
+            efa_num::pool::give_array(w);
+        }
+    }
+
     /// The samples at `idx`, in that order (a minibatch).
     pub fn select(&self, idx: &[usize]) -> Samples {
         Samples {
@@ -236,7 +248,7 @@ fn select_rows<A: Clone>(a: &Array2<A>, idx: &[usize]) -> Array2<A> {
     let Some(s) = a.as_slice() else {
         return a.select(Axis(0), idx);
     };
-    let mut out = Vec::with_capacity(idx.len() * w);
+    let mut out = efa_num::pool::take(idx.len() * w);
     for &i in idx {
         assert!(i < a.nrows(), "select_rows: row {i} of {}", a.nrows());
         out.extend_from_slice(&s[i * w..(i + 1) * w]);

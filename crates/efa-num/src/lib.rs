@@ -27,6 +27,7 @@ pub mod ceiling;
 pub mod dd;
 pub mod gemm;
 pub mod mat;
+pub mod pool;
 pub mod real;
 pub mod scalar;
 pub mod simd;

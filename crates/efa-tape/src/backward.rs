@@ -27,6 +27,15 @@ pub struct Grads<T: Real> {
     params: Vec<(String, usize)>,
 }
 
+/// The gradients' buffers go back to the thread's cache ([`efa_num::pool`]).
+impl<T: Real> Drop for Grads<T> {
+    fn drop(&mut self) {
+        for g in self.grads.drain(..).flatten() {
+            efa_num::pool::give_array(g);
+        }
+    }
+}
+
 impl<T: Real> Grads<T> {
     /// `∂out/∂v` contracted with the cotangent, for any node `v` (intermediates included);
     /// `None` if `v` needs no gradient, does not influence the output, or is from another tape.
@@ -167,7 +176,10 @@ impl<T: Real> Tape<T> {
                     node.op.name()
                 );
                 match grads[j].as_mut() {
-                    Some(acc) => *acc += &c,
+                    Some(acc) => {
+                        *acc += &c;
+                        efa_num::pool::give_array(c);
+                    }
                     None => grads[j] = Some(c),
                 }
             }

@@ -57,6 +57,18 @@ pub(crate) enum Storage {
     F32,
 }
 
+/// The recorded values' buffers go back to the thread's cache ([`efa_num::pool`]), where the
+/// next tape's ops take them: a training step that records the same shapes as the last one
+/// allocates nothing large. Fused ops' own state goes back as they drop.
+impl<T: Real> Drop for Tape<T> {
+    fn drop(&mut self) {
+        for node in self.nodes.drain(..) {
+            efa_num::pool::give_array(node.value);
+        }
+        efa_num::pool::give(std::mem::take(&mut self.nodes));
+    }
+}
+
 impl<T: Real> Default for Tape<T> {
     fn default() -> Self {
         Self::new()
@@ -173,6 +185,12 @@ impl<T: Real> Tape<T> {
             Some(Storage::F64) => value.mapv_inplace(|x| T::from_f64(x.to_f64())),
             Some(Storage::F32) => value.mapv_inplace(|x| T::from_f64(f64::from(x.to_f64() as f32))),
             None => {}
+        }
+        if self.nodes.len() == self.nodes.capacity() {
+            // Grown from the cache, so the next tape of the same length finds its room there.
+            let mut room = efa_num::pool::take(self.nodes.capacity().max(64) * 2);
+            room.append(&mut self.nodes);
+            efa_num::pool::give(std::mem::replace(&mut self.nodes, room));
         }
         self.nodes.push(Node {
             value,

@@ -193,8 +193,11 @@ impl<'a> Evaluator<'a> {
         reg.list
             .iter()
             .map(|(name, var)| match grads.wrt(*var) {
-                Some(g) => Ok(g.clone()),
-                None if self.allow_unused => Ok(ArrayD::zeros(tape.try_value(*var)?.raw_dim())),
+                Some(g) => Ok(efa_num::pool::map(g.view(), |&x| x)),
+                None if self.allow_unused => Ok(efa_num::pool::full(
+                    tape.try_value(*var)?.raw_dim(),
+                    T::ZERO,
+                )),
                 None => Err(TrainError::Model(ModelError::Unused {
                     param: name.clone(),
                     plan: plan.name(),
@@ -278,7 +281,7 @@ impl<'a> Evaluator<'a> {
             loss: 0.0,
             grads: params
                 .iter()
-                .map(|(_, p)| ArrayD::zeros(p.raw_dim()))
+                .map(|(_, p)| efa_num::pool::full(p.raw_dim(), T::ZERO))
                 .collect(),
             plans: BTreeMap::new(),
         };
@@ -287,7 +290,12 @@ impl<'a> Evaluator<'a> {
             let mine: Vec<usize> = my_pieces(self.group, group.len()).collect();
             let parts: Result<Vec<MicroGrad<T>>, TrainError> = self.threads.install(|| {
                 mine.par_iter()
-                    .map(|&k| self.micro(params, &set.select(&order[group[k].clone()])))
+                    .map(|&k| {
+                        let batch = set.select(&order[group[k].clone()]);
+                        let g = self.micro(params, &batch);
+                        batch.recycle();
+                        g
+                    })
                     .collect()
             });
             let parts = self.share_micro(parts, group.len(), params)?;
@@ -297,6 +305,7 @@ impl<'a> Evaluator<'a> {
                 let wt = T::from_f64(w);
                 for (acc, gi) in out.grads.iter_mut().zip(part.grads) {
                     acc.scaled_add(wt, &gi);
+                    efa_num::pool::give_array(gi);
                 }
                 *out.plans.entry(part.plan).or_default() += 1;
             }

@@ -306,6 +306,9 @@ pub fn train_epoch(
         }
         sum += loss * chunk.len() as f64;
         adam_step(adam, params, &grads)?;
+        for g in grads {
+            efa_num::pool::give_array(g);
+        }
     }
     Ok((sum / train.len() as f64, plans))
 }

@@ -8,6 +8,7 @@ use super::rows::RowsScratch;
 use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
 use super::{err, tail_at, Config, Dims, Source};
 use crate::KernelError;
+use efa_num::pool::Buf;
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
@@ -73,35 +74,35 @@ impl<'a, T> Chunk<'a, T> {
 }
 
 struct Scratch<T> {
-    xq: Vec<T>,
-    dz: Vec<T>,
-    dh: Vec<T>,
-    y1: Vec<T>,
-    dob: Vec<T>,
-    dq: Vec<T>,
-    dk: Vec<T>,
-    dv: Vec<T>,
-    dxs: Vec<T>,
-    dxq: Vec<T>,
+    xq: Buf<T>,
+    dz: Buf<T>,
+    dh: Buf<T>,
+    y1: Buf<T>,
+    dob: Buf<T>,
+    dq: Buf<T>,
+    dk: Buf<T>,
+    dv: Buf<T>,
+    dxs: Buf<T>,
+    dxq: Buf<T>,
     /// One sample's attention probabilities, formed again from `q` and `k`.
-    p: Vec<T>,
+    p: Buf<T>,
     attn: RowsScratch<T>,
 }
 
 impl<T: Real> Scratch<T> {
     fn new() -> Self {
         Scratch {
-            xq: Vec::new(),
-            dz: Vec::new(),
-            dh: Vec::new(),
-            y1: Vec::new(),
-            dob: Vec::new(),
-            dq: Vec::new(),
-            dk: Vec::new(),
-            dv: Vec::new(),
-            dxs: Vec::new(),
-            dxq: Vec::new(),
-            p: Vec::new(),
+            xq: Buf::new(),
+            dz: Buf::new(),
+            dh: Buf::new(),
+            y1: Buf::new(),
+            dob: Buf::new(),
+            dq: Buf::new(),
+            dk: Buf::new(),
+            dv: Buf::new(),
+            dxs: Buf::new(),
+            dxq: Buf::new(),
+            p: Buf::new(),
             attn: RowsScratch::new(),
         }
     }

@@ -7,6 +7,7 @@
 //! buffer can serve as a right-hand operand (the kernel reads whole padded rows).
 
 use efa_attn::micro::{gemm_checked, gemm_checked_bias_into, padded};
+use efa_num::pool::Buf;
 use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
@@ -241,11 +242,8 @@ pub(super) fn ld(n: usize) -> usize {
 }
 
 /// At least `n` elements of `v` (grown with zeros), as a slice of exactly `n`.
-pub(super) fn grow<T: Real>(v: &mut Vec<T>, n: usize) -> &mut [T] {
-    if v.len() < n {
-        v.resize(n, T::ZERO);
-    }
-    &mut v[..n]
+pub(super) fn grow<T: Real>(v: &mut Buf<T>, n: usize) -> &mut [T] {
+    v.grow(n, T::ZERO)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
 use super::{err, tail_at, Config, Dims, Source};
 use crate::KernelError;
 use efa_attn::micro::gemm_checked_from;
+use efa_num::pool::Buf;
 use efa_num::simd::{self, Isa};
 use efa_num::{MatRef, Real};
 use ndarray::{ArrayD, CowArray, IxDyn};
@@ -81,20 +82,20 @@ impl At {
 /// Per-thread scratch: gathered query rows, the pre-norm rows, the first norm's output, one
 /// sample's attention probabilities and the attention kernel's buffers.
 struct Scratch<T> {
-    xq: Vec<T>,
-    pre: Vec<T>,
-    y1: Vec<T>,
-    p: Vec<T>,
+    xq: Buf<T>,
+    pre: Buf<T>,
+    y1: Buf<T>,
+    p: Buf<T>,
     attn: RowsScratch<T>,
 }
 
 impl<T: Real> Scratch<T> {
     fn new() -> Self {
         Scratch {
-            xq: Vec::new(),
-            pre: Vec::new(),
-            y1: Vec::new(),
-            p: Vec::new(),
+            xq: Buf::new(),
+            pre: Buf::new(),
+            y1: Buf::new(),
+            p: Buf::new(),
             attn: RowsScratch::new(),
         }
     }
@@ -165,7 +166,8 @@ pub(super) fn run<T: Real>(
     // (`rows::forward_uninit` on each sample's whole `saved_p_len` slice), `hid`
     // (`mm_bias_into`, whole pieces), `x̂₁`, `r₁`, `x̂₂`, `r₂`, `y` (`ln_rows_into`, whole
     // pieces) in full; on an error we returned above.
-    let (s, y): (Saved<T>, _) = unsafe { (bufs.map(|v| assume_init(v)), assume_init(y)) };
+    let (s, y): (Saved<T>, _) =
+        unsafe { (bufs.map(|v| Buf::from_vec(assume_init(v))), assume_init(y)) };
     let y = ArrayD::from_shape_vec(IxDyn(&[b, nq, d]), y).expect("block: sizes");
     Ok((y, s))
 }
@@ -178,7 +180,7 @@ pub(super) fn query_rows<'a, T: Real>(
     s0: usize,
     ns: usize,
     xc: &'a [T],
-    buf: &'a mut Vec<T>,
+    buf: &'a mut Buf<T>,
 ) -> &'a [T] {
     match &cfg.queries {
         None => xc,
@@ -286,7 +288,7 @@ fn attention<'c, T: Real>(
     at: At,
     (cq, ckv): (&[T], &[T]),
     out: AttnSaved<'c, T>,
-    pbuf: &mut Vec<T>,
+    pbuf: &mut Buf<T>,
     attn: &mut RowsScratch<T>,
 ) -> Result<&'c [T], KernelError> {
     let (dm, isa) = (cx.dm, cx.isa);
@@ -330,7 +332,7 @@ fn norm1<'s, T: Real>(
     (o, ldo): (&[T], usize),
     xq: &[T],
     pre: &mut [T],
-    y1: &'s mut Vec<T>,
+    y1: &'s mut Buf<T>,
     (xhat1, rstd1): (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]),
 ) -> &'s [T] {
     let (isa, d, hk) = (cx.isa, cx.dm.d, cx.dm.hk);

@@ -37,6 +37,7 @@ use efa_attn::micro::{
     softmax_cols_keep, PAD,
 };
 use efa_attn::AttnError;
+use efa_num::pool::Buf;
 use efa_num::simd::Isa;
 use efa_num::Real;
 use std::mem::MaybeUninit;
@@ -183,32 +184,29 @@ type Strided<'a, T> = (&'a [T], usize, usize);
 /// Scratch buffers reused across calls (one per thread).
 #[derive(Clone, Debug, Default)]
 pub struct RowsScratch<T> {
-    a: Vec<T>,
-    b: Vec<T>,
-    c: Vec<T>,
-    d: Vec<T>,
-    e: Vec<T>,
+    a: Buf<T>,
+    b: Buf<T>,
+    c: Buf<T>,
+    d: Buf<T>,
+    e: Buf<T>,
 }
 
 impl<T: Real> RowsScratch<T> {
     /// Empty scratch (buffers grow on first use).
     pub fn new() -> Self {
         RowsScratch {
-            a: Vec::new(),
-            b: Vec::new(),
-            c: Vec::new(),
-            d: Vec::new(),
-            e: Vec::new(),
+            a: Buf::new(),
+            b: Buf::new(),
+            c: Buf::new(),
+            d: Buf::new(),
+            e: Buf::new(),
         }
     }
 }
 
 /// At least `n` elements of `v` (grown with zeros), as a slice of exactly `n`.
-fn grow<T: Real>(v: &mut Vec<T>, n: usize) -> &mut [T] {
-    if v.len() < n {
-        v.resize(n, T::ZERO);
-    }
-    &mut v[..n]
+fn grow<T: Real>(v: &mut Buf<T>, n: usize) -> &mut [T] {
+    v.grow(n, T::ZERO)
 }
 
 /// Checks that a `rows × width` matrix fits `len` elements with row stride `ld`.

@@ -7,6 +7,7 @@
 
 use super::dense::ld;
 use super::{Config, Dims, Source};
+use efa_num::pool::Buf;
 use efa_num::Real;
 use std::mem::MaybeUninit;
 
@@ -36,7 +37,7 @@ pub(super) struct SavedParts<B> {
 }
 
 /// What the forward keeps for the backward (the saved state of the last forward).
-pub(super) type Saved<T> = SavedParts<Vec<T>>;
+pub(super) type Saved<T> = SavedParts<Buf<T>>;
 
 impl<B> SavedParts<B> {
     /// Each part through `f`, in the order of the fields.
@@ -193,9 +194,7 @@ pub(super) fn carve<B: Cut>(
 /// it. No serial zero-fill runs before the chunks start, and a piece is first touched by the
 /// thread that computes it.
 pub(super) fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(n);
-    v.resize_with(n, MaybeUninit::uninit);
-    v
+    efa_num::pool::uninit(n)
 }
 
 /// A piece of an [`uninit`] buffer, zeroed and returned initialised.
@@ -208,12 +207,4 @@ pub(super) fn zeroed<T: Real>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
 }
 
 /// An [`uninit`] buffer whose every piece went through [`zeroed`] (or was otherwise written).
-///
-/// # Safety
-/// Every element must be initialised.
-pub(super) unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
-    let mut v = std::mem::ManuallyDrop::new(v);
-    // SAFETY: same allocation, length and capacity; `MaybeUninit<T>` has the layout of `T`; the
-    // caller guarantees every element is initialised.
-    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
-}
+pub(super) use efa_num::pool::assume_init;

@@ -4,6 +4,7 @@
 use super::rows::{add_rows, axpy_k, combine, direct_probs, dot_k, k16, loo_rows, loo_scalars, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved};
 use efa_attn::micro::transpose_cols;
+use efa_num::pool::{self, Buf};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
@@ -43,30 +44,30 @@ struct Task<'a, T> {
 struct Scratch<T> {
     /// Cotangents gathered per target `R` `[N, K]` and `Δ` `[N]`, then their leave-one-out
     /// sums `R⁻` `[N, K]` and `Δ⁻` `[N]`.
-    rpos: Vec<T>,
-    dpos: Vec<T>,
-    rx: Vec<T>,
-    dx: Vec<T>,
+    rpos: Buf<T>,
+    dpos: Buf<T>,
+    rx: Buf<T>,
+    dx: Buf<T>,
     /// A row's `dq` `[K]` and a direct row's probabilities `[N]`.
-    dq: Vec<T>,
-    row: Vec<T>,
+    dq: Buf<T>,
+    row: Buf<T>,
     /// Per row, the leave-one-out pairs' `dS'`, samples and member indices, the pairs per
     /// target `[N]` and the base keys some pair sees.
-    pairs: Vec<(T, usize, usize)>,
-    cnt: Vec<usize>,
-    seen: Vec<usize>,
+    pairs: Buf<(T, usize, usize)>,
+    cnt: Buf<usize>,
+    seen: Buf<usize>,
     /// One head's base keys and values transposed `[K, N]`, and a direct row's `dP` `[N]`.
-    ktr: Vec<T>,
-    vtr: Vec<T>,
-    dp: Vec<T>,
+    ktr: Buf<T>,
+    vtr: Buf<T>,
+    dp: Buf<T>,
     /// One head's keys and values less their means (see [`centred`]): the base rows `[N, K]`
     /// and each member's replaced row `[members, K]`.
-    kc: Vec<T>,
-    ktc: Vec<T>,
-    vc: Vec<T>,
-    vtc: Vec<T>,
+    kc: Buf<T>,
+    ktc: Buf<T>,
+    vc: Buf<T>,
+    vtc: Buf<T>,
     /// A row's leave-one-out sums of the weighted centred values `Ã⁻` `[N, K]`.
-    ao: Vec<T>,
+    ao: Buf<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -115,8 +116,8 @@ pub(super) fn run<T: Real>(
         saved,
     };
     let mut grads: Vec<Vec<T>> = (0..3)
-        .map(|_| vec![T::ZERO; g * n * hk])
-        .chain((0..3).map(|_| vec![T::ZERO; b * hk]))
+        .map(|_| pool::filled(g * n * hk, T::ZERO))
+        .chain((0..3).map(|_| pool::filled(b * hk, T::ZERO)))
         .collect();
     let members = cfg.members(g);
     {

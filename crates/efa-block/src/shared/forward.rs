@@ -4,6 +4,7 @@
 use super::rows::{add_rows, combine, direct_probs, k16, loo_rows, loo_scalars, mix_k, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_attn::micro::transpose_cols;
+use efa_num::pool::{self, Buf};
 use efa_num::Real;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
@@ -25,17 +26,17 @@ struct Task<'a, T> {
 #[derive(Default)]
 struct Scratch<T> {
     /// Keys of one head, transposed `[K, N]`.
-    kt: Vec<T>,
+    kt: Buf<T>,
     /// Leave-one-out sums `A⁻` `[N, K]` and `Z⁻` `[N]`.
-    loo: Vec<T>,
-    zl: Vec<T>,
+    loo: Buf<T>,
+    zl: Buf<T>,
     /// A direct row's probabilities `[N]`.
-    row: Vec<T>,
+    row: Buf<T>,
     /// The members' replaced keys of one head, transposed `[K, M]`, and per member the
     /// replaced key's score `s'`, then `exp(−|s' − m|)` `[M]`.
-    ktt: Vec<T>,
-    sp: Vec<T>,
-    ex: Vec<T>,
+    ktt: Buf<T>,
+    sp: Buf<T>,
+    ex: Buf<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -67,12 +68,12 @@ pub(super) fn run<T: Real>(
     let (g, n, b, heads, hk) = (dm.g, dm.n, dm.b, dm.heads, dm.hk);
     let x: Vec<_> = inputs.iter().map(|a| standard(a)).collect();
     let cx = Inputs::new(cfg, dm, &x);
-    let mut o = vec![T::ZERO; b * n * hk];
+    let mut o = pool::filled(b * n * hk, T::ZERO);
     let mut s = Saved {
-        e: vec![T::ZERO; g * heads * n * n],
-        r: vec![T::ZERO; b * n * heads],
-        p: vec![T::ZERO; b * n * heads],
-        direct: vec![0u8; b * n * heads],
+        e: Buf::from_vec(pool::filled(g * heads * n * n, T::ZERO)),
+        r: Buf::from_vec(pool::filled(b * n * heads, T::ZERO)),
+        p: Buf::from_vec(pool::filled(b * n * heads, T::ZERO)),
+        direct: Buf::from_vec(pool::filled(b * n * heads, 0u8)),
     };
     let members = cfg.members(g);
     let tasks: Vec<Task<T>> = members

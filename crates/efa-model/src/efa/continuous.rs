@@ -8,10 +8,18 @@ use efa_nn::layers::MlpVars;
 use efa_nn::ops::gather::{Part, NONE};
 use efa_nn::params::{InitKind, ParamSink};
 use efa_nn::TapeNn;
-use efa_num::Real;
+use efa_num::{pool, Real};
 use efa_tape::{Tape, Var};
 use ndarray::Array2;
+use std::cell::RefCell;
 use std::collections::HashMap;
+
+thread_local! {
+    /// The thread's maps from an input to its row among the distinct inputs, and from a
+    /// scalar to its row among the distinct scalars, reused from batch to batch.
+    static INPUT_SLOTS: RefCell<HashMap<(u64, usize, usize), usize>> = RefCell::default();
+    static SCALAR_SLOTS: RefCell<HashMap<u64, usize>> = RefCell::default();
+}
 
 /// The parameters of the continuous input stage: `value_mlp{1,2}`, `mask_emb` (2 rows; row 1
 /// is the \[MASK\] row), `site_mlp{1,2}`, `lag_emb` (with lags) and `fuse{1,2}`.
@@ -134,6 +142,15 @@ pub(super) struct DistinctInputs {
     lag: Vec<usize>,
 }
 
+/// The vectors go back to the thread's cache ([`pool`]).
+impl Drop for DistinctInputs {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.value));
+        pool::give(std::mem::take(&mut self.site));
+        pool::give(std::mem::take(&mut self.lag));
+    }
+}
+
 /// The inputs of `batch` (one per position, or one per distinct input) and each position's
 /// row among them (`[B, N]`), after checking the fields the continuous inputs read.
 pub(super) fn distinct_inputs(
@@ -191,14 +208,29 @@ pub(super) fn distinct_inputs(
         }
     };
     let mut distinct = DistinctInputs {
-        value: Vec::new(),
-        site: Vec::new(),
-        lag: Vec::new(),
+        value: pool::take(b * n),
+        site: pool::take(b * n),
+        lag: pool::take(b * n),
     };
     // Key: (value bits, or u64::MAX for the target; site; lag). No finite f64 has the bits
-    // u64::MAX (that is a NaN), so targets never collide with values.
-    let mut slot: HashMap<(u64, usize, usize), usize> = HashMap::new();
-    let ids = Array2::from_shape_fn((b, n), |(i, j)| {
+    // u64::MAX (that is a NaN), so targets never collide with values. The map is the
+    // thread's, reused from batch to batch (cleared, its room kept).
+    let ids = INPUT_SLOTS.with_borrow_mut(|slot| {
+        slot.clear();
+        distinct_ids(batch, (y, lags), sharing, &mut distinct, slot)
+    });
+    Ok((distinct, ids))
+}
+
+/// The row of every position among the distinct inputs (see [`distinct_inputs`]).
+fn distinct_ids(
+    batch: &Samples,
+    (y, lags): (&Array2<f64>, Option<&Array2<usize>>),
+    sharing: Sharing,
+    distinct: &mut DistinctInputs,
+    slot: &mut HashMap<(u64, usize, usize), usize>,
+) -> Array2<usize> {
+    pool::from_fn2(batch.tokens.dim(), |(i, j)| {
         let target = batch.pred_idx[i] == j;
         let value = (!target).then_some(y[[i, j]]);
         let site = batch.tokens[[i, j]];
@@ -216,8 +248,7 @@ pub(super) fn distinct_inputs(
                 *slot.entry(key).or_insert_with(push)
             }
         }
-    });
-    Ok((distinct, ids))
+    })
 }
 
 /// The fused representation `[U, width]` of the inputs: per input, the value MLP (or the
@@ -234,12 +265,10 @@ pub(super) fn table<T: Real>(
     let u = inputs.value.len();
     // Value branch once per scalar (distinct scalars when shared); the mask table's row 1 is
     // gathered at targets instead (row 0 of the mask table is never used, as in the paper).
-    let mut scalars: Vec<f64> = Vec::new();
-    let mut slot: HashMap<u64, usize> = HashMap::new();
-    let value_rows: Vec<Option<usize>> = inputs
-        .value
-        .iter()
-        .map(|v| {
+    let mut scalars: Vec<f64> = pool::take(u);
+    let value_rows: Vec<Option<usize>> = SCALAR_SLOTS.with_borrow_mut(|slot| {
+        slot.clear();
+        let rows = inputs.value.iter().map(|v| {
             v.map(|v| match sharing {
                 Sharing::PerPosition => {
                     scalars.push(v);
@@ -250,30 +279,32 @@ pub(super) fn table<T: Real>(
                     scalars.len() - 1
                 }),
             })
-        })
-        .collect();
+        });
+        pool::collect(u, rows)
+    });
     let yv = tape.constant(
-        Array2::from_shape_fn((scalars.len().max(1), 1), |(r, _)| {
+        pool::from_fn2((scalars.len().max(1), 1), |(r, _)| {
             T::from_f64(scalars.get(r).copied().unwrap_or(0.0))
         })
         .into_dyn(),
     );
+    pool::give(scalars);
     let values = vars.value_mlp.apply(tape, yv)?;
     // Site branch once per site (gathered), or once per input row.
     let f = c.sites[0].len();
     let (site_rows, site_ids) = match sharing {
         Sharing::Distinct => (
-            Array2::from_shape_fn((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k])),
-            inputs.site.clone(),
+            pool::from_fn2((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k])),
+            pool::collect(u, inputs.site.iter().copied()),
         ),
         Sharing::PerPosition => (
-            Array2::from_shape_fn((u.max(1), f), |(r, k)| {
+            pool::from_fn2((u.max(1), f), |(r, k)| {
                 inputs
                     .site
                     .get(r)
                     .map_or(T::ZERO, |&s| T::from_f64(c.sites[s][k]))
             }),
-            (0..u).collect(),
+            pool::collect(u, 0..u),
         ),
     };
     let sites = tape.constant(site_rows.into_dyn());
@@ -283,14 +314,19 @@ pub(super) fn table<T: Real>(
     let mut tables = vec![values, vars.mask_emb, sites];
     let mut parts = vec![
         Part {
-            ids: col(value_rows.iter().map(|r| r.unwrap_or(NONE)).collect()),
+            ids: col(pool::collect(
+                u,
+                value_rows.iter().map(|r| r.unwrap_or(NONE)),
+            )),
             col: 0,
         },
         Part {
-            ids: col(value_rows
-                .iter()
-                .map(|r| if r.is_some() { NONE } else { 1 })
-                .collect()),
+            ids: col(pool::collect(
+                u,
+                value_rows
+                    .iter()
+                    .map(|r| if r.is_some() { NONE } else { 1 }),
+            )),
             col: 0,
         },
         Part {
@@ -302,7 +338,7 @@ pub(super) fn table<T: Real>(
     if let Some(lag_emb) = vars.lag_emb {
         tables.push(lag_emb);
         parts.push(Part {
-            ids: col(inputs.lag.clone()),
+            ids: col(pool::collect(u, inputs.lag.iter().copied())),
             col: concat,
         });
         concat += c.dim;
@@ -310,11 +346,12 @@ pub(super) fn table<T: Real>(
     if let Some(item_emb) = vars.item_emb {
         tables.push(item_emb);
         parts.push(Part {
-            ids: col(inputs.site.clone()),
+            ids: col(pool::collect(u, inputs.site.iter().copied())),
             col: concat,
         });
         concat += c.dim;
     }
+    pool::give(value_rows);
     let x = tape.gather_sum(&tables, parts, None, concat, 1)?[0];
     let x = tape.reshape(x, &[u, concat])?;
     Ok(vars.fuse.apply(tape, x)?)

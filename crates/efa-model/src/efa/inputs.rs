@@ -40,6 +40,25 @@ pub(super) struct InputIds {
     pub(super) position: Option<ndarray::Array2<usize>>,
 }
 
+/// The index arrays go back to the thread's cache ([`efa_num::pool`]).
+impl Drop for InputIds {
+    fn drop(&mut self) {
+        let item = std::mem::replace(&mut self.item, ndarray::Array2::default((0, 0)));
+        efa_num::pool::give_array(item);
+        for a in [self.value.take(), self.position.take()]
+            .into_iter()
+            .flatten()
+        {
+            efa_num::pool::give_array(a);
+        }
+    }
+}
+
+/// A copy of an index array in a buffer from [`efa_num::pool`].
+fn copy(a: &ndarray::Array2<usize>) -> ndarray::Array2<usize> {
+    efa_num::pool::map(a.view(), |&x| x)
+}
+
 /// The raw inputs of a batch: the table the item ids read (the item embedding, or for
 /// continuous inputs the fused representation of the batch's distinct inputs) and the rows
 /// every position reads.
@@ -106,7 +125,7 @@ impl EfaConfig {
             (InputVars::Items(item_emb), _) => *item_emb,
             (InputVars::Continuous(cv), Some(c)) => {
                 let (distinct, rows) = continuous::distinct_inputs(c, batch, sharing)?;
-                ids.item = rows;
+                efa_num::pool::give_array(std::mem::replace(&mut ids.item, rows));
                 continuous::table(c, cv, tape, &distinct, sharing)?
             }
             (InputVars::Continuous(_), None) => {
@@ -130,20 +149,20 @@ impl EfaConfig {
         let ids = &inputs.ids;
         let mut tables = vec![inputs.items];
         let mut parts = vec![Part {
-            ids: ids.item.clone(),
+            ids: copy(&ids.item),
             col: 0,
         }];
         if let Some(v) = &ids.value {
             tables.push(required(vars.value_emb, "value_emb")?);
             parts.push(Part {
-                ids: v.clone(),
+                ids: copy(v),
                 col: self.item_dim,
             });
         }
         if let Some(p) = &ids.position {
             tables.push(required(vars.pos_emb, "pos_emb")?);
             parts.push(Part {
-                ids: p.clone(),
+                ids: copy(p),
                 col: 0,
             });
         }
@@ -159,12 +178,16 @@ impl EfaConfig {
         positions: Option<&[usize]>,
     ) -> Result<InputIds, ModelError> {
         let (b, n) = batch.tokens.dim();
-        let item = batch
-            .tokens
-            .mapv(|t| if self.zero_padding && t == 0 { NONE } else { t });
+        let item = efa_num::pool::map(batch.tokens.view(), |&t| {
+            if self.zero_padding && t == 0 {
+                NONE
+            } else {
+                t
+            }
+        });
         let value = match (&self.values, &batch.values) {
             (None, _) => None,
-            (Some(_), Some(rows)) => Some(rows.clone()),
+            (Some(_), Some(rows)) => Some(copy(rows)),
             (Some(_), None) => {
                 return Err(ModelError::Batch(
                     "EFA model with a value table needs `values`".into(),
@@ -197,7 +220,7 @@ impl EfaConfig {
                 }
             }
         }
-        let position = ndarray::Array2::from_shape_fn((b, n), |(bi, ni)| {
+        let position = efa_num::pool::from_fn2((b, n), |(bi, ni)| {
             if pos.only_valid && batch.tokens[[bi, ni]] == 0 {
                 NONE
             } else {
@@ -251,7 +274,7 @@ impl EfaConfig {
         let ids = &inputs.ids;
         let mut tables = vec![tape.matmul(inputs.items, w_item, false, false)?];
         let mut parts = vec![Part {
-            ids: ids.item.clone(),
+            ids: copy(&ids.item),
             col: 0,
         }];
         if let Some(v) = &ids.value {
@@ -263,14 +286,14 @@ impl EfaConfig {
                 false,
             )?);
             parts.push(Part {
-                ids: v.clone(),
+                ids: copy(v),
                 col: 0,
             });
         }
         if let Some(p) = &ids.position {
             tables.push(tape.matmul(required(vars.pos_emb, "pos_emb")?, w, false, false)?);
             parts.push(Part {
-                ids: p.clone(),
+                ids: copy(p),
                 col: 0,
             });
         }

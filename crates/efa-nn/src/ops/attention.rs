@@ -101,10 +101,10 @@ fn four<'a, T: Real>(
 /// contiguous `K`-row at a time.
 fn to_bnhk<T: Real>(x: ndarray::Array4<T>) -> ArrayD<T> {
     let (b, h, n, k) = x.dim();
-    let src = x.as_standard_layout();
-    let src = src.as_slice().expect("standard layout");
+    let cow = x.as_standard_layout();
+    let src = cow.as_slice().expect("standard layout");
     // Written in output order (no zero-fill first).
-    let mut out = Vec::with_capacity(src.len());
+    let mut out = efa_num::pool::take(src.len());
     for bi in 0..b {
         for ni in 0..n {
             for hi in 0..h {
@@ -113,6 +113,8 @@ fn to_bnhk<T: Real>(x: ndarray::Array4<T>) -> ArrayD<T> {
             }
         }
     }
+    drop(cow);
+    efa_num::pool::give_array(x);
     ArrayD::from_shape_vec(ndarray::IxDyn(&[b, n, h, k]), out).expect("sizes match")
 }
 

@@ -50,6 +50,15 @@ struct GatherSumOp {
 
 const NAME: &str = "fused:gather_sum";
 
+/// The index arrays go back to the thread's cache ([`efa_num::pool`]).
+impl Drop for GatherSumOp {
+    fn drop(&mut self) {
+        for p in self.parts.drain(..) {
+            efa_num::pool::give_array(p.ids);
+        }
+    }
+}
+
 impl GatherSumOp {
     /// Table `p` as `[rows, F]`: a 2-D input, or any input with its leading axes flattened.
     fn table<'a, T: Real>(
@@ -188,7 +197,7 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                 continue;
             }
             let (r_max, f) = self.table(inputs, p)?.dim();
-            let mut g = vec![T::ZERO; r_max * f];
+            let mut g = efa_num::pool::filled(r_max * f, T::ZERO);
             let segs = self.segments(part.col, f);
             let ids = part.ids.as_standard_layout();
             let (start, order) = rows_by_id(ids.as_slice().expect("standard layout"), r_max);
@@ -212,6 +221,8 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             } else {
                 g.chunks_mut(f.max(1)).enumerate().for_each(sum_row);
             }
+            efa_num::pool::give(start);
+            efa_num::pool::give(order);
             grads.push(Some(
                 ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
             ));
@@ -235,19 +246,21 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
 /// The positions of `ids` grouped by table row, each group in increasing order (a stable
 /// counting sort; [`NONE`] left out): row `id`'s positions are `order[start[id]..start[id + 1]]`.
 fn rows_by_id(ids: &[usize], r_max: usize) -> (Vec<usize>, Vec<usize>) {
-    let mut start = vec![0usize; r_max + 1];
+    let mut start = efa_num::pool::filled(r_max + 1, 0usize);
     for &id in ids.iter().filter(|&&id| id != NONE) {
         start[id + 1] += 1;
     }
     for i in 0..r_max {
         start[i + 1] += start[i];
     }
-    let mut next = start.clone();
-    let mut order = vec![0usize; start[r_max]];
+    let mut next = efa_num::pool::take(r_max + 1);
+    next.extend_from_slice(&start);
+    let mut order = efa_num::pool::filled(start[r_max], 0usize);
     for (r, &id) in ids.iter().enumerate().filter(|&(_, &id)| id != NONE) {
         order[next[id]] = r;
         next[id] += 1;
     }
+    efa_num::pool::give(next);
     (start, order)
 }
 

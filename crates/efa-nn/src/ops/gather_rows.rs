@@ -238,7 +238,9 @@ pub(crate) fn gather_rows<T: Real>(
         assert!(b.len() == chunks * cw, "gather_rows: bias");
     }
     let (pcs, terms) = pieces(srcs, chunks, cw);
-    let mut outs: Vec<Vec<T>> = (0..chunks).map(|_| Vec::with_capacity(rows * cw)).collect();
+    let mut outs: Vec<Vec<T>> = (0..chunks)
+        .map(|_| efa_num::pool::take(rows * cw))
+        .collect();
     let ptrs: Vec<*mut T> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
     let raw: Vec<RawSource<T>> = srcs
         .iter()

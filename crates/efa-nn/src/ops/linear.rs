@@ -66,13 +66,13 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let mut y = match &bias {
             Some(b) => {
                 let b = b.as_slice().expect("standard layout");
-                let mut y = Vec::with_capacity(m * fo);
+                let mut y = efa_num::pool::take(m * fo);
                 for _ in 0..m {
                     y.extend_from_slice(b);
                 }
                 y
             }
-            None => vec![T::ZERO; m * fo],
+            None => efa_num::pool::filled(m * fo, T::ZERO),
         };
         if m > 0 && fo > 0 {
             let x = x.as_slice().expect("standard layout");
@@ -114,7 +114,7 @@ impl<T: Real> FusedOp<T> for LinearOp {
         let w = w.as_slice().expect("standard layout");
         let mut out = Vec::with_capacity(inputs.len());
         out.push(needs_grad[0].then(|| {
-            let mut dx = vec![T::ZERO; m * fi];
+            let mut dx = efa_num::pool::filled(m * fi, T::ZERO);
             if m > 0 && fi > 0 {
                 // forward computed y = x·W, so dx = dy·Wᵀ (W read transposed).
                 let (dy, w) = (
@@ -126,7 +126,7 @@ impl<T: Real> FusedOp<T> for LinearOp {
             ArrayD::from_shape_vec(inputs[0].raw_dim(), dx).expect("sizes match")
         }));
         out.push(needs_grad[1].then(|| {
-            let mut dw = vec![T::ZERO; fi * fo];
+            let mut dw = efa_num::pool::filled(fi * fo, T::ZERO);
             if fi > 0 && fo > 0 {
                 // dW = xᵀ·dy (x read transposed).
                 let (x, dy) = (

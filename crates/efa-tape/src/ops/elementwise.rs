@@ -9,7 +9,7 @@ use crate::op::BinaryKind;
 use crate::op::Op;
 use crate::tape::{Tape, Var};
 use efa_num::Real;
-use ndarray::{ArrayD, IxDyn, Zip};
+use ndarray::{ArrayD, IxDyn};
 
 impl BinaryKind {
     pub(crate) fn name(self) -> &'static str {
@@ -41,7 +41,7 @@ fn zip_broadcast<T: Real>(
     let (Some(av), Some(bv)) = (a.broadcast(sh.clone()), b.broadcast(sh)) else {
         unreachable!("zip_broadcast: shapes validated by caller")
     };
-    Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y))
+    efa_num::pool::zip_map(av, bv, |&x, &y| f(x, y))
 }
 
 impl<T: Real> Tape<T> {
@@ -100,9 +100,12 @@ pub(crate) fn backward<T: Real>(
     let shape = g.shape().to_vec();
     let (ga, gb) = match kind {
         // forward computed a + b, so ∂/∂a = g and ∂/∂b = g (summed over broadcast axes)
-        BinaryKind::Add => (need[0].then(|| g.clone()), need[1].then(|| g.clone())),
+        BinaryKind::Add => (need[0].then(|| copy(g)), need[1].then(|| copy(g))),
         // forward computed a − b, so ∂/∂a = g and ∂/∂b = −g
-        BinaryKind::Sub => (need[0].then(|| g.clone()), need[1].then(|| g.mapv(|v| -v))),
+        BinaryKind::Sub => (
+            need[0].then(|| copy(g)),
+            need[1].then(|| efa_num::pool::map(g.view(), |&v| -v)),
+        ),
         // forward computed a ∘ b, so ∂/∂a = g ∘ b and ∂/∂b = g ∘ a
         BinaryKind::Mul => (
             need[0].then(|| zip_broadcast(g, b, &shape, |g, b| g * b)),
@@ -122,6 +125,11 @@ pub(crate) fn backward<T: Real>(
         ga.map(|g| sum_to_shape(g, a.shape())),
         gb.map(|g| sum_to_shape(g, b.shape())),
     ]
+}
+
+/// A copy of `g` in a buffer from [`efa_num::pool`].
+fn copy<T: Real>(g: &ArrayD<T>) -> ArrayD<T> {
+    efa_num::pool::map(g.view(), |&v| v)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::error::{Result, TapeError};
 use crate::op::Op;
 use crate::tape::{Tape, Var};
 use efa_num::Real;
-use ndarray::{ArrayD, Dimension, IxDyn, Zip};
+use ndarray::{ArrayD, Dimension, IxDyn};
 
 impl<T: Real> Tape<T> {
     /// `y[s, :] = table[ids[s], :]` for a table `[V, D]` and ids of any shape `S`; output
@@ -33,7 +33,7 @@ impl<T: Real> Tape<T> {
         }
         let mut shape = ids.shape().to_vec();
         shape.push(d);
-        let mut y = ArrayD::<T>::zeros(IxDyn(&shape));
+        let mut y = efa_num::pool::full(IxDyn(&shape), T::ZERO);
         for (k, &id) in ids.iter().enumerate() {
             let row = &tab.as_slice().expect("standard layout")[id * d..(id + 1) * d];
             y.as_slice_mut().expect("fresh array")[k * d..(k + 1) * d].copy_from_slice(row);
@@ -94,9 +94,7 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         };
-        let y = Zip::from(x)
-            .and(&m)
-            .map_collect(|&x, &m| if m { value } else { x });
+        let y = efa_num::pool::zip_map(x.view(), m.view(), |&x, &m| if m { value } else { x });
         let mask = m.to_owned();
         Ok(self.push(Op::MaskedFill { mask }, vec![ia], y))
     }
@@ -112,7 +110,7 @@ pub(crate) fn embedding_backward<T: Real>(
     let d = table_shape[1];
     let g = g.as_standard_layout();
     let gs = g.as_slice().expect("standard layout");
-    let mut gt = ArrayD::<T>::zeros(IxDyn(table_shape));
+    let mut gt = efa_num::pool::full(IxDyn(table_shape), T::ZERO);
     let gts = gt.as_slice_mut().expect("fresh array");
     for (k, &id) in ids.iter().enumerate() {
         for (acc, &v) in gts[id * d..(id + 1) * d]
@@ -132,7 +130,7 @@ pub(crate) fn gather_backward<T: Real>(
     x_shape: &[usize],
 ) -> ArrayD<T> {
     let (n, d) = (x_shape[1], x_shape[2]);
-    let mut gx = ArrayD::<T>::zeros(IxDyn(x_shape));
+    let mut gx = efa_num::pool::full(IxDyn(x_shape), T::ZERO);
     let dst = gx.as_slice_mut().expect("fresh array");
     let g = g.as_standard_layout();
     let g = g.as_slice().expect("standard layout");
@@ -145,9 +143,7 @@ pub(crate) fn gather_backward<T: Real>(
 
 /// forward replaced masked entries by a constant, so they get zero gradient; others get `g`.
 pub(crate) fn masked_fill_backward<T: Real>(g: &ArrayD<T>, mask: &ArrayD<bool>) -> ArrayD<T> {
-    Zip::from(g)
-        .and(mask)
-        .map_collect(|&g, &m| if m { T::ZERO } else { g })
+    efa_num::pool::zip_map(g.view(), mask.view(), |&g, &m| if m { T::ZERO } else { g })
 }
 
 #[cfg(test)]

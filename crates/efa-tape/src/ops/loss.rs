@@ -45,7 +45,7 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let mut probs = ArrayD::zeros(x.raw_dim());
+        let mut probs = efa_num::pool::full(x.raw_dim(), T::ZERO);
         let mut total = T::ZERO;
         let xs = x.as_slice().expect("standard layout");
         let ps = probs.as_slice_mut().expect("fresh array");
@@ -103,7 +103,7 @@ pub(crate) fn cross_entropy_backward<T: Real>(
     targets: &[usize],
 ) -> ArrayD<T> {
     let c = scalar_of(g) / T::from_usize(targets.len());
-    let mut dx = probs.mapv(|p| p * c);
+    let mut dx = efa_num::pool::map(probs.view(), |&p| p * c);
     let k = probs.shape()[1];
     let ds = dx.as_slice_mut().expect("fresh");
     for (b, &t) in targets.iter().enumerate() {
@@ -115,7 +115,7 @@ pub(crate) fn cross_entropy_backward<T: Real>(
 /// forward computed `(1/n)·Σ d²` with `d = pred − target`, so `dpred = (2g/n)·d`.
 pub(crate) fn mse_backward<T: Real>(g: &ArrayD<T>, diff: &ArrayD<T>) -> ArrayD<T> {
     let c = T::TWO * scalar_of(g) / T::from_usize(diff.len());
-    diff.mapv(|d| d * c)
+    efa_num::pool::map(diff.view(), |&d| d * c)
 }
 
 #[cfg(test)]

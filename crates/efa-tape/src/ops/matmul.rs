@@ -123,7 +123,7 @@ impl<T: Real> Tape<T> {
         let (ia, ib) = (self.check(a, "matmul")?, self.check(b, "matmul")?);
         let (xa, xb) = (self.val(ia), self.val(ib));
         let (g, out_shape) = geometry(xa.shape(), xb.shape(), trans_a, trans_b)?;
-        let mut c = ArrayD::<T>::zeros(IxDyn(&out_shape));
+        let mut c = efa_num::pool::full(IxDyn(&out_shape), T::ZERO);
         crate::stats::add_flops(crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
         if g.m > 0 && g.n > 0 && g.k > 0 {
             let (sa, sb) = (elems(xa), elems(xb));
@@ -153,8 +153,8 @@ pub(crate) fn backward<T: Real>(
         unreachable!("matmul backward: shapes were validated in forward")
     };
     let dc = dc.as_standard_layout();
-    let mut da = need[0].then(|| ArrayD::<T>::zeros(a.raw_dim()));
-    let mut db = need[1].then(|| ArrayD::<T>::zeros(b.raw_dim()));
+    let mut da = need[0].then(|| efa_num::pool::full(a.raw_dim(), T::ZERO));
+    let mut db = need[1].then(|| efa_num::pool::full(b.raw_dim(), T::ZERO));
     let computed = u64::from(need[0]) + u64::from(need[1]);
     crate::stats::add_flops(computed * crate::stats::gemm_flops(g.batch, g.m, g.n, g.k));
     if g.m > 0 && g.n > 0 && g.k > 0 {

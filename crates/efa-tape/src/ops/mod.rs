@@ -45,7 +45,10 @@ pub(crate) fn vjp<T: Real>(
         Op::Sum { keep_shape, scale } => {
             vec![Some(reduce::backward(x(0).shape(), keep_shape, *scale, g))]
         }
-        Op::BroadcastTo => vec![Some(sum_to_shape(g.clone(), x(0).shape()))],
+        Op::BroadcastTo => vec![Some(sum_to_shape(
+            efa_num::pool::map(g.view(), |&v| v),
+            x(0).shape(),
+        ))],
         Op::Reshape => vec![Some(shape::reshape_backward(g, x(0).shape()))],
         Op::Permute { axes } => vec![Some(shape::permute_backward(g, axes))],
         Op::Concat { axis } => {

@@ -103,7 +103,7 @@ pub(crate) fn backward<T: Real>(
     let gb = gk
         .broadcast(IxDyn(x_shape))
         .expect("reduce backward: broadcast to input");
-    gb.mapv(|v| v * scale)
+    efa_num::pool::map(gb, |&v| v * scale)
 }
 
 #[cfg(test)]

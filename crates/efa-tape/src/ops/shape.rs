@@ -17,7 +17,7 @@ impl<T: Real> Tape<T> {
         let x = self.val(ia);
         let ok = broadcast_shapes(x.shape(), shape).is_some_and(|s| s == shape);
         let y = match x.broadcast(IxDyn(shape)) {
-            Some(v) if ok => v.to_owned(),
+            Some(v) if ok => efa_num::pool::map(v, |&x| x),
             _ => {
                 return Err(TapeError::new(
                     "broadcast_to",
@@ -42,8 +42,7 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let y = x
-            .clone()
+        let y = efa_num::pool::map(x.view(), |&v| v)
             .into_shape_with_order(IxDyn(shape))
             .expect("reshape: standard layout");
         Ok(self.push(Op::Reshape, vec![ia], y))
@@ -68,11 +67,7 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let y = x
-            .view()
-            .permuted_axes(IxDyn(axes))
-            .as_standard_layout()
-            .into_owned();
+        let y = efa_num::pool::map(x.view().permuted_axes(IxDyn(axes)), |&v| v);
         Ok(self.push(
             Op::Permute {
                 axes: axes.to_vec(),
@@ -141,15 +136,14 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let y = x.slice_axis(Axis(axis), Slice::from(start..end)).to_owned();
+        let y = efa_num::pool::map(x.slice_axis(Axis(axis), Slice::from(start..end)), |&v| v);
         Ok(self.push(Op::Slice { axis, start }, vec![ia], y))
     }
 }
 
 /// forward reshaped `x` to `g`'s shape, so `∂/∂x = g` reshaped back.
 pub(crate) fn reshape_backward<T: Real>(g: &ArrayD<T>, x_shape: &[usize]) -> ArrayD<T> {
-    g.as_standard_layout()
-        .into_owned()
+    efa_num::pool::map(g.view(), |&v| v)
         .into_shape_with_order(IxDyn(x_shape))
         .expect("reshape backward")
 }
@@ -178,7 +172,8 @@ pub(crate) fn concat_backward<T: Real>(
         .iter()
         .map(|s| {
             let end = start + s[axis];
-            let block = g.slice_axis(Axis(axis), Slice::from(start..end)).to_owned();
+            let block =
+                efa_num::pool::map(g.slice_axis(Axis(axis), Slice::from(start..end)), |&v| v);
             start = end;
             Some(block)
         })
@@ -192,7 +187,7 @@ pub(crate) fn slice_backward<T: Real>(
     axis: usize,
     start: usize,
 ) -> ArrayD<T> {
-    let mut gx = ArrayD::zeros(IxDyn(x_shape));
+    let mut gx = efa_num::pool::full(IxDyn(x_shape), T::ZERO);
     let end = start + g.shape()[axis];
     gx.slice_axis_mut(Axis(axis), Slice::from(start..end))
         .assign(g);

@@ -129,10 +129,9 @@ pub(crate) fn backward<T: Real>(
     y: &ArrayD<T>,
     g: &ArrayD<T>,
 ) -> ArrayD<T> {
-    Zip::from(g)
-        .and(x)
-        .and(y)
-        .map_collect(|&g, &x, &y| g * kind.derivative(x, y))
+    efa_num::pool::zip3_map(g.view(), x.view(), y.view(), |&g, &x, &y| {
+        g * kind.derivative(x, y)
+    })
 }
 
 /// The ReLU backward with the derivative inverted for inputs within `band` times the largest
@@ -165,7 +164,7 @@ pub(crate) fn relu_backward_flipped<T: Real>(x: &ArrayD<T>, g: &ArrayD<T>, band:
 impl<T: Real> Tape<T> {
     fn unary(&mut self, kind: UnaryKind<T>, a: Var) -> Result<Var> {
         let ia = self.check(a, kind.name())?;
-        let y = self.val(ia).mapv(|x| kind.forward(x));
+        let y = efa_num::pool::map(self.val(ia).view(), |&x| kind.forward(x));
         Ok(self.push(Op::Unary(kind), vec![ia], y))
     }
 

@@ -10,6 +10,7 @@ use super::super::saved::SavedParts;
 use super::partial::BlockGrads;
 use super::{query_row, Ctx};
 use crate::KernelError;
+use efa_num::pool::Buf;
 use efa_num::{MatMut, MatRef, Real};
 use std::mem::MaybeUninit;
 
@@ -21,7 +22,7 @@ pub(super) fn norm2_back<'s, T: Real>(
     at: At,
     sv: &SavedParts<&[T]>,
     dy: &[T],
-    dz: &'s mut Vec<T>,
+    dz: &'s mut Buf<T>,
     g: &mut BlockGrads<&mut [T]>,
 ) -> &'s mut [T] {
     let (d, ldd) = (cx.dm.d, ld(cx.dm.d));
@@ -53,7 +54,7 @@ pub(super) fn ffn_back<T: Real>(
     at: At,
     sv: &SavedParts<&[T]>,
     dz: &mut [T],
-    (dh, y1): (&mut Vec<T>, &mut Vec<T>),
+    (dh, y1): (&mut Buf<T>, &mut Buf<T>),
     g: &mut BlockGrads<&mut [T]>,
 ) {
     let (isa, d, f, rq) = (cx.isa, cx.dm.d, cx.dm.f, at.rq);
@@ -128,7 +129,7 @@ pub(super) fn norm1_back<'s, T: Real>(
     at: At,
     sv: &SavedParts<&[T]>,
     dz: &mut [T],
-    dob: &'s mut Vec<T>,
+    dob: &'s mut Buf<T>,
     g: &mut BlockGrads<&mut [T]>,
 ) -> &'s [T] {
     let (isa, d, hk, rq) = (cx.isa, cx.dm.d, cx.dm.hk, at.rq);
@@ -183,7 +184,7 @@ pub(super) fn attention_back<'s, T: Real>(
     sv: &SavedParts<&[T]>,
     dob: &[T],
     out: AttnGrads<'s, T>,
-    pbuf: &mut Vec<T>,
+    pbuf: &mut Buf<T>,
     attn: &mut RowsScratch<T>,
 ) -> Result<AttnGrads<'s, T>, KernelError> {
     let (dm, isa) = (cx.dm, cx.isa);
@@ -244,9 +245,9 @@ pub(super) fn attention_back<'s, T: Real>(
 /// The projections' scratch rows: gathered query rows, `dx` before the residual, and the
 /// query rows' `dx` when there is one query per sample.
 pub(super) struct ProjScratch<'s, T> {
-    pub xq: &'s mut Vec<T>,
-    pub dxs: &'s mut Vec<T>,
-    pub dxq: &'s mut Vec<T>,
+    pub xq: &'s mut Buf<T>,
+    pub dxs: &'s mut Buf<T>,
+    pub dxq: &'s mut Buf<T>,
 }
 
 /// `q = x_q·W_q + b_q, k = x·W_k + b_k, v = x·W_v + b_v`: `db, dW` of each and every row of
