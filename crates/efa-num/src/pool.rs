@@ -52,11 +52,13 @@ struct Block {
 // it may be handed to, and freed by, any thread.
 unsafe impl Send for Block {}
 
-/// The blocks of one layout: those free in the cache, and how many are handed out.
+/// The blocks of one layout: those free in the cache, how many are handed out, and the most
+/// one thread has held at once.
 struct Bin {
     layout: Layout,
     free: Vec<Block>,
     out: usize,
+    peak: usize,
 }
 
 /// The cached blocks, by layout (a few dozen distinct sizes: a linear search), and who holds
@@ -65,19 +67,15 @@ struct Bin {
 struct Cache {
     bins: Vec<Bin>,
     held: usize,
-    /// The thread that took each block handed out (by address).
-    owner: Vec<(usize, usize)>,
-    /// Per thread and layout, the blocks the thread took and holds now, and the most at once.
-    holds: Vec<Holds>,
+    /// The thread that took each block handed out, by address, and the block's layout.
+    owner: Vec<(usize, usize, Layout)>,
+    /// Per thread and layout with blocks out, how many that thread took and holds now.
+    holds: Vec<(usize, Layout, usize)>,
 }
 
-/// One thread's blocks of one layout: held now, and the most at once.
-struct Holds {
-    thread: usize,
-    layout: Layout,
-    now: usize,
-    peak: usize,
-}
+/// Blocks handed out and never given back (kept by a caller, or freed as an ordinary
+/// vector) leave their entries in [`Cache::owner`]; past this many, the tallies restart.
+const MAX_TRACKED: usize = 1 << 16;
 
 impl Cache {
     fn bin(&mut self, layout: Layout) -> &mut Bin {
@@ -88,6 +86,7 @@ impl Cache {
                     layout,
                     free: Vec::new(),
                     out: 0,
+                    peak: 0,
                 });
                 self.bins.len() - 1
             }
@@ -95,42 +94,50 @@ impl Cache {
         &mut self.bins[at]
     }
 
-    /// `thread` took the block at `addr` of `layout`: its peak for that layout.
+    /// `thread` took the block at `addr` of `layout`: the most one thread has held at once of
+    /// that layout, this take included.
     fn took(&mut self, thread: usize, addr: usize, layout: Layout) -> usize {
-        self.owner.push((addr, thread));
-        let h = match self
-            .holds
-            .iter()
-            .position(|h| h.thread == thread && h.layout == layout)
-        {
-            Some(at) => &mut self.holds[at],
-            None => {
-                self.holds.push(Holds {
-                    thread,
-                    layout,
-                    now: 0,
-                    peak: 0,
-                });
-                self.holds.last_mut().expect("just pushed")
-            }
-        };
-        h.now += 1;
-        h.peak = h.peak.max(h.now);
-        h.peak
-    }
-
-    /// The block at `addr` of `layout` came back (from whichever thread).
-    fn returned(&mut self, addr: usize, layout: Layout) {
-        let Some(at) = self.owner.iter().position(|&(a, _)| a == addr) else {
-            return;
-        };
-        let (_, thread) = self.owner.swap_remove(at);
-        if let Some(h) = self
+        // An address handed out again without coming back was freed as an ordinary vector.
+        self.returned(addr);
+        if self.owner.len() >= MAX_TRACKED {
+            self.owner.clear();
+            self.holds.clear();
+        }
+        self.owner.push((addr, thread, layout));
+        let now = match self
             .holds
             .iter_mut()
-            .find(|h| h.thread == thread && h.layout == layout)
+            .find(|h| h.0 == thread && h.1 == layout)
         {
-            h.now = h.now.saturating_sub(1);
+            Some(h) => {
+                h.2 += 1;
+                h.2
+            }
+            None => {
+                self.holds.push((thread, layout, 1));
+                1
+            }
+        };
+        let bin = self.bin(layout);
+        bin.peak = bin.peak.max(now);
+        bin.peak
+    }
+
+    /// The block at `addr` came back (from whichever thread): one fewer for its taker.
+    fn returned(&mut self, addr: usize) {
+        let Some(at) = self.owner.iter().position(|&(a, _, _)| a == addr) else {
+            return;
+        };
+        let (_, thread, layout) = self.owner.swap_remove(at);
+        if let Some(at) = self
+            .holds
+            .iter()
+            .position(|h| h.0 == thread && h.1 == layout)
+        {
+            self.holds[at].2 -= 1;
+            if self.holds[at].2 == 0 {
+                self.holds.swap_remove(at);
+            }
         }
     }
 }
@@ -201,7 +208,7 @@ static FRESH: AtomicU64 = AtomicU64::new(0);
 /// current rayon pool run micro-batches of the same shapes side by side, and which step
 /// brings their peaks together depends on how they interleave. So it allocates (untouched:
 /// address space until written) as many blocks as make the class's blocks, free and handed
-/// out, at least the pool's thread count times the most this thread has held at once (a
+/// out, at least the pool's thread count times the most one thread has held at once (a
 /// block counts for the thread that took it until it comes back, from any thread).
 pub fn take<T>(n: usize) -> Vec<T> {
     let size = std::mem::size_of::<T>();
@@ -277,7 +284,7 @@ pub fn give<T>(mut v: Vec<T>) {
     let ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).expect("a Vec's buffer is not null");
     let kept = {
         let mut c = cache();
-        c.returned(ptr.as_ptr() as usize, layout);
+        c.returned(ptr.as_ptr() as usize);
         let fits = c.held + bytes <= MAX_HELD;
         if fits {
             c.held += bytes;
