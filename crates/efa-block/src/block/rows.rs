@@ -30,6 +30,7 @@
 //! `O(n·d)` against the products' `O(n²·d)`. Everything runs on the calling thread, in a fixed
 //! order, so results do not depend on the thread pool.
 
+use super::dense::grow;
 use super::transpose::transpose_block;
 use cols::{backward_cols, forward_cols};
 use efa_attn::micro::{
@@ -202,11 +203,6 @@ impl<T: Real> RowsScratch<T> {
             e: Buf::new(),
         }
     }
-}
-
-/// At least `n` elements of `v` (grown with zeros), as a slice of exactly `n`.
-fn grow<T: Real>(v: &mut Buf<T>, n: usize) -> &mut [T] {
-    v.grow(n, T::ZERO)
 }
 
 /// Checks that a `rows × width` matrix fits `len` elements with row stride `ld`.
