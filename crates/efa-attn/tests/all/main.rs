@@ -5,4 +5,5 @@ mod backward;
 mod common;
 mod forward;
 mod nan;
+mod precision;
 mod unsupported_isa;

@@ -31,6 +31,8 @@
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_precision;
 
 use efa_block::block::{BlockSettings, BlockSource, PostNormKernel};
 use efa_num::Real;

@@ -18,16 +18,16 @@ use efa_testkit::{rand_array, tape::assert_audit};
 /// Modes: projection, given `q, k, v` or given attention output, every row or one query row
 /// per sample.
 #[derive(Clone, Copy, Debug)]
-struct Mode {
-    src: Source,
-    targets: bool,
+pub(super) struct Mode {
+    pub(super) src: Source,
+    pub(super) targets: bool,
 }
 
 const fn m(src: Source, targets: bool) -> Mode {
     Mode { src, targets }
 }
 
-const MODES: [Mode; 6] = [
+pub(super) const MODES: [Mode; 6] = [
     m(Source::Project, false),
     m(Source::Project, true),
     m(Source::Given, false),
@@ -38,14 +38,14 @@ const MODES: [Mode; 6] = [
 
 /// One problem: sizes, key lengths and query rows.
 #[derive(Clone, Debug)]
-struct Case {
-    b: usize,
-    n: usize,
-    d: usize,
-    heads: usize,
-    kd: usize,
-    f: usize,
-    lengths: Option<Vec<usize>>,
+pub(super) struct Case {
+    pub(super) b: usize,
+    pub(super) n: usize,
+    pub(super) d: usize,
+    pub(super) heads: usize,
+    pub(super) kd: usize,
+    pub(super) f: usize,
+    pub(super) lengths: Option<Vec<usize>>,
 }
 
 impl Case {
@@ -68,7 +68,7 @@ impl Case {
     }
 
     /// Inputs in the op's order for `mode`, seeded; gains near 1.
-    fn inputs(&self, mode: Mode, seed: u64) -> Vec<(String, ArrayD<f64>)> {
+    pub(super) fn inputs(&self, mode: Mode, seed: u64) -> Vec<(String, ArrayD<f64>)> {
         let (b, n, d, hk, f) = (self.b, self.n, self.d, self.heads * self.kd, self.f);
         let nq = if mode.targets { 1 } else { n };
         let mut k = seed;
@@ -186,8 +186,18 @@ impl Case {
 }
 
 /// Output and every input's gradient of `Σ c∘y` for seeded `c`.
-fn run<T: Real>(case: &Case, mode: Mode, fused: bool, seed: u64) -> Vec<ArrayD<f64>> {
-    let inputs = case.inputs(mode, seed);
+pub(super) fn run<T: Real>(case: &Case, mode: Mode, fused: bool, seed: u64) -> Vec<ArrayD<f64>> {
+    run_on::<T>(case, mode, fused, case.inputs(mode, seed), seed)
+}
+
+/// [`run`] on given inputs.
+pub(super) fn run_on<T: Real>(
+    case: &Case,
+    mode: Mode,
+    fused: bool,
+    inputs: Vec<(String, ArrayD<f64>)>,
+    seed: u64,
+) -> Vec<ArrayD<f64>> {
     let mut t = Tape::<T>::new();
     let v: Vec<Var> = inputs
         .iter()
@@ -245,7 +255,7 @@ fn a_nan_in_any_input_reaches_the_output_as_in_the_composition() {
     }
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     let c = |b, n, d, heads, kd, f, lengths: Option<Vec<usize>>| Case {
         b,
         n,

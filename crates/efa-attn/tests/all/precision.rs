@@ -1,0 +1,183 @@
+//! Error budgets of the kernel on its own (docs/design.md §3c) at adversarial inputs: the
+//! forward's `o` and `lse` and the backward's `dq`, `dk`, `dv` in f32 and f64 against the
+//! naive reference computed in double-double (`naive::forward_in::<Dd, _>`, about 106 bits),
+//! each within twice the error of the same naive definition computed plainly in the kernel's
+//! own type, or a few units of that type's round-off of the tensor's largest entry.
+//!
+//! The inputs: sharp scores (queries and keys ×6: scores of ±50), one dominant key per row
+//! (a key along a direction every query of its head shares), all-equal scores (zero queries: uniform
+//! attention, the cancellation `dS = P·(dP − D)` at its worst) and 1e4-scale values and
+//! cotangents; at the models' shape (50 positions, head width 16; the tile kernel's fused
+//! backward) and a short one (12 positions: the short-sequence path), unmasked and causal.
+
+use crate::common::rand4;
+use efa_attn::{naive, Attention, Mask};
+use efa_num::{Dd, Real};
+use ndarray::{Array3, Array4, Dimension};
+
+/// `max |a − b| / max |b|` over the entries (`max |a − b|` where `b` is all zeros).
+fn rel<A: Real, B: Real, D: Dimension>(a: &ndarray::Array<A, D>, b: &ndarray::Array<B, D>) -> f64 {
+    let m = b.iter().fold(0.0f64, |m, x| m.max(x.to_f64().abs()));
+    let e = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |e, (x, y)| e.max((x.to_f64() - y.to_f64()).abs()));
+    if m > 0.0 {
+        e / m
+    } else {
+        e
+    }
+}
+
+/// One adversarial case: inputs in f64 (cast to the type under test), `[b, h, n, d]`.
+struct Inputs {
+    q: Array4<f64>,
+    k: Array4<f64>,
+    v: Array4<f64>,
+    d_o: Array4<f64>,
+    d_lse: Array3<f64>,
+}
+
+fn inputs(shape: [usize; 4], case: &str, seed: u64) -> Inputs {
+    let [b, h, n, d] = shape;
+    let mut x = Inputs {
+        q: rand4::<f64>(shape, 1.0, seed),
+        k: rand4::<f64>(shape, 1.0, seed + 1),
+        v: rand4::<f64>(shape, 1.0, seed + 2),
+        d_o: rand4::<f64>(shape, 1.0, seed + 3),
+        d_lse: Array3::from_shape_fn((b, h, n), |(i, j, l)| {
+            ((i * 7 + j * 3 + l) % 11) as f64 / 11.0 - 0.5
+        }),
+    };
+    match case {
+        "sharp" => {
+            x.q.mapv_inplace(|v| 6.0 * v);
+            x.k.mapv_inplace(|v| 6.0 * v);
+        }
+        "one dominant key" => {
+            // Every query of a head shares a direction `u` (±1 per component) and key 5 lies
+            // along it: key 5's score is ~20 above the others', its weight 1 − ~1e-8.
+            for bi in 0..b {
+                for hi in 0..h {
+                    for c in 0..d {
+                        let u = if (bi + 3 * hi + 5 * c) % 7 < 3 {
+                            -1.0
+                        } else {
+                            1.0
+                        };
+                        for i in 0..n {
+                            x.q[[bi, hi, i, c]] += 1.5 * u;
+                        }
+                        x.k[[bi, hi, 5, c]] = 4.0 * u;
+                    }
+                }
+            }
+        }
+        "all-equal scores" => x.q.fill(0.0),
+        "1e4-scale values" => {
+            x.v.mapv_inplace(|v| 1e4 * v);
+            x.d_o.mapv_inplace(|v| 1e4 * v);
+        }
+        _ => unreachable!("{case}"),
+    }
+    x
+}
+
+fn cast<T: Real>(a: &Array4<f64>) -> Array4<T> {
+    a.mapv(T::from_f64)
+}
+
+/// The kernel in `T` against the double-double reference, within twice the plain naive
+/// definition's error in `T` or `units` of `T`'s epsilon.
+fn check<T: Real>(x: &Inputs, mask: &Mask, what: &str) {
+    let (q, k, v, d_o) = (
+        cast::<T>(&x.q),
+        cast::<T>(&x.k),
+        cast::<T>(&x.v),
+        cast::<T>(&x.d_o),
+    );
+    let d_lse = x.d_lse.mapv(T::from_f64);
+    let args = Attention::new(q.view(), k.view(), v.view())
+        .mask(mask.clone())
+        .scale(0.25);
+    let out = args.forward().unwrap();
+    let grads = args
+        .backward(out.view(), d_o.view(), Some(d_lse.view()))
+        .unwrap();
+    let want_out = naive::forward_in::<Dd, T>(&args).unwrap();
+    let want = naive::backward_in::<Dd, T>(&args, d_o.view(), Some(d_lse.view())).unwrap();
+    let plain_out = naive::forward_in::<T, T>(&args).unwrap();
+    let plain = naive::backward_in::<T, T>(&args, d_o.view(), Some(d_lse.view())).unwrap();
+    let units = 32.0 * T::EPSILON.to_f64();
+    let rows = [
+        (
+            "o",
+            rel(&out.o, &want_out.o),
+            rel(&plain_out.o, &want_out.o),
+        ),
+        (
+            "lse",
+            rel(&out.lse, &want_out.lse),
+            rel(&plain_out.lse, &want_out.lse),
+        ),
+        ("dq", rel(&grads.dq, &want.dq), rel(&plain.dq, &want.dq)),
+        ("dk", rel(&grads.dk, &want.dk), rel(&plain.dk, &want.dk)),
+        ("dv", rel(&grads.dv, &want.dv), rel(&plain.dv, &want.dv)),
+    ];
+    for (name, kernel, plain) in rows {
+        eprintln!(
+            "{what} {}: {name}: kernel {kernel:.2e}, plain {plain:.2e}",
+            T::NAME
+        );
+        assert!(
+            kernel.is_finite() && kernel <= (2.0 * plain).max(units),
+            "{what} {}: {name}: kernel error {kernel:.3e} of the largest entry, the plain \
+             definition's {plain:.3e}",
+            T::NAME
+        );
+    }
+}
+
+fn every_case(shape: [usize; 4]) {
+    for (m, mask) in [("none", Mask::none()), ("causal", Mask::causal())] {
+        for (s, case) in [
+            "sharp",
+            "one dominant key",
+            "all-equal scores",
+            "1e4-scale values",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x = inputs(shape, case, 40 + 10 * s as u64);
+            let what = format!("{shape:?} {m} {case}");
+            check::<f32>(&x, &mask, &what);
+            check::<f64>(&x, &mask, &what);
+        }
+    }
+}
+
+#[test]
+fn within_budget_at_adversarial_inputs_at_the_models_shape() {
+    // Tile kernel, fused backward (b·h ≥ FUSED_MIN_HEADS).
+    every_case([4, 2, 50, 16]);
+}
+
+#[test]
+fn within_budget_at_adversarial_inputs_on_the_short_path() {
+    // At most 16 keys and at least 16 heads in all: the short-sequence path.
+    every_case([8, 2, 12, 16]);
+}
+
+/// The reference is what it claims: double-double agrees with f64 to f64's round-off on a
+/// benign case, and is not f64 itself (it differs where f64 rounds).
+#[test]
+fn the_double_double_reference_is_more_precise_than_f64() {
+    let x = inputs([2, 2, 20, 8], "sharp", 3);
+    let (q, k, v) = (x.q.clone(), x.k.clone(), x.v.clone());
+    let args = Attention::new(q.view(), k.view(), v.view()).scale(0.25);
+    let dd = naive::forward_in::<Dd, f64>(&args).unwrap();
+    let f = naive::forward_in::<f64, f64>(&args).unwrap();
+    let e = rel(&f.o, &dd.o);
+    assert!(e > 0.0 && e < 1e-13, "f64 against double-double: {e:e}");
+}
