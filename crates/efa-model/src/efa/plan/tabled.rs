@@ -33,24 +33,26 @@ pub(crate) fn forward<T: Real>(
         let h = cfg.pre_norm(tape, block, x)?;
         let attn = &block.attn;
         let tabled = l == 0 && !pre;
-        let a = if l + 1 == vars.blocks.len() {
+        let a = if l + 1 == vars.blocks.len() && tabled {
+            // A single block reading the raw inputs: its keys and values come from the
+            // projected tables, so `x`'s gradient has only the residual's and the queries'
+            // terms, added in one gather of the target rows.
+            let rows = tape.gather_positions(x, &batch.pred_idx)?;
+            x = tape.reshape(rows, &[b, 1, d])?;
+            let q = attn.q.apply(tape, x)?;
+            let [k, v] = cfg.table_projections(tape, vars, &inputs, attn, [Proj::K, Proj::V])?;
+            attn.attend(tape, heads, kd, (q, k, v), &target_mask)?
+        } else if l + 1 == vars.blocks.len() {
             // The target rows of the attention's query input, gathered before the keys and
             // values are projected, and (below) those of the residual, gathered after the
             // attention: `x`'s gradient then adds the residual's, the values', the keys' and
-            // the queries' contributions in the order the general plan adds them, so that
-            // the plans' gradients agree bit for bit from the last block down to the first
-            // (one gather for both added the same terms in another order: an ulp that sharp
-            // attention amplifies to percents of the input MLPs' gradients in f32).
+            // the queries' terms in the order the general plan adds them, so that the plans'
+            // gradients agree bit for bit from the last block down to the first (one gather
+            // for both added the same terms in another order: an ulp that sharp attention
+            // amplifies to percents of the input MLPs' gradients in f32).
             let rows = tape.gather_positions(h, &batch.pred_idx)?;
             let hq = tape.reshape(rows, &[b, 1, d])?;
-            let a = if tabled {
-                let q = attn.q.apply(tape, hq)?;
-                let [k, v] =
-                    cfg.table_projections(tape, vars, &inputs, attn, [Proj::K, Proj::V])?;
-                attn.attend(tape, heads, kd, (q, k, v), &target_mask)?
-            } else {
-                attn.apply(tape, heads, kd, hq, h, &target_mask)?
-            };
+            let a = attn.apply(tape, heads, kd, hq, h, &target_mask)?;
             let rows = tape.gather_positions(x, &batch.pred_idx)?;
             x = tape.reshape(rows, &[b, 1, d])?;
             a
