@@ -4,9 +4,10 @@
 //! each within twice the error of the same naive definition computed plainly in the kernel's
 //! own type, or a few units of that type's round-off of the tensor's largest entry.
 //!
-//! The inputs: sharp scores (queries and keys ×6: scores of ±50), one dominant key per row
-//! (a key along a direction every query of its head shares), all-equal scores (zero queries: uniform
-//! attention, the cancellation `dS = P·(dP − D)` at its worst) and 1e4-scale values and
+//! The inputs: sharp scores (queries and keys ×6: scores spread ~12, 36 times the plain ones),
+//! one dominant key per row (a key along a direction every query of its head shares), all-equal
+//! scores (zero queries: uniform attention, the cancellation `dS = P·(dP − D)` at its worst)
+//! and 1e4-scale values and
 //! cotangents; at the models' shape (50 positions, head width 16; the tile kernel's fused
 //! backward) and a short one (12 positions: the short-sequence path), unmasked and causal.
 
