@@ -1,7 +1,25 @@
-//! Tolerant comparison against an f64 reference, and central differences.
+//! Tolerant comparison against an f64 reference, relative errors, and central differences.
 
 use efa_num::Real;
 use ndarray::{ArrayD, Dimension};
+
+/// `max |a − b| / max |b|` over the entries (`max |a − b|` where `b` is all zeros): the
+/// error of `a` relative to the largest entry of the reference `b`, in any two real types.
+pub fn rel_err<A: Real, B: Real, D: Dimension>(
+    a: &ndarray::Array<A, D>,
+    b: &ndarray::Array<B, D>,
+) -> f64 {
+    let m = b.iter().fold(0.0f64, |m, x| m.max(x.to_f64().abs()));
+    let e = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |e, (x, y)| e.max((x.to_f64() - y.to_f64()).abs()));
+    if m > 0.0 {
+        e / m
+    } else {
+        e
+    }
+}
 
 /// max |a − b| / (atol + rtol·|b|) ≤ 1 elementwise, with equal infinities allowed; `what`
 /// names the tensor in the failure message, with the index.

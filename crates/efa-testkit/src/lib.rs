@@ -27,7 +27,7 @@ pub mod scratch;
 pub mod tape;
 
 pub use arrays::{assert_nan_pattern, rand_array};
-pub use compare::{assert_close, central_diff};
+pub use compare::{assert_close, central_diff, rel_err};
 pub use scratch::{scratch, Scratch};
 
 use std::path::{Path, PathBuf};
@@ -98,5 +98,14 @@ mod tests {
     fn the_root_holds_the_workspace_manifest() {
         let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
         assert!(manifest.contains("[workspace]"));
+    }
+
+    #[test]
+    fn rel_err_is_relative_to_the_references_largest_entry() {
+        let b = ndarray::arr1(&[4.0f64, -8.0, 1.0]);
+        let a = ndarray::arr1(&[4.5f32, -8.0, 0.0]);
+        assert_eq!(rel_err(&a, &b), 1.0 / 8.0);
+        let zero = ndarray::arr1(&[0.0f64, 0.0]);
+        assert_eq!(rel_err(&ndarray::arr1(&[0.0f64, -0.25]), &zero), 0.25);
     }
 }

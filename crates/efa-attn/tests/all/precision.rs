@@ -14,21 +14,8 @@
 use crate::common::rand4;
 use efa_attn::{naive, Attention, Mask};
 use efa_num::{Dd, Real};
-use ndarray::{Array3, Array4, Dimension};
-
-/// `max |a − b| / max |b|` over the entries (`max |a − b|` where `b` is all zeros).
-fn rel<A: Real, B: Real, D: Dimension>(a: &ndarray::Array<A, D>, b: &ndarray::Array<B, D>) -> f64 {
-    let m = b.iter().fold(0.0f64, |m, x| m.max(x.to_f64().abs()));
-    let e = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |e, (x, y)| e.max((x.to_f64() - y.to_f64()).abs()));
-    if m > 0.0 {
-        e / m
-    } else {
-        e
-    }
-}
+use efa_testkit::rel_err;
+use ndarray::{Array3, Array4};
 
 /// One adversarial case: inputs in f64 (cast to the type under test), `[b, h, n, d]`.
 struct Inputs {
@@ -113,17 +100,29 @@ fn check<T: Real>(x: &Inputs, mask: &Mask, what: &str) {
     let rows = [
         (
             "o",
-            rel(&out.o, &want_out.o),
-            rel(&plain_out.o, &want_out.o),
+            rel_err(&out.o, &want_out.o),
+            rel_err(&plain_out.o, &want_out.o),
         ),
         (
             "lse",
-            rel(&out.lse, &want_out.lse),
-            rel(&plain_out.lse, &want_out.lse),
+            rel_err(&out.lse, &want_out.lse),
+            rel_err(&plain_out.lse, &want_out.lse),
         ),
-        ("dq", rel(&grads.dq, &want.dq), rel(&plain.dq, &want.dq)),
-        ("dk", rel(&grads.dk, &want.dk), rel(&plain.dk, &want.dk)),
-        ("dv", rel(&grads.dv, &want.dv), rel(&plain.dv, &want.dv)),
+        (
+            "dq",
+            rel_err(&grads.dq, &want.dq),
+            rel_err(&plain.dq, &want.dq),
+        ),
+        (
+            "dk",
+            rel_err(&grads.dk, &want.dk),
+            rel_err(&plain.dk, &want.dk),
+        ),
+        (
+            "dv",
+            rel_err(&grads.dv, &want.dv),
+            rel_err(&plain.dv, &want.dv),
+        ),
     ];
     for (name, kernel, plain) in rows {
         eprintln!(
@@ -179,6 +178,6 @@ fn the_double_double_reference_is_more_precise_than_f64() {
     let args = Attention::new(q.view(), k.view(), v.view()).scale(0.25);
     let dd = naive::forward_in::<Dd, f64>(&args).unwrap();
     let f = naive::forward_in::<f64, f64>(&args).unwrap();
-    let e = rel(&f.o, &dd.o);
+    let e = rel_err(&f.o, &dd.o);
     assert!(e > 0.0 && e < 1e-13, "f64 against double-double: {e:e}");
 }

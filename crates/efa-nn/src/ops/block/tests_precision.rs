@@ -9,21 +9,8 @@
 use super::tests::{cases, run_on, Case, Mode, MODES};
 use efa_block::block::BlockSource as Source;
 use efa_num::{Dd, Real};
+use efa_testkit::rel_err;
 use ndarray::{ArrayD, Axis};
-
-/// `max |a − b| / max |b|` (`max |a − b|` where `b` is all zeros).
-fn rel(a: &ArrayD<f64>, b: &ArrayD<f64>) -> f64 {
-    let m = b.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let e = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |e, (x, y)| e.max((x - y).abs()));
-    if m > 0.0 {
-        e / m
-    } else {
-        e
-    }
-}
 
 /// The case's seeded inputs for `mode`, made adversarial.
 fn inputs(case: &Case, mode: Mode, what: &str, seed: u64) -> Vec<(String, ArrayD<f64>)> {
@@ -87,7 +74,7 @@ fn check<T: Real>(case: &Case, mode: Mode, what: &str, factor: f64) {
         } else {
             x[k - 1].0.as_str()
         };
-        let (ef, ec) = (rel(f, w), rel(c, w));
+        let (ef, ec) = (rel_err(f, w), rel_err(c, w));
         assert!(
             ef.is_finite() && ef <= (factor * ec).max(units),
             "{what} {mode:?} n{} {}: {name}: fused error {ef:.3e} of the largest entry, the \

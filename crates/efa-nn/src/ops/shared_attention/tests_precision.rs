@@ -4,22 +4,8 @@
 //! MLPs), sharp scores, one dominant key per row, and 1e4-scale values.
 
 use super::tests::{naive_in, run, Case};
-use efa_testkit::rand_array;
+use efa_testkit::{rand_array, rel_err};
 use ndarray::{ArrayD, Axis};
-
-/// `max |a − b| / max |b|` (`max |a − b|` where `b` is all zeros).
-fn rel(a: &ArrayD<f64>, b: &ArrayD<f64>) -> f64 {
-    let m = b.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let e = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |e, (x, y)| e.max((x - y).abs()));
-    if m > 0.0 {
-        e / m
-    } else {
-        e
-    }
-}
 
 /// Two days of 44 rows, every row a target once (the temperature model's full batches).
 fn days() -> Case {
@@ -61,7 +47,7 @@ fn within(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>, factor: f64, what: &str)
     let eps = f32::EPSILON as f64;
     let names = ["output", "q", "k", "v", "q_t", "k_t", "v_t"];
     for (k, name) in names.iter().enumerate() {
-        let (e_op, e_plain) = (rel(&op[k], &want[k]), rel(&plain[k], &want[k]));
+        let (e_op, e_plain) = (rel_err(&op[k], &want[k]), rel_err(&plain[k], &want[k]));
         eprintln!("{what}: {name}: op {e_op:.2e}, plain {e_plain:.2e}");
         assert!(
             e_op.is_finite() && e_op <= (factor * e_plain).max(32.0 * eps),
