@@ -15,7 +15,7 @@ use crate::common::rand4;
 use efa_attn::{naive, Attention, Mask};
 use efa_num::{Dd, Real};
 use efa_testkit::rel_err;
-use ndarray::{Array3, Array4};
+use ndarray::{Array, Array3, Array4, Dimension};
 
 /// One adversarial case: inputs in f64 (cast to the type under test), `[b, h, n, d]`.
 struct Inputs {
@@ -75,6 +75,15 @@ fn cast<T: Real>(a: &Array4<f64>) -> Array4<T> {
     a.mapv(T::from_f64)
 }
 
+/// The kernel's and the plain definition's errors against the reference.
+fn errors<A: Real, D: Dimension>(
+    kernel: &Array<A, D>,
+    plain: &Array<A, D>,
+    want: &Array<Dd, D>,
+) -> (f64, f64) {
+    (rel_err(kernel, want), rel_err(plain, want))
+}
+
 /// The kernel in `T` against the double-double reference, within twice the plain naive
 /// definition's error in `T` or `units` of `T`'s epsilon.
 fn check<T: Real>(x: &Inputs, mask: &Mask, what: &str) {
@@ -98,33 +107,13 @@ fn check<T: Real>(x: &Inputs, mask: &Mask, what: &str) {
     let plain = naive::backward_in::<T, T>(&args, d_o.view(), Some(d_lse.view())).unwrap();
     let units = 32.0 * T::EPSILON.to_f64();
     let rows = [
-        (
-            "o",
-            rel_err(&out.o, &want_out.o),
-            rel_err(&plain_out.o, &want_out.o),
-        ),
-        (
-            "lse",
-            rel_err(&out.lse, &want_out.lse),
-            rel_err(&plain_out.lse, &want_out.lse),
-        ),
-        (
-            "dq",
-            rel_err(&grads.dq, &want.dq),
-            rel_err(&plain.dq, &want.dq),
-        ),
-        (
-            "dk",
-            rel_err(&grads.dk, &want.dk),
-            rel_err(&plain.dk, &want.dk),
-        ),
-        (
-            "dv",
-            rel_err(&grads.dv, &want.dv),
-            rel_err(&plain.dv, &want.dv),
-        ),
+        ("o", errors(&out.o, &plain_out.o, &want_out.o)),
+        ("lse", errors(&out.lse, &plain_out.lse, &want_out.lse)),
+        ("dq", errors(&grads.dq, &plain.dq, &want.dq)),
+        ("dk", errors(&grads.dk, &plain.dk, &want.dk)),
+        ("dv", errors(&grads.dv, &plain.dv, &want.dv)),
     ];
-    for (name, kernel, plain) in rows {
+    for (name, (kernel, plain)) in rows {
         eprintln!(
             "{what} {}: {name}: kernel {kernel:.2e}, plain {plain:.2e}",
             T::NAME
