@@ -28,14 +28,18 @@ pub fn padded(n: usize) -> usize {
     n.div_ceil(PAD) * PAD
 }
 
-/// Where an accumulating product's rows start: row `i` at `ci[i·rsi]` (up to the padded
-/// width; `rsi = 0` repeats one row), plus the row `cb` when it is not null (`ci + cb`, one
-/// rounding, as a buffer holding that sum would give).
+/// What an accumulating product adds to its sums: rows `i` at `ci[i·rsi]` (up to the padded
+/// width; `rsi = 0` repeats one row), plus the row `cb` when it is not null. With `last`
+/// false the sums start from `ci` (C's own rows: `C ← C + A·B` in one chain per element);
+/// with `last` true the products are summed first and then added, the row `cb` and then the
+/// rows `ci`, `((A·B) + cb) + ci` (a linear layer's `x·W + b` and its residual, in the
+/// order of the composition: three roundings, as separate passes would give).
 #[derive(Clone, Copy)]
 struct Init<E> {
     ci: *const E,
     rsi: isize,
     cb: *const E,
+    last: bool,
 }
 
 impl<E> Init<E> {
@@ -45,6 +49,7 @@ impl<E> Init<E> {
             ci,
             rsi,
             cb: std::ptr::null(),
+            last: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl<E> Init<E> {
                 } else {
                     self.cb.add(j)
                 },
+                last: self.last,
             }
         }
     }
@@ -133,14 +139,10 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<
         let w = V::LANES;
         let zero = V::splat(V::Elem::ZERO);
         let mut acc = [[zero; NR]; MR];
-        if accumulate {
+        if accumulate && !init.last {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (j, x) in row.iter_mut().enumerate() {
-                    let at = j * w;
-                    *x = V::load(init.ci.offset(i as isize * init.rsi).add(at));
-                    if !init.cb.is_null() {
-                        *x = x.add(V::load(init.cb.add(at)));
-                    }
+                    *x = V::load(init.ci.offset(i as isize * init.rsi).add(j * w));
                 }
             }
         }
@@ -168,10 +170,18 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<
         }
         let va = V::splat(alpha);
         let scaled = !accumulate && alpha != V::Elem::ONE;
+        let late = accumulate && init.last;
         for (i, row) in acc.iter().enumerate() {
             for (j, x) in row.iter().enumerate() {
-                let x = if scaled { x.mul(va) } else { *x };
-                x.store(c.offset(i as isize * rsc).add(j * w));
+                let at = j * w;
+                let mut x = if scaled { x.mul(va) } else { *x };
+                if late {
+                    if !init.cb.is_null() {
+                        x = x.add(V::load(init.cb.add(at)));
+                    }
+                    x = x.add(V::load(init.ci.offset(i as isize * init.rsi).add(at)));
+                }
+                x.store(c.offset(i as isize * rsc).add(at));
             }
         }
     }
@@ -344,9 +354,10 @@ pub unsafe fn gemm<T: Real>(
     })
 }
 
-/// [`gemm`] with `accumulate` reading the starting values of `C`'s rows from `ci` (row `i` at
-/// `ci[i·rsi]`, up to `padded(n)` columns; `rsi = 0` starts every row from the same vector)
-/// instead of from `C` itself, plus the row `cb` when it is not null.
+/// `C ← ((A·B) + cb) + ci` on [`gemm`]'s views: the products summed over `p` in index order
+/// from zero, then the row `cb` added when it is not null, then the rows of `ci` (row `i` at
+/// `ci[i·rsi]`, up to `padded(n)` columns; `rsi = 0` adds the same vector to every row): the
+/// bits of a product, a bias and a residual added in separate passes, in one.
 ///
 /// # Safety
 /// As [`gemm`]; `ci` valid for reads of the rows it names, and `cb`, when not null, for reads
@@ -374,7 +385,7 @@ pub(crate) unsafe fn gemm_from<T: Real>(
             rsb: b.rs(),
             c: cp.cast(),
             rsc,
-            init: Init { ci: ci.cast(), rsi, cb: cb.cast() },
+            init: Init { ci: ci.cast(), rsi, cb: cb.cast(), last: true },
             accumulate: true,
             alpha: E::ONE,
         };

@@ -71,12 +71,13 @@ pub fn gemm_checked_into<T: Real>(
     }
 }
 
-/// `C ← bias + A·B` row by row into a `C` not yet written (`bias` repeated on every row): the
-/// same bits as writing the bias rows and then accumulating with [`gemm_checked`] (every sum
-/// starts from its bias element and adds the products over `p` in index order), without the
-/// pass that writes the bias rows first. `bias` holds at least `padded(n)` elements (its
-/// padding columns, usually zeros, start the padding columns of `C`). Columns `[0, n)` of every
-/// row are written (at most `[0, padded(n))`, as [`gemm_checked_into`]) and never read.
+/// `C ← A·B + bias` row by row into a `C` not yet written (`bias` repeated on every row): the
+/// same bits as [`gemm_checked_into`] followed by a pass adding the bias (every sum adds the
+/// products over `p` in index order from zero, then its bias element: the order of a linear
+/// layer written as a product and a broadcast sum), without that pass. `bias` holds at least
+/// `padded(n)` elements (its padding columns, usually zeros, go to the padding columns of
+/// `C`). Columns `[0, n)` of every row are written (at most `[0, padded(n))`, as
+/// [`gemm_checked_into`]) and never read.
 ///
 /// # Panics
 /// As [`gemm_checked`], or if `bias` is shorter than `padded(n)`.
@@ -104,11 +105,11 @@ pub fn gemm_checked_bias_into<T: Real>(
     }
 }
 
-/// `C ← (S + bias) + A·B` row by row: each row of `C` starts from the same row of `S` (rows at
-/// `s[i·lds]`, `start = (s, lds)`) plus `bias`, then adds the products: the same bits as
-/// writing `S + bias` into `C` and accumulating with [`gemm_checked`], without that pass. `S`
-/// rows and `bias` are read up to `padded(n)` columns (so `lds ≥ padded(n)`); `C` as
-/// [`gemm_checked`].
+/// `C ← (A·B + bias) + S` row by row (`S` rows at `s[i·lds]`, `start = (s, lds)`): the
+/// products summed over `p` in index order from zero, then `bias`, then the same row of `S`
+/// added: the same bits as the product, a pass adding the bias and a pass adding `S` (a
+/// linear layer and its residual, in the composition's order), in one. `S` rows and `bias`
+/// are read up to `padded(n)` columns (so `lds ≥ padded(n)`); `C` as [`gemm_checked`].
 ///
 /// # Panics
 /// As [`gemm_checked`], or if `S` or `bias` is too short.
@@ -150,8 +151,8 @@ fn views<'a, T>(
 }
 
 /// The checks and the kernel call of [`gemm_checked_bias_into`] and [`gemm_checked_from`]:
-/// rows of `C` start from the rows of `start` (at its stride; 0 repeats one row) plus `bias`,
-/// both read up to `padded(n)` columns.
+/// the rows of `C` are the products plus `bias` (when given) plus the rows of `start` (at its
+/// stride; 0 repeats one row), both read up to `padded(n)` columns.
 ///
 /// # Safety
 /// `c` points to `c.1` elements that are uniquely borrowed (aliasing neither operand).

@@ -181,9 +181,10 @@ fn gemm_gives_the_bits_of_the_definition() {
     gemm_matches::<f64>();
 }
 
-/// The products that start from other rows ([`super::gemm_checked_from`]: residual rows plus a
-/// bias) or from a bias row ([`super::gemm_checked_bias_into`]) against the definition started
-/// from those sums, bit for bit, on every instruction set.
+/// The products that add other rows ([`super::gemm_checked_from`]: a bias and then residual
+/// rows) or a bias row ([`super::gemm_checked_bias_into`]) against the definition written as
+/// separate passes (the product from zero, then the bias, then the rows), bit for bit, on every
+/// instruction set.
 fn gemm_from_matches<T: Real>() {
     // The block's shapes, the 8 × 3 block (17 × 44), 12-row strips (25 × 12, 26 × 8), tails.
     let shapes = [
@@ -208,21 +209,22 @@ fn gemm_from_matches<T: Real>() {
             let start = values::<T>(m * lds, s as u64 * 37 + 3, 2.0);
             let bias = values::<T>(np, s as u64 * 37 + 4, 1.0);
             let what = format!("{isa:?} {m}×{n}×{k}");
-            // From the start rows plus the bias.
+            // The product, then the bias, then the start rows.
             let mut want = vec![T::ZERO; m * np];
-            for i in 0..m {
-                for j in 0..np {
-                    want[i * np + j] = start[i * lds + j] + bias[j];
-                }
-            }
             gemm_reference(
                 (m, n, k),
                 (&a, (rsa, csa)),
                 (&b, ldb),
                 (&mut want, np),
-                true,
+                false,
                 T::ONE,
             );
+            for i in 0..m {
+                for j in 0..np {
+                    let y = &mut want[i * np + j];
+                    *y = (*y + bias[j]) + start[i * lds + j];
+                }
+            }
             let mut got = values::<T>(m * np, 9, 5.0);
             super::gemm_checked_from(
                 isa,
@@ -236,19 +238,21 @@ fn gemm_from_matches<T: Real>() {
                 let (g, w) = (&got[i * np..i * np + n], &want[i * np..i * np + n]);
                 assert_eq!(bits(g), bits(w), "from {what} row {i}");
             }
-            // From the bias row alone, into unwritten rows.
+            // The product, then the bias row alone, into unwritten rows.
             let mut want = vec![T::ZERO; m * np];
-            for i in 0..m {
-                want[i * np..(i + 1) * np].copy_from_slice(&bias);
-            }
             gemm_reference(
                 (m, n, k),
                 (&a, (rsa, csa)),
                 (&b, ldb),
                 (&mut want, np),
-                true,
+                false,
                 T::ONE,
             );
+            for i in 0..m {
+                for j in 0..np {
+                    want[i * np + j] = want[i * np + j] + bias[j];
+                }
+            }
             let mut got = vec![std::mem::MaybeUninit::<T>::uninit(); m * np];
             super::gemm_checked_bias_into(
                 isa,

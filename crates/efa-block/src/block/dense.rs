@@ -70,8 +70,8 @@ pub(super) fn mm<T: Real>(
     gemm_checked(isa, mnk, (a, strides), (b, ldb), (c, ldc), acc, T::ONE);
 }
 
-/// `C ← bias + A·B` row by row ([`gemm_checked_bias_into`]: the bits of writing the bias rows
-/// and then accumulating with [`mm`], without that first pass) into
+/// `C ← A·B + bias` row by row ([`gemm_checked_bias_into`]: the bits of [`mm`] followed by a
+/// pass adding the bias, as a linear layer's product and broadcast sum, without that pass) into
 /// `c` not yet written, exactly `m × ldc` elements: the columns `[0, n)` from the product, zeros
 /// on the padding; returns them initialised. `A` is read as in [`mm`]; `bias` holds
 /// `padded(n)` elements (see [`padded_bias`]).
@@ -112,56 +112,24 @@ pub(super) fn padded_bias<T: Real>(bias: &[T]) -> Vec<T> {
     v
 }
 
-/// `c[i][j] = bias[j] (+ add[i][j])` for `j < bias.len()` and 0 on the padding, rows
-/// `i < rows`; `add` is a row-major matrix with its row stride.
-pub(super) fn init_rows<T: Real>(
+/// `c[i][j] ← (c[i][j] + bias[j]) + add[i][j]` for `j < bias.len()`, rows `i < rows`, the
+/// padding left as it is: a product's bias and residual added in the composition's order (the
+/// fallback of `gemm_checked_from`'s one pass); `add` is a row-major matrix with its row
+/// stride.
+pub(super) fn add_bias_rows<T: Real>(
     c: &mut [T],
     ldc: usize,
     rows: usize,
     bias: &[T],
-    add: Option<(&[T], usize)>,
+    (add, lda): (&[T], usize),
 ) {
     let n = bias.len();
     for i in 0..rows {
-        let row = &mut c[i * ldc..(i + 1) * ldc];
-        match add {
-            Some((a, lda)) => {
-                for ((y, &b), &x) in row.iter_mut().zip(bias).zip(&a[i * lda..i * lda + n]) {
-                    *y = x + b;
-                }
-            }
-            None => row[..n].copy_from_slice(bias),
-        }
-        row[n..].fill(T::ZERO);
-    }
-}
-
-/// [`init_rows`] (without `add`) into `c` not yet written, exactly `rows × ldc` elements:
-/// writes every one (the bias, zeros on the padding) and returns them initialised. With an
-/// accumulating [`mm`], the reference of [`mm_bias_into`].
-#[cfg(test)]
-pub(super) fn init_rows_uninit<'a, T: Real>(
-    c: &'a mut [MaybeUninit<T>],
-    ldc: usize,
-    rows: usize,
-    bias: &[T],
-) -> &'a mut [T] {
-    assert!(
-        c.len() == rows * ldc && bias.len() <= ldc,
-        "init_rows_uninit: sizes"
-    );
-    let n = bias.len();
-    for row in c.chunks_exact_mut(ldc.max(1)) {
-        for (y, &b) in row.iter_mut().zip(bias) {
-            y.write(b);
-        }
-        for y in &mut row[n..] {
-            y.write(T::ZERO);
+        let row = &mut c[i * ldc..i * ldc + n];
+        for ((y, &b), &x) in row.iter_mut().zip(bias).zip(&add[i * lda..i * lda + n]) {
+            *y = (*y + b) + x;
         }
     }
-    // SAFETY: the rows cover `c` (its length is rows · ldc) and every element was just written;
-    // `MaybeUninit<T>` has the layout of `T`.
-    unsafe { &mut *(c as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// `acc[j] += Σ_{i<rows} c[i][j]` for `j < acc.len()`, rows in order: the reference of
@@ -257,7 +225,7 @@ mod tests {
             .collect()
     }
 
-    fn same_as_bias_rows_then_mm<T: Real>() {
+    fn same_as_mm_then_bias<T: Real>() {
         for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
             for (m, n, k) in [
                 (1, 1, 1),
@@ -275,28 +243,34 @@ mod tests {
                 let w = cast(values(k * n, seed + 1));
                 let bias = cast(values(n, seed + 2));
                 let packed = Packed::new(&w, k, n);
-                let mut want = vec![MaybeUninit::<T>::uninit(); m * ldc];
-                let want = init_rows_uninit(&mut want, ldc, m, &bias);
+                // The product, then the bias added (zeros on the padding).
+                let mut want = vec![T::ZERO; m * ldc];
                 mm(
                     isa,
                     (m, n, k),
                     (&a, (k, 1)),
                     (&packed.data, packed.ld),
-                    (want, ldc),
-                    true,
+                    (&mut want, ldc),
+                    false,
                 );
+                for row in want.chunks_exact_mut(ldc.max(1)) {
+                    for (y, &b) in row.iter_mut().zip(&bias) {
+                        *y = *y + b;
+                    }
+                    row[n..].fill(T::ZERO);
+                }
                 let mut got = vec![MaybeUninit::<T>::uninit(); m * ldc];
                 let pb = padded_bias(&bias);
                 let got = mm_bias_into(isa, (m, n, k), (&a, (k, 1)), &packed, &pb, (&mut got, ldc));
                 let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(got), bits(want), "{isa:?} m {m} n {n} k {k}");
+                assert_eq!(bits(got), bits(&want), "{isa:?} m {m} n {n} k {k}");
             }
         }
     }
 
     #[test]
-    fn bias_folded_products_give_the_bits_of_bias_rows_then_accumulate() {
-        same_as_bias_rows_then_mm::<f32>();
-        same_as_bias_rows_then_mm::<f64>();
+    fn bias_folded_products_give_the_bits_of_the_product_then_the_bias() {
+        same_as_mm_then_bias::<f32>();
+        same_as_mm_then_bias::<f64>();
     }
 }

@@ -1,7 +1,7 @@
 //! Forward of the block op, one chunk of whole samples at a time (see the module docs for the
 //! formulas and `Saved` for what is kept).
 
-use super::dense::{grow, init_rows, ld, mm, mm_bias_into, padded_bias, Packed};
+use super::dense::{add_bias_rows, grow, ld, mm, mm_bias_into, padded_bias, Packed};
 use super::norm::{ln_rows_into, LnParams};
 use super::rows::{self, Qkv, Rows, RowsMut, RowsScratch};
 use super::saved::{assume_init, carve, uninit, zeroed, Cut, Saved, SavedParts};
@@ -453,10 +453,11 @@ pub(super) fn sample_qkv<'a, T: Real>(
     }
 }
 
-/// `C ← (S + b) + A·W` (`S` the residual rows, `b` the bias): in one product starting from
-/// `S + b` when `S` has padded rows ([`gemm_checked_from`]; their padding columns must be zero,
-/// as the callers' `x_q` without padding and `y₁` with zero padding are), else by writing
-/// `S + b` into `C` and accumulating; the same bits either way. `b` comes padded ([`padded_bias`]).
+/// `C ← (A·W + b) + S` (`S` the residual rows, `b` the bias; the order of a linear layer and
+/// its residual added after it): in one product when `S` has padded rows
+/// ([`gemm_checked_from`]; their padding columns must be zero, as the callers' `x_q` without
+/// padding and `y₁` with zero padding are), else by the product and a pass adding `b` and `S`;
+/// the same bits either way. `b` comes padded ([`padded_bias`]).
 fn residual_mm<T: Real>(
     isa: Isa,
     (m, n, k): (usize, usize, usize),
@@ -475,16 +476,16 @@ fn residual_mm<T: Real>(
             ((s, lds), b_pad),
             (c, ldc),
         );
-        // The padding columns of C hold (0 + 0) + A·0, as `init_rows` then `mm` leaves them.
+        // The padding columns of C hold (A·0 + 0) + 0, as `mm` then `add_bias_rows` leaves them.
     } else {
-        init_rows(c, ldc, m, &b_pad[..n], Some((s, lds)));
         mm(
             isa,
             (m, n, k),
             (a, (lda, 1)),
             (&w.data, w.ld),
             (c, ldc),
-            true,
+            false,
         );
+        add_bias_rows(c, ldc, m, &b_pad[..n], (s, lds));
     }
 }
