@@ -45,23 +45,25 @@ if ! have_mpi; then
   }
 fi
 
+# Both builds take the workspace's feature set (`--workspace` with an example, so the
+# dev-dependencies count as in `cargo test --workspace`, and syn's features are the MPI
+# bindings' in both: see crates/efa-mpi/Cargo.toml): the MPI build then compiles only the MPI
+# crates and efa-cli on top of what the test command built, not the whole stack again.
+BUILD=(cargo build --quiet --profile test --workspace --bin efa --example custom_model)
 # The build without MPI (step 4): the one `cargo test --workspace` left in target/debug when
-# it is newer than every source, else built here. Kept aside before the MPI build replaces it:
-# building `-p efa-cli` resolves its dependencies' features apart from the workspace's (cargo
-# unifies them over the packages it builds), so a second build would compile the model crates
-# again.
+# it is newer than every source, else built here; kept aside before the MPI build replaces it.
 PLAIN="$WORK/efa-plain"
 newest_source=$(find crates Cargo.toml Cargo.lock -newer target/debug/efa -type f 2>/dev/null | head -1 || true)
 if [ -x target/debug/efa ] && [ -z "$newest_source" ]; then
   cp target/debug/efa "$PLAIN"
 else
   say "building efa without MPI"
-  cargo build --quiet --profile test -p efa-cli
+  "${BUILD[@]}"
   cp target/debug/efa "$PLAIN"
 fi
 
 say "building efa with --features mpi"
-cargo build --quiet --profile test -p efa-cli --features mpi
+"${BUILD[@]}" --features efa-cli/mpi
 EFA="$WORK/efa-mpi"
 cp target/debug/efa "$EFA"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
