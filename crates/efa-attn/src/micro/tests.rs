@@ -250,7 +250,7 @@ fn gemm_from_matches<T: Real>() {
             );
             for i in 0..m {
                 for j in 0..np {
-                    want[i * np + j] = want[i * np + j] + bias[j];
+                    want[i * np + j] += bias[j];
                 }
             }
             let mut got = vec![std::mem::MaybeUninit::<T>::uninit(); m * np];

@@ -255,7 +255,7 @@ mod tests {
                 );
                 for row in want.chunks_exact_mut(ldc.max(1)) {
                     for (y, &b) in row.iter_mut().zip(&bias) {
-                        *y = *y + b;
+                        *y += b;
                     }
                     row[n..].fill(T::ZERO);
                 }
