@@ -20,6 +20,8 @@ use rayon::prelude::*;
 mod bag;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_precision;
 
 pub(crate) use bag::bag_sum;
 
