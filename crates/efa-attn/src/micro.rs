@@ -29,11 +29,11 @@ pub fn padded(n: usize) -> usize {
 }
 
 /// What an accumulating product adds to its sums: rows `i` at `ci[i·rsi]` (up to the padded
-/// width; `rsi = 0` repeats one row), plus the row `cb` when it is not null. With `last`
-/// false the sums start from `ci` (C's own rows: `C ← C + A·B` in one chain per element);
-/// with `last` true the products are summed first and then added, the row `cb` and then the
-/// rows `ci`, `((A·B) + cb) + ci` (a linear layer's `x·W + b` and its residual, in the
-/// order of the composition: three roundings, as separate passes would give).
+/// width; `rsi = 0` repeats one row). With `last` false the sums start from `ci` (C's own
+/// rows: `C ← C + A·B` in one chain per element; `cb` is null); with `last` true the products
+/// are summed first and then added, the row `cb` when it is not null and then the rows `ci`,
+/// `((A·B) + cb) + ci` (a linear layer's `x·W + b` and its residual, in the order of the
+/// composition: three roundings, as separate passes would give).
 #[derive(Clone, Copy)]
 struct Init<E> {
     ci: *const E,
