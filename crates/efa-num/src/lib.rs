@@ -31,6 +31,7 @@ pub mod pool;
 pub mod real;
 pub mod scalar;
 pub mod simd;
+pub mod sum;
 
 pub use dd::Dd;
 pub use mat::{MatMut, MatRef};

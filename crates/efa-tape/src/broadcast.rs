@@ -1,7 +1,7 @@
 //! numpy broadcasting rules and the reduction of a broadcast gradient back to its input shape.
 
 use efa_num::Real;
-use ndarray::{ArrayD, Axis};
+use ndarray::{ArrayD, Axis, IxDyn};
 
 /// Broadcast shape of `a` and `b` under numpy rules (align trailing axes; each pair of sizes
 /// must be equal or contain a 1), or `None` if incompatible. A size-0 axis broadcasts only
@@ -31,7 +31,8 @@ pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// Sums `g` (of a broadcast shape) down to `shape`: forward broadcast `shape` to `g.shape()`
-/// by prepending axes and stretching size-1 axes, so the gradient sums over exactly those.
+/// by prepending axes and stretching size-1 axes, so the gradient sums over exactly those
+/// (the prepended ones as one sum over their positions in `efa_num::sum`'s order).
 #[track_caller]
 pub(crate) fn sum_to_shape<T: Real>(g: ArrayD<T>, shape: &[usize]) -> ArrayD<T> {
     if g.shape() == shape {
@@ -43,10 +44,24 @@ pub(crate) fn sum_to_shape<T: Real>(g: ArrayD<T>, shape: &[usize]) -> ArrayD<T> 
         g.shape(),
         shape
     );
-    let mut g = g;
-    while g.ndim() > shape.len() {
-        g = g.sum_axis(Axis(0));
-    }
+    // The prepended axes are one long sum over their positions: in `efa_num::sum`'s order
+    // (blocks, then a pairwise tree), as `linear`'s and the gathers' biases.
+    let lead = g.ndim() - shape.len();
+    let mut g = if lead > 0 {
+        let rest: usize = g.shape()[lead..].iter().product();
+        let rows: usize = g.shape()[..lead].iter().product();
+        let gs = g.as_standard_layout();
+        let mut out = vec![T::ZERO; rest];
+        efa_num::sum::col_sums(
+            &mut out,
+            gs.as_slice().expect("standard layout"),
+            rest,
+            rows,
+        );
+        ArrayD::from_shape_vec(IxDyn(&g.shape()[lead..]), out).expect("sum_to_shape: sizes")
+    } else {
+        g
+    };
     for (d, &n) in shape.iter().enumerate() {
         if n == 1 && g.shape()[d] != 1 {
             g = g.sum_axis(Axis(d)).insert_axis(Axis(d));
@@ -83,5 +98,26 @@ mod tests {
             array![[6.0], [15.0]].into_dyn()
         );
         assert_eq!(sum_to_shape(g, &[]), ArrayD::from_elem(IxDyn(&[]), 21.0));
+    }
+
+    /// Prepended axes are one sum over all their positions in `efa_num::sum`'s order (here
+    /// 3·100 = 300 positions: two blocks and a partial one), bitwise; a plain loop differs.
+    #[test]
+    fn prepended_axes_sum_in_the_blocked_order() {
+        let x = |k: usize| ((k as f32 * 0.613).sin() * 4.0).exp() - 2.0;
+        let g = ArrayD::from_shape_fn(IxDyn(&[3, 100, 2]), |ix| x(ix[0] * 200 + ix[1] * 2 + ix[2]));
+        let got = sum_to_shape(g.clone(), &[2]);
+        let flat: Vec<f32> = g.iter().copied().collect();
+        let mut want = [0.0f32; 2];
+        efa_num::sum::col_sums(&mut want, &flat, 2, 300);
+        let mut plain = [0.0f32; 2];
+        for row in flat.chunks(2) {
+            plain[0] += row[0];
+            plain[1] += row[1];
+        }
+        for j in 0..2 {
+            assert_eq!(got[[j]].to_bits(), want[j].to_bits());
+        }
+        assert!((0..2).any(|j| plain[j].to_bits() != want[j].to_bits()));
     }
 }

@@ -1,6 +1,6 @@
 //! Backward of the block op, one chunk of whole samples at a time, mirroring `forward`:
 //! each chunk writes its rows of the input gradients and its partial parameter gradients (its
-//! piece of one buffer), summed afterwards element by element in chunk order.
+//! piece of one buffer), summed afterwards element by element in a fixed tree over the chunks.
 
 use super::dense::{grow, ld, Packed};
 use super::forward::{slices, At};
@@ -214,23 +214,29 @@ pub(super) fn run<T: Real>(
     Ok(out.into_iter().map(Some).collect())
 }
 
-/// The chunks' partial parameter gradients summed in chunk order (independent of the thread
-/// count): every element adds its chunks' values in chunk order, the elements split over the
-/// pool.
+/// The chunks' partial parameter gradients summed in a fixed pairwise tree over the chunks
+/// (`efa_num::sum::tree`: independent of the thread count, error growing with the log of the
+/// chunk count instead of the count), the elements split over the pool.
 fn sum_parts<T: Real>(parts: &[Vec<T>], sizes: BlockGrads<usize>) -> BlockGrads<Vec<T>> {
     let mut off = 0;
+    let nc = parts.len();
     BlockGrads::from_array(sizes.into_array().map(|len| {
         let mut acc = vec![T::ZERO; len];
         let base = off;
         acc.par_chunks_mut(SUM_PIECE)
             .enumerate()
             .for_each(|(i, piece)| {
-                let at = base + i * SUM_PIECE;
-                for part in parts {
-                    for (a, &v) in piece.iter_mut().zip(&part[at..]) {
-                        *a += v;
-                    }
+                let (at, w) = (base + i * SUM_PIECE, piece.len());
+                if nc == 0 {
+                    return;
                 }
+                let mut buf = efa_num::pool::take(nc * w);
+                for part in parts {
+                    buf.extend_from_slice(&part[at..at + w]);
+                }
+                efa_num::sum::tree(&mut buf, w, nc);
+                piece.copy_from_slice(&buf[..w]);
+                efa_num::pool::give(buf);
             });
         off += len;
         acc

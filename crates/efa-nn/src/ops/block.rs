@@ -27,7 +27,8 @@
 //!
 //! Work is split into chunks of whole samples ([`CHUNK_ROWS`] rows) that run on rayon's pool;
 //! each chunk writes its own rows and its own partial parameter gradients, which are summed in
-//! chunk order, so results are bitwise the same for any number of threads.
+//! a fixed pairwise tree over the chunks, so results are bitwise the same for any number of
+//! threads.
 
 #[cfg(test)]
 mod tests;

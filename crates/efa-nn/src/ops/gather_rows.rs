@@ -6,7 +6,7 @@
 
 use super::gather::NONE;
 use efa_num::simd::{prefetch, Isa, SimdVec};
-use efa_num::{simd_by_kind, simd_variants, Real};
+use efa_num::{simd_by_kind, simd_variants, sum, Real};
 use rayon::prelude::*;
 
 /// Output rows per task of [`gather_rows`].
@@ -378,8 +378,10 @@ unsafe fn sum_body<V: SimdVec>(
 simd_variants!(sum_body, sum_d, (dst: *mut E, w: usize, src: *const E, picked: *const usize,
     n: usize, stride: usize) -> ());
 
-/// `dst[j] = 0 + Σ_k src[picked[k]·stride + j]` for every column `j` of `dst`, summed in the
-/// order of `picked`.
+/// `dst[j] = Σ_k src[picked[k]·stride + j]` for every column `j` of `dst`, the picked rows in
+/// the order of [`efa_num::sum`]: blocks of `sum::BLOCK` picks summed from zero in the order
+/// of `picked` (in registers), then the block sums' pairwise tree. The tape's `embedding`
+/// backward and `linear`'s bias sum in the same order, so the plans agree bit for bit.
 ///
 /// # Panics
 /// If a picked row does not fit in `src` (an internal invariant).
@@ -396,11 +398,26 @@ pub(crate) fn sum_rows<T: Real>(
         picked.iter().all(|&r| r * stride + w <= src.len()),
         "sum_rows: row"
     );
-    // SAFETY: the assert keeps every read inside `src`; `dst` is a unique borrow.
-    simd_by_kind!(T, E => unsafe {
-        sum_d::<E>(isa, dst.as_mut_ptr().cast(), w, src.as_ptr().cast(), picked.as_ptr(),
-            picked.len(), stride)
-    })
+    let block = |dst: &mut [T], picked: &[usize]| {
+        // SAFETY: the assert keeps every read inside `src`; `dst` is a unique borrow of `w`.
+        let done: () = simd_by_kind!(T, E => unsafe {
+            sum_d::<E>(isa, dst.as_mut_ptr().cast(), w, src.as_ptr().cast(), picked.as_ptr(),
+                picked.len(), stride)
+        });
+        done
+    };
+    if picked.len() <= sum::BLOCK || w == 0 {
+        block(dst, picked);
+        return;
+    }
+    let nb = sum::blocks(picked.len());
+    let mut buf = efa_num::pool::filled(nb * w, T::ZERO);
+    for (acc, picks) in buf.chunks_exact_mut(w).zip(picked.chunks(sum::BLOCK)) {
+        block(acc, picks);
+    }
+    sum::tree(&mut buf, w, nb);
+    dst.copy_from_slice(&buf[..w]);
+    efa_num::pool::give(buf);
 }
 
 #[cfg(test)]
@@ -537,32 +554,51 @@ mod tests {
         }
     }
 
-    /// Every variant against a plain loop, bitwise, in f32 and f64, for widths around the
-    /// vector blocks and repeated rows in a non-sorted order.
+    /// Every variant against the definition (`efa_num::sum`'s order, spelled as a scalar
+    /// loop there), bitwise, in f32 and f64, for widths around the vector blocks and repeated
+    /// rows in a non-sorted order: 20 picks (one block, the plain loop) and 300 (three blocks
+    /// and their tree).
     #[test]
-    fn sum_rows_every_variant_is_the_plain_loop() {
+    fn sum_rows_every_variant_is_the_definition() {
         let stride = 140;
         let src32: Vec<f32> = (0..stride * 9).map(val).collect();
         let src64: Vec<f64> = (0..stride * 9).map(|k| val(k) as f64 * 1.1).collect();
         // More picked rows than the prefetch looks ahead.
-        let picked = [3, 0, 8, 3, 5, 1, 3, 7, 2, 6, 0, 4, 8, 8, 1, 5, 3, 2, 7, 6];
-        for isa in variants() {
-            for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 129] {
-                let mut got = vec![f32::NAN; w];
-                sum_rows(isa, &mut got, &src32, &picked, stride);
-                let mut got64 = vec![f64::NAN; w];
-                sum_rows(isa, &mut got64, &src64, &picked[..13], stride);
-                for j in 0..w {
-                    let mut s = 0.0f32;
-                    for &r in &picked {
-                        s += src32[r * stride + j];
+        let few = [3, 0, 8, 3, 5, 1, 3, 7, 2, 6, 0, 4, 8, 8, 1, 5, 3, 2, 7, 6];
+        let many: Vec<usize> = (0..300).map(|k| (k * 7 + k / 13) % 9).collect();
+        for picked in [&few[..], &many[..]] {
+            for isa in variants() {
+                for w in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 129] {
+                    let mut got = vec![f32::NAN; w];
+                    sum_rows(isa, &mut got, &src32, picked, stride);
+                    let mut want = vec![f32::NAN; w];
+                    sum::terms_into(&mut want, picked.len(), |k, acc| {
+                        for (j, a) in acc.iter_mut().enumerate() {
+                            *a += src32[picked[k] * stride + j];
+                        }
+                    });
+                    let mut got64 = vec![f64::NAN; w];
+                    let p64 = &picked[..picked.len() - 7];
+                    sum_rows(isa, &mut got64, &src64, p64, stride);
+                    let mut want64 = vec![f64::NAN; w];
+                    sum::terms_into(&mut want64, p64.len(), |k, acc| {
+                        for (j, a) in acc.iter_mut().enumerate() {
+                            *a += src64[p64[k] * stride + j];
+                        }
+                    });
+                    for j in 0..w {
+                        assert_eq!(got[j].to_bits(), want[j].to_bits(), "{isa:?} w {w}");
+                        assert_eq!(got64[j].to_bits(), want64[j].to_bits(), "{isa:?} w {w}");
                     }
-                    assert_eq!(got[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
-                    let mut s = 0.0f64;
-                    for &r in &picked[..13] {
-                        s += src64[r * stride + j];
+                    // With up to one block the definition is the plain loop.
+                    if picked.len() <= sum::BLOCK {
+                        for j in 0..w {
+                            let s = picked
+                                .iter()
+                                .fold(0.0f32, |s, &r| s + src32[r * stride + j]);
+                            assert_eq!(got[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
+                        }
                     }
-                    assert_eq!(got64[j].to_bits(), s.to_bits(), "{isa:?} w {w}");
                 }
             }
         }

@@ -1,6 +1,6 @@
 //! `linear`: `y = x·W + b` over the last axis as one tape node (one GEMM with the bias as
 //! its initial value; backward: `dx = dy·Wᵀ`, `dW = xᵀ·dy` over all leading axes at once,
-//! `db = Σ dy`), instead of a matmul node, a broadcast add node and its reduction.
+//! `db = Σ dy` in `efa_num::sum`'s order), instead of a matmul node, a broadcast add node and its reduction.
 
 use efa_num::{MatMut, MatRef, Real};
 use efa_tape::{FusedOp, Tape, TapeError, Var};
@@ -139,12 +139,9 @@ impl<T: Real> FusedOp<T> for LinearOp {
         }));
         if inputs.len() > 2 {
             out.push(needs_grad[2].then(|| {
+                // Σ over rows in `efa_num::sum`'s order (a gathered bias sums the same way).
                 let mut db = vec![T::ZERO; fo];
-                for row in dy.chunks(fo.max(1)) {
-                    for (a, &v) in db.iter_mut().zip(row) {
-                        *a += v;
-                    }
-                }
+                efa_num::sum::col_sums(&mut db, dy, fo, m);
                 ArrayD::from_shape_vec(IxDyn(&[fo]), db).expect("sizes match")
             }));
         }

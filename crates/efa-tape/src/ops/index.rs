@@ -101,23 +101,41 @@ impl<T: Real> Tape<T> {
 }
 
 /// forward read `table[ids[s]]` into output row `s`, so `∂/∂table[v]` is the sum of `g`'s
-/// rows over every `s` with `ids[s] = v` (repeated ids accumulate).
+/// rows over every `s` with `ids[s] = v` (repeated ids accumulate), in increasing `s` and
+/// the order of [`efa_num::sum`] (blocks of positions from zero, then a pairwise tree).
 pub(crate) fn embedding_backward<T: Real>(
     g: &ArrayD<T>,
     ids: &ArrayD<usize>,
     table_shape: &[usize],
 ) -> ArrayD<T> {
-    let d = table_shape[1];
+    let (rows, d) = (table_shape[0], table_shape[1]);
     let g = g.as_standard_layout();
     let gs = g.as_slice().expect("standard layout");
     let mut gt = efa_num::pool::full(IxDyn(table_shape), T::ZERO);
     let gts = gt.as_slice_mut().expect("fresh array");
+    // The positions of each id in increasing order (a stable counting sort).
+    let mut start = vec![0usize; rows + 1];
+    for &id in ids.iter() {
+        start[id + 1] += 1;
+    }
+    for i in 0..rows {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0usize; start[rows]];
     for (k, &id) in ids.iter().enumerate() {
-        for (acc, &v) in gts[id * d..(id + 1) * d]
-            .iter_mut()
-            .zip(&gs[k * d..(k + 1) * d])
-        {
-            *acc += v;
+        order[next[id]] = k;
+        next[id] += 1;
+    }
+    if d > 0 {
+        for (id, dst) in gts.chunks_exact_mut(d).enumerate() {
+            let picked = &order[start[id]..start[id + 1]];
+            efa_num::sum::terms_into(dst, picked.len(), |i, acc| {
+                let k = picked[i];
+                for (a, &v) in acc.iter_mut().zip(&gs[k * d..(k + 1) * d]) {
+                    *a += v;
+                }
+            });
         }
     }
     gt

@@ -3,7 +3,8 @@
 //! `y = x̂ ∘ gain + bias` with `gain`, `bias` of shape `[D]`.
 //!
 //! Backward (per row, `ĝ = g ∘ gain`):
-//! `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ ∘ x̂))`, `dgain = Σ_rows g ∘ x̂`, `dbias = Σ_rows g`.
+//! `dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ ∘ x̂))`, `dgain = Σ_rows g ∘ x̂`, `dbias = Σ_rows g`
+//! (both in `efa_num::sum`'s order: blocks of rows, then a pairwise tree).
 
 use crate::error::{Result, TapeError};
 use crate::op::Op;
@@ -80,9 +81,17 @@ pub(crate) fn backward<T: Real>(
     let xh = xhat.as_slice().expect("standard layout");
     let ga = gain.as_slice().expect("standard layout");
     let mut dx = vec![T::ZERO; gs.len()];
-    let mut dgain = vec![T::ZERO; d];
-    let mut dbias = vec![T::ZERO; d];
+    // dgain = Σ_rows g∘x̂ and dbias = Σ_rows g, side by side, in `efa_num::sum`'s order.
+    let mut dgb = vec![T::ZERO; 2 * d];
     if d > 0 {
+        efa_num::sum::terms_into(&mut dgb, rstd.len(), |i, acc| {
+            let (gr, xr) = (&gs[i * d..(i + 1) * d], &xh[i * d..(i + 1) * d]);
+            let (ag, ab) = acc.split_at_mut(d);
+            for k in 0..d {
+                ag[k] += gr[k] * xr[k];
+                ab[k] += gr[k];
+            }
+        });
         let inv_d = T::ONE / T::from_usize(d);
         for (((gr, xr), dxr), &r) in gs
             .chunks_exact(d)
@@ -90,12 +99,10 @@ pub(crate) fn backward<T: Real>(
             .zip(dx.chunks_exact_mut(d))
             .zip(rstd)
         {
-            // forward computed y = x̂∘gain + bias, so dgain += g∘x̂, dbias += g, dx̂ = g∘gain
+            // forward computed y = x̂∘gain + bias, so dx̂ = g∘gain
             let mut mean_gh = T::ZERO;
             let mut mean_ghx = T::ZERO;
             for k in 0..d {
-                dgain[k] += gr[k] * xr[k];
-                dbias[k] += gr[k];
                 let gh = gr[k] * ga[k];
                 mean_gh += gh;
                 mean_ghx += gh * xr[k];
@@ -112,8 +119,8 @@ pub(crate) fn backward<T: Real>(
     let vec1 = |v: Vec<T>| ArrayD::from_shape_vec(IxDyn(&[d]), v).expect("layer_norm: sizes");
     vec![
         need[0].then(|| ArrayD::from_shape_vec(xhat.raw_dim(), dx).expect("layer_norm: sizes")),
-        need[1].then(|| vec1(dgain)),
-        need[2].then(|| vec1(dbias)),
+        need[1].then(|| vec1(dgb[..d].to_vec())),
+        need[2].then(|| vec1(dgb[d..].to_vec())),
     ]
 }
 

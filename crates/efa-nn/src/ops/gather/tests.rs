@@ -69,8 +69,9 @@ fn gather_sum_matches_a_direct_sum_and_passes_the_audit() {
 }
 
 /// The op's forward and backward against the plain loops they reorganise (part by part
-/// over all positions, then the bias; a scatter-add in position order): bitwise equal in
-/// f32, with repeated rows, NONE entries, and widths that end in partial vectors.
+/// over all positions, then the bias; each table row's and the bias's sum over its positions
+/// in increasing order and `efa_num::sum`'s blocked order): bitwise equal in f32, with
+/// repeated rows, NONE entries, and widths that end in partial vectors.
 #[test]
 fn gather_sum_is_bitwise_the_part_by_part_sum() {
     // More positions than `PARALLEL_PICKS` and than one block of rows (the parallel paths).
@@ -144,14 +145,16 @@ fn gather_sum_is_bitwise_the_part_by_part_sum() {
     for (p, part) in parts.iter().enumerate() {
         let f = tables[p].shape()[1];
         let mut want = vec![0.0f32; tables[p].len()];
-        for (r, &id) in part.ids.iter().enumerate() {
-            if id != NONE {
-                for c in 0..f {
-                    if let Some(x) = dfull(r, part.col + c) {
-                        want[id * f + c] += x;
+        let ids = part.ids.as_slice().unwrap();
+        for (id, row) in want.chunks_mut(f).enumerate() {
+            let picked: Vec<usize> = (0..ids.len()).filter(|&r| ids[r] == id).collect();
+            efa_num::sum::terms_into(row, picked.len(), |k, acc| {
+                for (c, a) in acc.iter_mut().enumerate() {
+                    if let Some(x) = dfull(picked[k], part.col + c) {
+                        *a += x;
                     }
                 }
-            }
+            });
         }
         let got = g[p].as_ref().unwrap();
         for (x, w) in got.iter().zip(&want) {
@@ -159,13 +162,13 @@ fn gather_sum_is_bitwise_the_part_by_part_sum() {
         }
     }
     let mut want = vec![0.0f32; width];
-    for r in 0..b * n {
-        for (col, w) in want.iter_mut().enumerate() {
+    efa_num::sum::terms_into(&mut want, b * n, |r, acc| {
+        for (col, w) in acc.iter_mut().enumerate() {
             if let Some(x) = dfull(r, col) {
                 *w += x;
             }
         }
-    }
+    });
     for (x, w) in g[3].as_ref().unwrap().iter().zip(&want) {
         assert_eq!(x.to_bits(), w.to_bits(), "bias");
     }
