@@ -1,7 +1,7 @@
 //! The forward: one task per group (its samples' outputs and saved state), each compiled for
 //! the active instruction set.
 
-use super::rows::{add_rows, combine, direct_probs, k16, loo_rows, loo_scalars, mix_k, L};
+use super::rows::{add_rows, direct_probs, k16, loo_rows, loo_scalars, mix_k, scores, L};
 use super::{by_group, pieces, standard, Config, Dims, Inputs, Saved, LOO_MIN};
 use efa_attn::micro::transpose_cols;
 use efa_num::pool::{self, Buf};
@@ -136,7 +136,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
             let qi = &qg[i * hk + c0..i * hk + c0 + kd];
             let e = &mut t.e[(h * n + i) * n..(h * n + i) * n + len];
             // Base scores sⱼ = scale·⟨qᵢ, kⱼ⟩, their maximum and eⱼ = exp(sⱼ − m).
-            combine(qi, ktr, n, e);
+            scores(qi, ktr, n, e);
             let mut m = T::NEG_INFINITY;
             for x in e.iter_mut() {
                 *x *= scale;
@@ -154,7 +154,7 @@ fn group_body<T: Real>(cx: &Inputs<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<
             loo_rows(len, kd, |j| e[j], vrow, loo);
             loo_scalars(e, &mut zl[..len]);
             // Every member's replaced-key score s' and exp(−|s' − m|), in one pass each.
-            combine(qi, ktt, nm, sp);
+            scores(qi, ktt, nm, sp);
             for (x, y) in sp.iter_mut().zip(ex.iter_mut()) {
                 *x *= scale;
                 *y = if *x <= m { *x - m } else { m - *x };

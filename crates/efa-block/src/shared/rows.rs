@@ -148,6 +148,43 @@ pub(super) fn combine<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
     }
 }
 
+/// Scores `out[j] = Σ_c q[c]·x[c·stride + j]`, as [`combine`] but each step one fused
+/// multiply-add (`fma(q_c, x_c, acc)`, one rounding per term): the scores of sharp attention
+/// cancel products far larger than themselves, and each rounding moves a probability.
+#[inline(always)]
+pub(super) fn scores<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
+    let len = out.len();
+    let padded = len.div_ceil(L) * L;
+    if w.is_empty() || x.len() < (w.len() - 1) * stride + padded {
+        out.fill(T::ZERO);
+        for (c, &wc) in w.iter().enumerate() {
+            for (o, &xc) in out.iter_mut().zip(&x[c * stride..c * stride + len]) {
+                *o = wc.mul_add(xc, *o);
+            }
+        }
+        return;
+    }
+    for j0 in (0..len).step_by(L) {
+        let mut acc = [T::ZERO; L];
+        for (c, &wc) in w.iter().enumerate() {
+            let xs: &[T; L] = x[c * stride + j0..][..L].try_into().expect("L");
+            for l in 0..L {
+                acc[l] = wc.mul_add(xs[l], acc[l]);
+            }
+        }
+        let n = L.min(len - j0);
+        out[j0..j0 + n].copy_from_slice(&acc[..n]);
+    }
+}
+
+/// One score `Σ_c q[c]·k[c]` with the bits of [`scores`] (fused multiply-adds in `c` order).
+#[inline(always)]
+pub(super) fn score1<T: Real>(q: &[T], k: &[T]) -> T {
+    q.iter()
+        .zip(k)
+        .fold(T::ZERO, |acc, (&a, &b)| a.mul_add(b, acc))
+}
+
 /// `y ← y + α·x`.
 #[inline(always)]
 pub(super) fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
@@ -261,9 +298,9 @@ pub(super) fn direct_probs<T: Real>(
     p: &mut [T],
 ) {
     let p = &mut p[..len];
-    combine(q, ktr, n, p);
+    scores(q, ktr, n, p);
     if let Some(x) = p.get_mut(tg) {
-        *x = dot(q, kt);
+        *x = score1(q, kt);
     }
     let mut m = T::NEG_INFINITY;
     for x in p.iter_mut() {

@@ -292,11 +292,14 @@ fn the_f64_floor_is_what_f64_storage_costs() {
 
 /// The temperature model with 4 blocks and 2 lags on the first 16 training samples of the
 /// paper's data, at sharp attention: the second block's feed-forward layer has a ReLU input
-/// within f32 round-off of its kink (5e-8 of its layer's largest), which `fused-blocks` puts on
-/// the other side of the kink in f32 and `general` does not, so `fused-blocks`' f32 error on
-/// that layer's gradients is over 10× `general`'s. The audit's `f32-kinks` row measures what
-/// such sides are worth, and with it every plan is within budget (without it, this audit
-/// failed on `block1.ffn1.w` and `.b`).
+/// within f32 round-off of its kink (5e-8 of its layer's largest). While the shared-context
+/// op formed its scores with a rounding per product and per sum, `fused-blocks` put it on the
+/// other side of the kink in f32 and `general` did not, so `fused-blocks`' f32 error on that
+/// layer's gradients was over 10× `general`'s; the audit's `f32-kinks` row measures what such
+/// sides are worth, and with it every plan was within budget (without it, this audit failed on
+/// `block1.ffn1.w` and `.b`). With one fused multiply-add per score term, both plans put the
+/// input on the same side here: every plan is within budget, and where an f32 tensor would
+/// not be without the kink row, the kink row accounts for the difference.
 #[test]
 #[ignore = "needs the paper data (EFA_DATA)"]
 fn a_relu_input_at_its_kink_in_f32_is_not_a_precision_loss() {
@@ -315,17 +318,15 @@ fn a_relu_input_at_its_kink_in_f32_is_not_a_precision_loss() {
         &Threads::new(2).unwrap(),
     )
     .unwrap();
-    let kinks = a
-        .kinks()
-        .expect("an f32 tensor over budget without the kink row");
     let at = |row: &efa_train::precision::PrecisionRow, name: &str| {
         row.params.iter().find(|e| e.name == name).unwrap().rel
     };
     let general = a.row(Some(ForwardPlan::General), "f32").unwrap();
     let fused = a.row(Some(ForwardPlan::FusedBlocks), "f32").unwrap();
     for name in ["block1.ffn1.w", "block1.ffn1.b"] {
-        let (g, f, k) = (at(general, name), at(fused, name), at(kinks, name));
-        assert!(f > 10.0 * g, "{name}: fused {f:.2e}, general {g:.2e}");
+        let (g, f) = (at(general, name), at(fused, name));
+        // Within twice `general`, or (a side of the kink apart) within the kink row's spread.
+        let k = a.kinks().map_or(0.0, |kinks| at(kinks, name));
         assert!(
             f <= 2.0 * g + k,
             "{name}: fused {f:.2e}, general {g:.2e}, kinks {k:.2e}"

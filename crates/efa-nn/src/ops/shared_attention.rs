@@ -14,7 +14,9 @@
 //! o[s, i, h] = Σ_{j<len} softmax_j(scale·⟨Qᵢₕ, Kⱼₕ⟩)·Vⱼₕ
 //! ```
 //!
-//! Per group, head and base query row `qᵢ` the op forms the base scores `sⱼ`, their maximum
+//! Per group, head and base query row `qᵢ` the op forms the base scores `sⱼ` (one fused
+//! multiply-add per term, as a GEMM kernel: at sharp weights a score cancels products far
+//! larger than itself, and a rounding per product and per sum cost digits), their maximum
 //! `m` and `eⱼ = exp(sⱼ − m)` once, and the leave-one-out sums `Z⁻[t] = Σ_{j≠t} eⱼ`,
 //! `A⁻[t] = Σ_{j≠t} eⱼ vⱼ` from prefix and suffix sums (no subtraction). A sample whose
 //! target `t ≠ i` then needs only its replaced key's score `s'`: with `s' ≤ m`,

@@ -117,7 +117,13 @@ pub(super) fn naive_in<T: Real>(c: &Case, x: &[ArrayD<f64>], w: &ArrayD<f64>) ->
             let cols = h * kd..(h + 1) * kd;
             for i in 0..n {
                 let sco: Vec<T> = (0..len)
-                    .map(|j| sc * cols.clone().map(|a| qs[i][a] * ks[j][a]).sum::<T>())
+                    .map(|j| {
+                        // One rounding per term, as a GEMM kernel forms scores.
+                        let dot = cols
+                            .clone()
+                            .fold(T::ZERO, |acc, a| qs[i][a].mul_add(ks[j][a], acc));
+                        sc * dot
+                    })
                     .collect();
                 let m = sco.iter().fold(T::NEG_INFINITY, |a, &b| a.max(b));
                 let ex: Vec<T> = sco.iter().map(|&x| (x - m).exp()).collect();
