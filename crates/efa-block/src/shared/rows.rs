@@ -123,29 +123,10 @@ pub(super) fn add_rows<'a, T: Real + 'a>(
 /// blocks of [`L`] outputs held in registers. The last block reads up to `L − 1` elements past
 /// `out.len()` in each row of `x` (their lanes are computed and dropped), so the fast path
 /// needs `x` to hold `(w.len() − 1)·stride` plus `out.len()` rounded up to `L`; a shorter `x`
-/// takes `axpy` column by column (the same values).
+/// takes the columns one at a time (the same values).
 #[inline(always)]
 pub(super) fn combine<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
-    let len = out.len();
-    let padded = len.div_ceil(L) * L;
-    if w.is_empty() || x.len() < (w.len() - 1) * stride + padded {
-        out.fill(T::ZERO);
-        for (c, &wc) in w.iter().enumerate() {
-            axpy(wc, &x[c * stride..c * stride + len], out);
-        }
-        return;
-    }
-    for j0 in (0..len).step_by(L) {
-        let mut acc = [T::ZERO; L];
-        for (c, &wc) in w.iter().enumerate() {
-            let xs: &[T; L] = x[c * stride + j0..][..L].try_into().expect("L");
-            for l in 0..L {
-                acc[l] += wc * xs[l];
-            }
-        }
-        let n = L.min(len - j0);
-        out[j0..j0 + n].copy_from_slice(&acc[..n]);
-    }
+    columns(w, x, stride, out, |wc, xc, acc| acc + wc * xc);
 }
 
 /// Scores `out[j] = Σ_c q[c]·x[c·stride + j]`, as [`combine`] but each step one fused
@@ -153,13 +134,20 @@ pub(super) fn combine<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
 /// cancel products far larger than themselves, and each rounding moves a probability.
 #[inline(always)]
 pub(super) fn scores<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
+    columns(w, x, stride, out, |wc, xc, acc| wc.mul_add(xc, acc));
+}
+
+/// The loops of [`combine`] and [`scores`]: `acc ← step(w[c], x[c][j], acc)` for every column
+/// `c` in order, from zero.
+#[inline(always)]
+fn columns<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T], step: impl Fn(T, T, T) -> T) {
     let len = out.len();
     let padded = len.div_ceil(L) * L;
     if w.is_empty() || x.len() < (w.len() - 1) * stride + padded {
         out.fill(T::ZERO);
         for (c, &wc) in w.iter().enumerate() {
             for (o, &xc) in out.iter_mut().zip(&x[c * stride..c * stride + len]) {
-                *o = wc.mul_add(xc, *o);
+                *o = step(wc, xc, *o);
             }
         }
         return;
@@ -169,7 +157,7 @@ pub(super) fn scores<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
         for (c, &wc) in w.iter().enumerate() {
             let xs: &[T; L] = x[c * stride + j0..][..L].try_into().expect("L");
             for l in 0..L {
-                acc[l] = wc.mul_add(xs[l], acc[l]);
+                acc[l] = step(wc, xs[l], acc[l]);
             }
         }
         let n = L.min(len - j0);
