@@ -114,15 +114,17 @@ pub(crate) fn embedding_backward<T: Real>(
     let mut gt = efa_num::pool::full(IxDyn(table_shape), T::ZERO);
     let gts = gt.as_slice_mut().expect("fresh array");
     // The positions of each id in increasing order (a stable counting sort).
-    let mut start = vec![0usize; rows + 1];
+    // (Pool buffers: a batch's ids can be large, and training steps reuse them.)
+    let mut start = efa_num::pool::filled(rows + 1, 0usize);
     for &id in ids.iter() {
         start[id + 1] += 1;
     }
     for i in 0..rows {
         start[i + 1] += start[i];
     }
-    let mut next = start.clone();
-    let mut order = vec![0usize; start[rows]];
+    let mut next = efa_num::pool::take(rows + 1);
+    next.extend_from_slice(&start);
+    let mut order = efa_num::pool::filled(start[rows], 0usize);
     for (k, &id) in ids.iter().enumerate() {
         order[next[id]] = k;
         next[id] += 1;
@@ -137,6 +139,9 @@ pub(crate) fn embedding_backward<T: Real>(
                 }
             });
         }
+    }
+    for buf in [start, next, order] {
+        efa_num::pool::give(buf);
     }
     gt
 }
