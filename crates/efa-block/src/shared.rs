@@ -35,7 +35,10 @@
 //! `dv[g, j] += eⱼ·R⁻[j]`, `dSⱼ = eⱼ·(⟨R⁻[j], vⱼ⟩ − Δ⁻[j])`, `dk[g, j] += scale·dSⱼ·qᵢ`,
 //! `dq[g, i] += scale·Σⱼ dSⱼ·kⱼ`; the replaced key adds `dv_t[s] += p'·dOₛ` and, with
 //! `dS' = p'·(⟨dOₛ, v_t[s]⟩ − Dₛ)`, `dk_t[s] += scale·dS'·qᵢ`, `dq[g, i] += scale·dS'·k_t[s]`.
-//! Directly computed rows run the ordinary attention backward of their row.
+//! Directly computed rows run the ordinary attention backward of their row. The sums run
+//! over the keys and values less their means, and a row's leave-one-out pairs over its
+//! values less its dominant key's value (the same exact sums; their round-off then scales
+//! with what the sums keep, not with what cancels: see `backward.rs`).
 //!
 //! Groups run in parallel on rayon's pool; each group's task writes only its own base
 //! gradient rows and its own samples' outputs and gradients, every sum in a fixed order, so

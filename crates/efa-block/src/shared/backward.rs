@@ -66,7 +66,14 @@ struct Scratch<T> {
     ktc: Buf<T>,
     vc: Buf<T>,
     vtc: Buf<T>,
-    /// A row's leave-one-out sums of the weighted centred values `Ã⁻` `[N, K]`.
+    /// The keys some member sees (see [`centred`]).
+    keys: Buf<usize>,
+    /// One row's values less its dominant key's (see [`row_centred`]): the base rows
+    /// `[N, K]`, each member's replaced row `[members, K]`, and the dominant key's `[K]`.
+    vh: Buf<T>,
+    vth: Buf<T>,
+    ob: Buf<T>,
+    /// A row's leave-one-out sums of the weighted row-centred values `Â⁻` `[N, K]`.
     ao: Buf<T>,
 }
 
@@ -86,6 +93,8 @@ impl<T: Real> Scratch<T> {
             (&mut self.dp, n),
             (&mut self.kc, n * kd),
             (&mut self.vc, n * kd),
+            (&mut self.vh, n * kd),
+            (&mut self.ob, kd),
             (&mut self.ao, n * kd),
         ] {
             if buf.len() != len {
@@ -172,7 +181,7 @@ pub(super) fn run<T: Real>(
 fn centred<T: Real>(
     cx: &Ctx<'_, T>,
     t: &Task<'_, T>,
-    (c0, len): (usize, usize),
+    (c0, len, rows): (usize, usize, &[usize]),
     which: usize,
     kc: &mut [T],
     ktc: &mut Vec<T>,
@@ -180,14 +189,11 @@ fn centred<T: Real>(
     let (hk, kd) = (cx.dm.hk, cx.dm.kd);
     let kg = cx.base(t.g)[which];
     let rows_t = if which == 1 { cx.kt } else { cx.vt };
-    // The mean over the keys some member sees (a base row every member replaces takes no
-    // part in any sum, whatever it holds).
-    let seen = |j: usize| t.members.iter().any(|&s| cx.cfg.target[s] != j);
-    let rows: Vec<usize> = (0..len).filter(|&j| seen(j)).collect();
+    // The mean over the keys some member sees (`rows`).
     let inv = T::ONE / T::from_usize(rows.len().max(1));
     for c in 0..kd {
         let mut m = T::ZERO;
-        for &j in &rows {
+        for &j in rows {
             m += kg[j * hk + c0 + c];
         }
         let m = m * inv;
@@ -197,6 +203,48 @@ fn centred<T: Real>(
         ktc.resize(t.members.len() * kd, T::ZERO);
         for (mi, &s) in t.members.iter().enumerate() {
             ktc[mi * kd + c] = rows_t[s * hk + c0 + c] - m;
+        }
+    }
+}
+
+/// One row's values less the value `ō = ṽ_d` of its dominant key `d` (the largest `eⱼ` among
+/// the keys some member sees; `ṽ` the values less their mean, see [`centred`]): the base rows
+/// into `vh` `[len, K]`, the members' replaced rows into `vth` `[members, K]`.
+///
+/// The leave-one-out pairs' score gradients `p·(dP − D)` sum their samples' `dP` and `D`
+/// before subtracting (`⟨R⁻, v̂ⱼ⟩ − Δ⁻`), so their round-off is relative to those terms,
+/// not to their difference. With sharp attention every pair of a row puts nearly all its
+/// weight on the dominant key and its output is close to `ō`: less `ō`, the dominant key's
+/// terms are as small as their difference (plain attention gets the same from forming `D`
+/// from the very `dP` it is subtracted from). Any `ō` gives the same exact sums.
+#[inline(always)]
+fn row_centred<T: Real>(
+    len: usize,
+    kd: usize,
+    (e, keys): (&[T], &[usize]),
+    (vc, vtc): (&[T], &[T]),
+    (vh, vth): (&mut [T], &mut Vec<T>),
+    ob: &mut [T],
+) {
+    let mut d = None;
+    for &j in keys {
+        if d.is_none_or(|d: usize| e[j] > e[d]) {
+            d = Some(j);
+        }
+    }
+    match d {
+        Some(d) => ob.copy_from_slice(&vc[d * kd..(d + 1) * kd]),
+        None => ob.fill(T::ZERO),
+    }
+    for (dst, src) in vh[..len * kd].chunks_exact_mut(kd).zip(vc.chunks_exact(kd)) {
+        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
+            *d = x - o;
+        }
+    }
+    vth.resize(vtc.len(), T::ZERO);
+    for (dst, src) in vth.chunks_exact_mut(kd).zip(vtc.chunks_exact(kd)) {
+        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
+            *d = x - o;
         }
     }
 }
@@ -223,12 +271,17 @@ fn group_body<T: Real>(cx: &Ctx<'_, T>, mut t: Task<'_, T>, sc: &mut Scratch<T>)
     let len = cx.cfg.lengths[g];
     sc.fit(&dm);
     let [qg, kg, _] = cx.base(g);
+    // The keys some member sees (a base row every member replaces takes no part in any sum,
+    // whatever it holds).
+    sc.keys.clear();
+    let seen = |j: usize| t.members.iter().any(|&s| cx.cfg.target[s] != j);
+    sc.keys.extend((0..len).filter(|&j| seen(j)));
     for h in 0..heads {
         let c0 = h * kd;
         // This head's keys and values, transposed, for the rows computed directly.
         transpose_cols(cx.isa, kg, hk, c0, kd, len, &mut sc.ktr, n);
-        centred(cx, &t, (c0, len), 1, &mut sc.kc, &mut sc.ktc);
-        centred(cx, &t, (c0, len), 2, &mut sc.vc, &mut sc.vtc);
+        centred(cx, &t, (c0, len, &sc.keys), 1, &mut sc.kc, &mut sc.ktc);
+        centred(cx, &t, (c0, len, &sc.keys), 2, &mut sc.vc, &mut sc.vtc);
         // The direct rows' dP run along the centred values.
         transpose_cols(cx.isa, &sc.vc, kd, 0, kd, len, &mut sc.vtr, n);
         for i in 0..n {
@@ -277,13 +330,18 @@ fn pairs_back<T: Real>(
         ktc,
         vc,
         vtc,
+        keys,
+        vh,
+        vth,
+        ob,
         ao,
         ..
     } = sc;
-    // The pairs' outputs less the values' mean, õ = r·Ã⁻[t] + p·ṽ_t, from the
-    // leave-one-out sums of eⱼ·ṽⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
+    // The pairs' outputs less the dominant key's value, ô = r·Â⁻[t] + p·v̂_t, from the
+    // leave-one-out sums of eⱼ·v̂ⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
     if t.members.iter().any(|&s| sv.direct[s * nh + idx] == 0) {
-        loo_rows(len, kd, |j| e[j], |j| &vc[j * kd..(j + 1) * kd], ao);
+        row_centred(len, kd, (e, keys), (vc, vtc), (vh, vth), ob);
+        loo_rows(len, kd, |j| e[j], |j| &vh[j * kd..(j + 1) * kd], ao);
     }
     // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
     rpos[..len * kd].fill(T::ZERO);
@@ -298,10 +356,10 @@ fn pairs_back<T: Real>(
         let row_at = s * n * hk + at;
         let dos = &cx.d_o[row_at..row_at + kd];
         let (r, p) = (sv.r[s * nh + idx], sv.p[s * nh + idx]);
-        // D = ⟨dO, õ⟩ and dP' = ⟨dO, ṽ_t⟩ with the values less their mean: the score
-        // gradients p·(dP − D) are unchanged, but their round-off is relative to the
-        // values' spread, not to their common part (which dP and D share).
-        let vts = &vtc[mi * kd..(mi + 1) * kd];
+        // D = ⟨dO, ô⟩ and dP' = ⟨dO, v̂_t⟩ with the values less the dominant key's: the
+        // score gradients p·(dP − D) are unchanged, but their round-off is relative to
+        // how far the values are from that key's (see `row_centred`).
+        let vts = &vth[mi * kd..(mi + 1) * kd];
         let dpt = dot_k(k16, dos, vts);
         let d = r * dot_k(k16, dos, &ao[tg * kd..(tg + 1) * kd]) + p * dpt;
         axpy_k(k16, r, dos, &mut rpos[tg * kd..(tg + 1) * kd]);
@@ -327,7 +385,7 @@ fn pairs_back<T: Real>(
         for &j in seen.iter() {
             let (ej, w, kj) = (e[j], &rx[j * kd..(j + 1) * kd], j * hk + c0);
             axpy_k(k16, ej, w, &mut t.dv[kj..kj + kd]);
-            ds[j] = scale * (ej * (dot_k(k16, w, &vc[j * kd..(j + 1) * kd]) - dx[j]));
+            ds[j] = scale * (ej * (dot_k(k16, w, &vh[j * kd..(j + 1) * kd]) - dx[j]));
             axpy_k(k16, ds[j], qi, &mut t.dk[kj..kj + kd]);
         }
         // dq = Σ dS·k over every pair's keys, with the keys less their mean: the
