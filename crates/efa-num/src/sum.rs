@@ -94,10 +94,98 @@ pub fn col_sums<T: Real>(dst: &mut [T], src: &[T], ld: usize, rows: usize) {
     });
 }
 
+/// Positions grouped by id, each group's positions in increasing order (a stable counting
+/// sort): the order of the long sums over a table row's positions, which the tape's
+/// `embedding` backward and the fused gathers share. Its two buffers come from the pool and
+/// go back to it on drop.
+pub struct ById {
+    start: Vec<usize>,
+    order: Vec<usize>,
+}
+
+impl ById {
+    /// Position `k < n` joins group `id(k)` when that is `Some` (each below `groups`).
+    ///
+    /// # Panics
+    /// If an id is `groups` or more.
+    #[track_caller]
+    pub fn new(n: usize, groups: usize, id: impl Fn(usize) -> Option<usize>) -> Self {
+        let mut start = crate::pool::filled(groups + 1, 0usize);
+        for k in 0..n {
+            if let Some(i) = id(k) {
+                assert!(
+                    i < groups,
+                    "sum::ById: id {i} at position {k}, {groups} groups"
+                );
+                start[i + 1] += 1;
+            }
+        }
+        for i in 0..groups {
+            start[i + 1] += start[i];
+        }
+        let mut next = crate::pool::take(groups + 1);
+        next.extend_from_slice(&start);
+        let mut order = crate::pool::filled(start[groups], 0usize);
+        for k in 0..n {
+            if let Some(i) = id(k) {
+                order[next[i]] = k;
+                next[i] += 1;
+            }
+        }
+        crate::pool::give(next);
+        ById { start, order }
+    }
+
+    /// Group `id`'s positions, increasing (empty past the last group).
+    pub fn group(&self, id: usize) -> &[usize] {
+        match (self.start.get(id), self.start.get(id + 1)) {
+            (Some(&a), Some(&b)) => &self.order[a..b],
+            _ => &[],
+        }
+    }
+
+    /// Positions in some group.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// No position in any group.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+impl Drop for ById {
+    fn drop(&mut self) {
+        crate::pool::give(std::mem::take(&mut self.start));
+        crate::pool::give(std::mem::take(&mut self.order));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Dd;
+
+    #[test]
+    fn positions_group_by_id_in_increasing_order_leaving_out_none() {
+        let ids = [Some(2), None, Some(0), Some(2), Some(2), None, Some(0)];
+        let g = ById::new(ids.len(), 4, |k| ids[k]);
+        assert_eq!(g.group(0), &[2, 6]);
+        assert_eq!(g.group(1), &[] as &[usize]);
+        assert_eq!(g.group(2), &[0, 3, 4]);
+        assert_eq!(g.group(3), &[] as &[usize]);
+        assert_eq!(g.group(9), &[] as &[usize]);
+        assert_eq!(g.len(), 5);
+        assert!(ById::new(0, 0, |_| None).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "id 3 at position 1, 3 groups")]
+    fn an_id_past_the_groups_is_named() {
+        let ids = [0, 3];
+        ById::new(2, 3, |k| Some(ids[k]));
+    }
 
     /// The tree adds rows pairwise by levels: for five rows `((r0 + r1) + (r2 + r3)) + r4`.
     #[test]

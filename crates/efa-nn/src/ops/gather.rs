@@ -12,6 +12,7 @@
 //! row-major order) and `dbias = Σ_{b, n} dOut[b, n]`.
 
 use super::gather_rows::{gather_rows, sum_rows, Source};
+use efa_num::sum::ById;
 use efa_num::{simd, Real};
 use efa_tape::{FusedOp, Tape, TapeError, Var};
 use ndarray::{Array2, ArrayD, IxDyn};
@@ -202,12 +203,13 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             let mut g = efa_num::pool::filled(r_max * f, T::ZERO);
             let segs = self.segments(part.col, f);
             let ids = part.ids.as_standard_layout();
-            let (start, order) = rows_by_id(ids.as_slice().expect("standard layout"), r_max);
+            let ids = ids.as_slice().expect("standard layout");
+            let by_id = ById::new(ids.len(), r_max, |k| (ids[k] != NONE).then_some(ids[k]));
             // Table row `id` sums the positions that picked it in increasing order: the order
             // of a scatter-add over the positions, kept in registers per column block. Rows
             // are independent, so they run on the pool (each row's sums unchanged).
             let sum_row = |(id, dst): (usize, &mut [T])| {
-                let picked = &order[start[id]..start[id + 1]];
+                let picked = by_id.group(id);
                 if picked.is_empty() {
                     return;
                 }
@@ -218,13 +220,11 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
                 }
             };
             // Small gathers stay on the calling thread (the pool's hand-off would cost more).
-            if order.len() >= PARALLEL_PICKS {
+            if by_id.len() >= PARALLEL_PICKS {
                 g.par_chunks_mut(f.max(1)).enumerate().for_each(sum_row);
             } else {
                 g.chunks_mut(f.max(1)).enumerate().for_each(sum_row);
             }
-            efa_num::pool::give(start);
-            efa_num::pool::give(order);
             grads.push(Some(
                 ArrayD::from_shape_vec(inputs[p].raw_dim(), g).expect("sizes match"),
             ));
@@ -243,27 +243,6 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
         }
         Ok(grads)
     }
-}
-
-/// The positions of `ids` grouped by table row, each group in increasing order (a stable
-/// counting sort; [`NONE`] left out): row `id`'s positions are `order[start[id]..start[id + 1]]`.
-fn rows_by_id(ids: &[usize], r_max: usize) -> (Vec<usize>, Vec<usize>) {
-    let mut start = efa_num::pool::filled(r_max + 1, 0usize);
-    for &id in ids.iter().filter(|&&id| id != NONE) {
-        start[id + 1] += 1;
-    }
-    for i in 0..r_max {
-        start[i + 1] += start[i];
-    }
-    let mut next = efa_num::pool::take(r_max + 1);
-    next.extend_from_slice(&start);
-    let mut order = efa_num::pool::filled(start[r_max], 0usize);
-    for (r, &id) in ids.iter().enumerate().filter(|&(_, &id)| id != NONE) {
-        order[next[id]] = r;
-        next[id] += 1;
-    }
-    efa_num::pool::give(next);
-    (start, order)
 }
 
 /// Records [`TapeNn::gather_sum`](crate::TapeNn::gather_sum) (documented there).

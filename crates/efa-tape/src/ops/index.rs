@@ -113,25 +113,14 @@ pub(crate) fn embedding_backward<T: Real>(
     let gs = g.as_slice().expect("standard layout");
     let mut gt = efa_num::pool::full(IxDyn(table_shape), T::ZERO);
     let gts = gt.as_slice_mut().expect("fresh array");
-    // The positions of each id in increasing order (a stable counting sort).
-    // (Pool buffers: a batch's ids can be large, and training steps reuse them.)
-    let mut start = efa_num::pool::filled(rows + 1, 0usize);
-    for &id in ids.iter() {
-        start[id + 1] += 1;
-    }
-    for i in 0..rows {
-        start[i + 1] += start[i];
-    }
-    let mut next = efa_num::pool::take(rows + 1);
-    next.extend_from_slice(&start);
-    let mut order = efa_num::pool::filled(start[rows], 0usize);
-    for (k, &id) in ids.iter().enumerate() {
-        order[next[id]] = k;
-        next[id] += 1;
-    }
+    // The positions of each id in increasing order (pool buffers: a batch's ids can be
+    // large, and training steps reuse them).
+    let ids = ids.as_standard_layout();
+    let ids = ids.as_slice().expect("standard layout");
+    let by_id = efa_num::sum::ById::new(ids.len(), rows, |k| Some(ids[k]));
     if d > 0 {
         for (id, dst) in gts.chunks_exact_mut(d).enumerate() {
-            let picked = &order[start[id]..start[id + 1]];
+            let picked = by_id.group(id);
             efa_num::sum::terms_into(dst, picked.len(), |i, acc| {
                 let k = picked[i];
                 for (a, &v) in acc.iter_mut().zip(&gs[k * d..(k + 1) * d]) {
@@ -139,9 +128,6 @@ pub(crate) fn embedding_backward<T: Real>(
                 }
             });
         }
-    }
-    for buf in [start, next, order] {
-        efa_num::pool::give(buf);
     }
     gt
 }
