@@ -236,13 +236,15 @@ fn row_centred<T: Real>(
         Some(d) => ob.copy_from_slice(&vc[d * kd..(d + 1) * kd]),
         None => ob.fill(T::ZERO),
     }
-    for (dst, src) in vh[..len * kd].chunks_exact_mut(kd).zip(vc.chunks_exact(kd)) {
+    // (Rows of width 0 leave nothing to do: `max(1)` only keeps the chunking defined.)
+    let w = kd.max(1);
+    for (dst, src) in vh[..len * kd].chunks_exact_mut(w).zip(vc.chunks_exact(w)) {
         for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
             *d = x - o;
         }
     }
     vth.resize(vtc.len(), T::ZERO);
-    for (dst, src) in vth.chunks_exact_mut(kd).zip(vtc.chunks_exact(kd)) {
+    for (dst, src) in vth.chunks_exact_mut(w).zip(vtc.chunks_exact(w)) {
         for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
             *d = x - o;
         }

@@ -32,8 +32,9 @@ impl Case {
         self.heads * self.kd
     }
 
+    /// `1/√K` (1 for heads of width 0).
     pub(super) fn scale(&self) -> f64 {
-        1.0 / (self.kd as f64).sqrt()
+        1.0 / (self.kd.max(1) as f64).sqrt()
     }
 
     /// Seeded `q, k, v, q_t, k_t, v_t`.
@@ -401,6 +402,22 @@ fn empty_calls_and_a_missing_cotangent_give_empty_or_zero_results() {
         let d = d.as_ref().unwrap();
         assert_eq!(d.shape(), x.shape());
         assert!(d.iter().all(|&v| v == 0.0));
+    }
+}
+
+/// Heads of width 0 (`H·K = 0`): an output of width 0 and empty gradients, through the
+/// leave-one-out pairs as well as the direct rows.
+#[test]
+fn zero_width_heads_give_empty_results() {
+    let mut case = cases()[0].clone();
+    case.kd = 0;
+    let x = case.inputs(4);
+    let w = ArrayD::zeros(ndarray::IxDyn(&[case.b(), case.n, 0]));
+    for got in [run::<f64>(&case, &x, &w), run::<f32>(&case, &x, &w)] {
+        assert_eq!(got[0].shape(), &[case.b(), case.n, 0]);
+        for (d, x) in got[1..].iter().zip(&x) {
+            assert_eq!(d.shape(), x.shape());
+        }
     }
 }
 
