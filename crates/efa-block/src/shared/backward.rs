@@ -69,10 +69,9 @@ struct Scratch<T> {
     /// The keys some member sees (see [`centred`]).
     keys: Buf<usize>,
     /// One row's values less its dominant key's (see [`row_centred`]): the base rows
-    /// `[N, K]`, each member's replaced row `[members, K]`, and the dominant key's `[K]`.
+    /// `[N, K]` and each member's replaced row `[members, K]`.
     vh: Buf<T>,
     vth: Buf<T>,
-    ob: Buf<T>,
     /// A row's leave-one-out sums of the weighted row-centred values `Â⁻` `[N, K]`.
     ao: Buf<T>,
 }
@@ -94,7 +93,6 @@ impl<T: Real> Scratch<T> {
             (&mut self.kc, n * kd),
             (&mut self.vc, n * kd),
             (&mut self.vh, n * kd),
-            (&mut self.ob, kd),
             (&mut self.ao, n * kd),
         ] {
             if buf.len() != len {
@@ -224,7 +222,6 @@ fn row_centred<T: Real>(
     (e, keys): (&[T], &[usize]),
     (vc, vtc): (&[T], &[T]),
     (vh, vth): (&mut [T], &mut Vec<T>),
-    ob: &mut [T],
 ) {
     let mut d = None;
     for &j in keys {
@@ -232,20 +229,24 @@ fn row_centred<T: Real>(
             d = Some(j);
         }
     }
-    match d {
-        Some(d) => ob.copy_from_slice(&vc[d * kd..(d + 1) * kd]),
-        None => ob.fill(T::ZERO),
-    }
     // (Rows of width 0 leave nothing to do: `max(1)` only keeps the chunking defined.)
     let w = kd.max(1);
+    vth.resize(vtc.len(), T::ZERO);
+    // No key some member sees: no leave-one-out pair either (the caller has one); the values
+    // as they are, for totality.
+    let Some(d) = d else {
+        vh[..len * kd].copy_from_slice(&vc[..len * kd]);
+        vth.copy_from_slice(vtc);
+        return;
+    };
+    let ob = &vc[d * kd..(d + 1) * kd];
     for (dst, src) in vh[..len * kd].chunks_exact_mut(w).zip(vc.chunks_exact(w)) {
-        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
+        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob) {
             *d = x - o;
         }
     }
-    vth.resize(vtc.len(), T::ZERO);
     for (dst, src) in vth.chunks_exact_mut(w).zip(vtc.chunks_exact(w)) {
-        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob.iter()) {
+        for ((d, &x), &o) in dst.iter_mut().zip(src).zip(ob) {
             *d = x - o;
         }
     }
@@ -335,14 +336,13 @@ fn pairs_back<T: Real>(
         keys,
         vh,
         vth,
-        ob,
         ao,
         ..
     } = sc;
     // The pairs' outputs less the dominant key's value, ô = r·Â⁻[t] + p·v̂_t, from the
     // leave-one-out sums of eⱼ·v̂ⱼ (as the output from those of eⱼ·vⱼ: r·Z⁻ + p = 1).
     if t.members.iter().any(|&s| sv.direct[s * nh + idx] == 0) {
-        row_centred(len, kd, (e, keys), (vc, vtc), (vh, vth), ob);
+        row_centred(len, kd, (e, keys), (vc, vtc), (vh, vth));
         loo_rows(len, kd, |j| e[j], |j| &vh[j * kd..(j + 1) * kd], ao);
     }
     // Gather the leave-one-out pairs' cotangents per target: R[t], Δ[t].
