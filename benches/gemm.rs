@@ -1,4 +1,4 @@
-//! GEMM throughput (criterion), f32, reported as FLOP/s (`Throughput::Elements` = FLOPs, so
+//! GEMM throughput (criterion), reported as FLOP/s (`Throughput::Elements` = FLOPs, so
 //! criterion's "elem/s" reads as FLOP/s):
 //!
 //! - `ceiling` (shared with the other benches, `common/ceiling.rs`): the FMA peak of the active
@@ -9,7 +9,10 @@
 //!   on one thread and on every thread of the pool at once;
 //! - `gemm_models`: the models' products single-threaded (as the tape runs them inside rayon
 //!   tasks), forward `y = x·W` (m×k·k×n) and the backward forms `dx = dy·Wᵀ` (m×n·n×k, `W`
-//!   read transposed) and `dW = xᵀ·dy` (k×m·m×n, `x` read transposed), efa vs matrixmultiply.
+//!   read transposed) and `dW = xᵀ·dy` (k×m·m×n, `x` read transposed), efa vs matrixmultiply;
+//! - `gemm_models_f64`: the same products in f64, where efa's sums are compensated (`Dot2`,
+//!   about twice f64's precision, docs/design.md §3c) and matrixmultiply's are plain: the
+//!   ratio is what the audit dtype's accuracy costs.
 //!
 //! Quick run: `cargo bench --bench gemm -- --warm-up-time 0.5 --measurement-time 1`;
 //! `RAYON_NUM_THREADS` sets the pool.
@@ -18,7 +21,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use efa_num::ceiling::{fma_loop, fma_loop_pool};
 use efa_num::gemm::{gemm, reference_gemm};
 use efa_num::simd::Isa;
-use efa_num::{MatMut, MatRef};
+use efa_num::{MatMut, MatRef, Real};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -46,52 +49,48 @@ fn fma_peak(c: &mut Criterion) {
 }
 
 /// Deterministic values in [-0.5, 0.5).
-fn filled(len: usize, seed: u32) -> Vec<f32> {
+fn filled<T: Real>(len: usize, seed: u32) -> Vec<T> {
     let mut s = seed;
     (0..len)
         .map(|_| {
             s = s.wrapping_mul(1664525).wrapping_add(1013904223);
-            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            T::from_f64((s >> 8) as f64 / (1u32 << 24) as f64 - 0.5)
         })
         .collect()
 }
 
 /// One product of the models: logical `m × k` times `k × n` with the storage of a forward
 /// `x [rows, d_in]`, `W [d_in, d_out]`, `dy [rows, d_out]`.
-struct Product {
+struct Product<T> {
     m: usize,
     k: usize,
     n: usize,
-    a: Vec<f32>,
+    a: Vec<T>,
     sa: (isize, isize),
-    b: Vec<f32>,
+    b: Vec<T>,
     sb: (isize, isize),
-    c: Vec<f32>,
+    c: Vec<T>,
 }
 
-impl Product {
+impl<T: Real> Product<T> {
     fn run(&mut self, efa: bool) {
-        let f = if efa {
-            gemm::<f32>
-        } else {
-            reference_gemm::<f32>
-        };
+        let f = if efa { gemm::<T> } else { reference_gemm::<T> };
         let (m, k, n) = (self.m, self.k, self.n);
         f(
-            1.0,
+            T::ONE,
             MatRef::new(&self.a, m, k, self.sa.0, self.sa.1),
             MatRef::new(&self.b, k, n, self.sb.0, self.sb.1),
-            0.0,
+            T::ZERO,
             MatMut::row_major(&mut self.c, m, n, n),
         )
     }
 }
 
 /// The three products of a linear layer `[rows, d_in] × [d_in, d_out]`.
-fn products(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Product)> {
-    let x = filled(rows * d_in, 1);
-    let w = filled(d_in * d_out, 2);
-    let dy = filled(rows * d_out, 3);
+fn products<T: Real>(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Product<T>)> {
+    let x = filled::<T>(rows * d_in, 1);
+    let w = filled::<T>(d_in * d_out, 2);
+    let dy = filled::<T>(rows * d_out, 3);
     let (ri, ro) = (d_in as isize, d_out as isize);
     vec![
         (
@@ -104,7 +103,7 @@ fn products(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Produc
                 sa: (ri, 1),
                 b: w.clone(),
                 sb: (ro, 1),
-                c: vec![0.0; rows * d_out],
+                c: vec![T::ZERO; rows * d_out],
             },
         ),
         (
@@ -117,7 +116,7 @@ fn products(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Produc
                 sa: (ro, 1),
                 b: w,
                 sb: (1, ro),
-                c: vec![0.0; rows * d_in],
+                c: vec![T::ZERO; rows * d_in],
             },
         ),
         (
@@ -130,19 +129,31 @@ fn products(rows: usize, d_in: usize, d_out: usize) -> Vec<(&'static str, Produc
                 sa: (1, ri),
                 b: dy,
                 sb: (ro, 1),
-                c: vec![0.0; d_in * d_out],
+                c: vec![T::ZERO; d_in * d_out],
             },
         ),
     ]
 }
 
 fn gemm_models(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemm_models");
+    models::<f32>(
+        c,
+        "gemm_models",
+        &[(44, 32, 32), (128, 32, 64), (5632, 32, 96), (16896, 64, 64)],
+    );
+}
+
+fn gemm_models_f64(c: &mut Criterion) {
+    models::<f64>(c, "gemm_models_f64", &[(128, 32, 64), (5632, 32, 96)]);
+}
+
+fn models<T: Real>(c: &mut Criterion, group: &str, shapes: &[(usize, usize, usize)]) {
+    let mut g = c.benchmark_group(group);
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(1));
-    for (rows, d_in, d_out) in [(44, 32, 32), (128, 32, 64), (5632, 32, 96), (16896, 64, 64)] {
-        for (form, mut p) in products(rows, d_in, d_out) {
+    for &(rows, d_in, d_out) in shapes {
+        for (form, mut p) in products::<T>(rows, d_in, d_out) {
             g.throughput(Throughput::Elements(2 * (p.m * p.k * p.n) as u64));
             let id = format!("{rows}x{d_in}x{d_out}/{form}");
             g.bench_function(BenchmarkId::new("efa", &id), |b| b.iter(|| p.run(true)));
@@ -154,5 +165,11 @@ fn gemm_models(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ceiling::sgemm_ceiling, fma_peak, gemm_models);
+criterion_group!(
+    benches,
+    ceiling::sgemm_ceiling,
+    fma_peak,
+    gemm_models,
+    gemm_models_f64
+);
 criterion_main!(benches);

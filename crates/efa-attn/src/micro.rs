@@ -7,13 +7,18 @@
 //! accumulators), 6×2 for AVX2 (12 of 16 ymm), 4×2 for the scalar path. A column count that
 //! is not a multiple of the vector width ends in one vector; on AVX-512 that last vector is a
 //! 256-bit one when it covers the rest (50 queries: three zmm and one ymm instead of four zmm),
-//! which halves its cost on cores that execute 512-bit operations as two halves.
+//! which halves its cost on cores that execute 512-bit operations as two halves. In f64 every
+//! element's sum is compensated, as `efa_num::gemm`'s f64 sums are (`SimdVec::dot2_step`: an
+//! error-free product and sum per term, the errors added once at the end), in 4 × 2 blocks
+//! (two accumulators per element), so that the attention kernel and the fused block, which
+//! form their products here, keep the digits of the tape's products in the audit dtype.
 //!
 //! The softmax row kernels the tiles go through between products are in `micro/softmax.rs`,
 //! small per-block row kernels (scaled copies, row dot products) in `micro/rows.rs` (both
 //! re-exported here).
 
 use efa_num::simd::{Isa, SimdVec};
+use efa_num::sum::compensated;
 use efa_num::{simd_by_kind, MatMut, MatRef, Real};
 
 use efa_num::simd_tail_variants as tail_variants;
@@ -154,19 +159,44 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<
             *p = a.offset(i as isize * rsa);
         }
         let mut bp = b;
-        for _ in 0..k {
-            let mut bv = [zero; NR];
-            for (j, x) in bv.iter_mut().enumerate() {
-                *x = V::load(bp.add(j * w));
-            }
-            for (row, p) in acc.iter_mut().zip(ap.iter_mut()) {
-                let av = V::splat(**p);
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x = av.fma(bv[j], *x);
+        if compensated::<V::Elem>() {
+            // f64: compensated sums (`SimdVec::dot2_step`), as `efa_num::gemm` sums f64
+            // products (docs/design.md §3c); same index order, the errors added once at the end.
+            let mut err = [[zero; NR]; MR];
+            for _ in 0..k {
+                let mut bv = [zero; NR];
+                for (j, x) in bv.iter_mut().enumerate() {
+                    *x = V::load(bp.add(j * w));
                 }
-                *p = p.offset(csa);
+                for ((row, erow), p) in acc.iter_mut().zip(err.iter_mut()).zip(ap.iter_mut()) {
+                    let av = V::splat(**p);
+                    for ((x, e), &bj) in row.iter_mut().zip(erow.iter_mut()).zip(&bv) {
+                        av.dot2_step(bj, x, e);
+                    }
+                    *p = p.offset(csa);
+                }
+                bp = bp.offset(rsb);
             }
-            bp = bp.offset(rsb);
+            for (row, erow) in acc.iter_mut().zip(&err) {
+                for (x, &e) in row.iter_mut().zip(erow) {
+                    *x = x.add(e);
+                }
+            }
+        } else {
+            for _ in 0..k {
+                let mut bv = [zero; NR];
+                for (j, x) in bv.iter_mut().enumerate() {
+                    *x = V::load(bp.add(j * w));
+                }
+                for (row, p) in acc.iter_mut().zip(ap.iter_mut()) {
+                    let av = V::splat(**p);
+                    for (j, x) in row.iter_mut().enumerate() {
+                        *x = av.fma(bv[j], *x);
+                    }
+                    *p = p.offset(csa);
+                }
+                bp = bp.offset(rsb);
+            }
         }
         let va = V::splat(alpha);
         let scaled = !accumulate && alpha != V::Elem::ONE;
@@ -281,7 +311,10 @@ unsafe fn gemm_body<V: SimdVec, H: SimdVec<Elem = V::Elem>>(
     // register block.
     unsafe {
         let bytes = V::LANES * std::mem::size_of::<V::Elem>();
-        if bytes >= 64 {
+        if compensated::<V::Elem>() {
+            // Two accumulators per element: 4 × 2 vectors (16 registers).
+            rows::<V, H, 4>(mnk, t)
+        } else if bytes >= 64 {
             rows::<V, H, 8>(mnk, t)
         } else if bytes >= 32 {
             rows::<V, H, 6>(mnk, t)

@@ -16,6 +16,29 @@ use crate::Real;
 /// Terms per block: summed in order from zero, as a plain loop would.
 pub const BLOCK: usize = 128;
 
+/// Whether products of `T` are summed compensated: f64, the dtype that audits gradients
+/// against the double-double reference (`crate::gemm`'s f64 products, the attention and block
+/// kernels' products, the shared-context op's scores); f32, the training dtype, keeps the plain
+/// fused sums, and double-double needs none. docs/design.md §3c.
+#[inline(always)]
+pub fn compensated<T: Real>() -> bool {
+    matches!(crate::simd::elem_kind::<T>(), crate::simd::ElemKind::F64)
+}
+
+/// One term `a·b` of a compensated dot product `(s, e)` in scalar arithmetic, with the
+/// operations of [`crate::simd::SimdVec::dot2_step`] (so a scalar loop and a vector body give
+/// the same bits): `p = a·b`, `π = fma(a, b, −p)`, `(s, σ) = TwoSum(s, p)`, `e ← e + (σ + π)`.
+/// After the last term, `s + e` rounded once is the sum as if formed in twice the precision.
+#[inline(always)]
+pub fn dot2_step<T: Real>(a: T, b: T, (s, e): (T, T)) -> (T, T) {
+    let p = a * b;
+    let pe = a.mul_add(b, T::ZERO - p);
+    let t = s + p;
+    let z = t - s;
+    let se = (s - (t - z)) + (p - z);
+    (t, e + (se + pe))
+}
+
 /// Adds `nb` rows of `w` elements (row `i` at `buf[i·w..]`) pairwise, leaving the total in
 /// row 0: at level `s = 1, 2, 4, …` every row `i` that is a multiple of `2s` adds row `i + s`
 /// when it exists. Elementwise, so any vectorisation gives the same bits.

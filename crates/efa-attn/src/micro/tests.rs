@@ -86,7 +86,9 @@ fn softmax_rows_checks_the_slice() {
 }
 
 /// `C (+)= alpha·A·B` by definition: each element one fused multiply-add chain over `p` in
-/// index order, from 0 (or from `C` when accumulating), then scaled when not accumulating.
+/// index order, from 0 (or from `C` when accumulating), then scaled when not accumulating. In
+/// f64 the chain is compensated (`Dot2`, written out here in scalar operations): each product
+/// split exactly by `mul_add`, added by TwoSum, the errors summed apart and added at the end.
 fn gemm_reference<T: Real>(
     (m, n, k): (usize, usize, usize),
     (a, (rsa, csa)): (&[T], (usize, usize)),
@@ -98,8 +100,22 @@ fn gemm_reference<T: Real>(
     for i in 0..m {
         for j in 0..n {
             let mut s = if accumulate { c[i * ldc + j] } else { T::ZERO };
+            let mut e = T::ZERO;
             for p in 0..k {
-                s = a[i * rsa + p * csa].mul_add(b[p * ldb + j], s);
+                let (x, y) = (a[i * rsa + p * csa], b[p * ldb + j]);
+                if T::NAME == "f64" {
+                    let pr = x * y;
+                    let pe = x.mul_add(y, -pr);
+                    let t = s + pr;
+                    let z = t - s;
+                    e += (s - (t - z)) + (pr - z) + pe;
+                    s = t;
+                } else {
+                    s = x.mul_add(y, s);
+                }
+            }
+            if T::NAME == "f64" {
+                s += e;
             }
             if !accumulate && alpha != T::ONE {
                 s *= alpha;

@@ -105,31 +105,49 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
     // `LANES` divides), so it stays in one element's GROUP lanes. Every `k` read below lies in
     // `[lo[r], hi[r])` for the row it feeds (`[jl, jh)` is inside every row's range).
     unsafe {
-        let mut acc = [[V::splat(V::Elem::ZERO); N]; R];
+        let zero = V::splat(V::Elem::ZERO);
+        let mut acc = [[zero; N]; R];
+        // f64 sums are compensated, as the tile kernel's (`micro`): the errors gathered here.
+        let comp = efa_num::sum::compensated::<V::Elem>();
+        let mut err = [[zero; N]; R];
+        let step = |xv: V, yv: V, s: &mut V, e: &mut V| {
+            if comp {
+                xv.dot2_step(yv, s, e)
+            } else {
+                *s = xv.fma(yv, *s)
+            }
+        };
         let jl = lo.iter().copied().max().unwrap_or(0);
         let jh = hi.iter().copied().min().unwrap_or(0).max(jl);
-        let single = |acc: &mut [V; N], r: usize, k0: usize, k1: usize| {
+        let single = |acc: &mut [V; N], err: &mut [V; N], r: usize, k0: usize, k1: usize| {
             for k in k0..k1 {
                 let xv = V::load(x.at(a0 + r, k, u));
-                for (t, s) in acc.iter_mut().enumerate() {
-                    *s = xv.fma(V::load(y.at(k, b0 + t, u)), *s);
+                for (t, (s, e)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
+                    step(xv, V::load(y.at(k, b0 + t, u)), s, e);
                 }
             }
         };
-        for (r, acc) in acc.iter_mut().enumerate() {
-            single(acc, r, lo[r], hi[r].min(jl));
+        for (r, (acc, err)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
+            single(acc, err, r, lo[r], hi[r].min(jl));
         }
         for k in jl..jh {
             let xv: [V; R] = std::array::from_fn(|r| V::load(x.at(a0 + r, k, u)));
             let yv: [V; N] = std::array::from_fn(|t| V::load(y.at(k, b0 + t, u)));
-            for (acc, &xv) in acc.iter_mut().zip(&xv) {
-                for (s, &yv) in acc.iter_mut().zip(&yv) {
-                    *s = xv.fma(yv, *s);
+            for ((acc, err), &xv) in acc.iter_mut().zip(err.iter_mut()).zip(&xv) {
+                for ((s, e), &yv) in acc.iter_mut().zip(err.iter_mut()).zip(&yv) {
+                    step(xv, yv, s, e);
                 }
             }
         }
-        for (r, acc) in acc.iter_mut().enumerate() {
-            single(acc, r, jh.max(lo[r]), hi[r]);
+        for (r, (acc, err)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
+            single(acc, err, r, jh.max(lo[r]), hi[r]);
+        }
+        if comp {
+            for (acc, err) in acc.iter_mut().zip(&err) {
+                for (s, &e) in acc.iter_mut().zip(err) {
+                    *s = s.add(e);
+                }
+            }
         }
         for (r, acc) in acc.iter().enumerate() {
             for (t, s) in acc.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! The op's row kernels: K-wide dot products and updates, a directly computed softmax row and
 //! the register-blocked running sums (leave-one-out and plain).
 
+use efa_num::sum::dot2_step;
 use efa_num::Real;
 
 /// `Σᵢ aᵢ·bᵢ` with eight accumulators (lane `l` takes elements `l, l + 8, …`), summed in a
@@ -126,34 +127,65 @@ pub(super) fn add_rows<'a, T: Real + 'a>(
 /// takes the columns one at a time (the same values).
 #[inline(always)]
 pub(super) fn combine<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
-    columns(w, x, stride, out, |wc, xc, acc| acc + wc * xc);
+    columns(
+        w,
+        x,
+        stride,
+        out,
+        T::ZERO,
+        |wc, xc, acc| acc + wc * xc,
+        |s| s,
+    );
 }
 
 /// Scores `out[j] = Σ_c q[c]·x[c·stride + j]`, as [`combine`] but each step one fused
 /// multiply-add (`fma(q_c, x_c, acc)`, one rounding per term): the scores of sharp attention
-/// cancel products far larger than themselves, and each rounding moves a probability.
+/// cancel products far larger than themselves, and each rounding moves a probability. In f64
+/// the sums are compensated ([`efa_num::sum::dot2_step`]), as every f64 product is.
 #[inline(always)]
 pub(super) fn scores<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T]) {
-    columns(w, x, stride, out, |wc, xc, acc| wc.mul_add(xc, acc));
+    if efa_num::sum::compensated::<T>() {
+        let start = (T::ZERO, T::ZERO);
+        columns(w, x, stride, out, start, dot2_step, |(s, e)| s + e);
+    } else {
+        columns(
+            w,
+            x,
+            stride,
+            out,
+            T::ZERO,
+            |wc, xc, acc| wc.mul_add(xc, acc),
+            |s| s,
+        );
+    }
 }
 
 /// The loops of [`combine`] and [`scores`]: `acc ← step(w[c], x[c][j], acc)` for every column
-/// `c` in order, from zero.
+/// `c` in order, from `start`, then `out[j] = finish(acc)`.
 #[inline(always)]
-fn columns<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T], step: impl Fn(T, T, T) -> T) {
+fn columns<T: Real, A: Copy>(
+    w: &[T],
+    x: &[T],
+    stride: usize,
+    out: &mut [T],
+    start: A,
+    step: impl Fn(T, T, A) -> A,
+    finish: impl Fn(A) -> T,
+) {
     let len = out.len();
     let padded = len.div_ceil(L) * L;
     if w.is_empty() || x.len() < (w.len() - 1) * stride + padded {
-        out.fill(T::ZERO);
-        for (c, &wc) in w.iter().enumerate() {
-            for (o, &xc) in out.iter_mut().zip(&x[c * stride..c * stride + len]) {
-                *o = step(wc, xc, *o);
-            }
+        for (j, o) in out.iter_mut().enumerate() {
+            let acc = w
+                .iter()
+                .enumerate()
+                .fold(start, |acc, (c, &wc)| step(wc, x[c * stride + j], acc));
+            *o = finish(acc);
         }
         return;
     }
     for j0 in (0..len).step_by(L) {
-        let mut acc = [T::ZERO; L];
+        let mut acc = [start; L];
         for (c, &wc) in w.iter().enumerate() {
             let xs: &[T; L] = x[c * stride + j0..][..L].try_into().expect("L");
             for l in 0..L {
@@ -161,16 +193,23 @@ fn columns<T: Real>(w: &[T], x: &[T], stride: usize, out: &mut [T], step: impl F
             }
         }
         let n = L.min(len - j0);
-        out[j0..j0 + n].copy_from_slice(&acc[..n]);
+        for (o, &a) in out[j0..j0 + n].iter_mut().zip(&acc) {
+            *o = finish(a);
+        }
     }
 }
 
-/// One score `Σ_c q[c]·k[c]` with the bits of [`scores`] (fused multiply-adds in `c` order).
+/// One score `Σ_c q[c]·k[c]` with the bits of [`scores`] (fused multiply-adds in `c` order;
+/// compensated in f64).
 #[inline(always)]
 pub(super) fn score1<T: Real>(q: &[T], k: &[T]) -> T {
-    q.iter()
-        .zip(k)
-        .fold(T::ZERO, |acc, (&a, &b)| a.mul_add(b, acc))
+    let terms = q.iter().zip(k);
+    if efa_num::sum::compensated::<T>() {
+        let (s, e) = terms.fold((T::ZERO, T::ZERO), |acc, (&a, &b)| dot2_step(a, b, acc));
+        s + e
+    } else {
+        terms.fold(T::ZERO, |acc, (&a, &b)| a.mul_add(b, acc))
+    }
 }
 
 /// `y ← y + α·x`.
@@ -367,6 +406,70 @@ mod tests {
     fn combine_gives_the_bits_of_axpy_by_columns() {
         same_as_axpy::<f32>();
         same_as_axpy::<f64>();
+    }
+
+    /// The f64 scores (both paths of `scores`, and `score1`) are the exact sums rounded within
+    /// the compensated bound `u·|Σ| + γₖ²·Σ|q·x|` on scores that cancel to ~1e-11 of their
+    /// terms (the first block's scores at sharp weights cancel products far larger than
+    /// themselves), where one fused multiply-add per term misses it.
+    #[test]
+    fn f64_scores_are_compensated_sums() {
+        use super::{score1, scores};
+        use efa_num::Dd;
+        let mut u = efa_check::unit_values(5);
+        let mut next = || u.next().expect("endless") * 2.0 - 1.0;
+        let (k, len) = (32, 37);
+        let stride = len + 5;
+        // Terms in cancelling pairs: column c + k/2 repeats column c's query, negated key,
+        // perturbed by ~1e-11.
+        let h = k / 2;
+        let w: Vec<f64> = (0..k)
+            .map(|c| if c < h { 1e3 * next() } else { 0.0 })
+            .collect();
+        let w: Vec<f64> = (0..k)
+            .map(|c| if c < h { w[c] } else { w[c - h] })
+            .collect();
+        let mut x = vec![0.0; (k - 1) * stride + len.div_ceil(L) * L];
+        for c in 0..h {
+            for j in 0..len {
+                let v = 1e3 * next();
+                x[c * stride + j] = v;
+                x[(c + h) * stride + j] = -v * (1.0 + 1e-11 * next());
+            }
+        }
+        let (eps, gamma) = (f64::EPSILON / 2.0, k as f64 * f64::EPSILON / 2.0);
+        let mut plain_misses = 0;
+        let mut got = vec![9.0; len];
+        scores(&w, &x, stride, &mut got);
+        let mut got_short = vec![9.0; len];
+        scores(&w, &x[..(k - 1) * stride + len], stride, &mut got_short);
+        for j in 0..len {
+            let col: Vec<f64> = (0..k).map(|c| x[c * stride + j]).collect();
+            let (mut exact, mut mag, mut plain) = (Dd::ZERO, 0.0, 0.0f64);
+            for (&a, &b) in w.iter().zip(&col) {
+                exact += Dd::from_f64(a) * Dd::from_f64(b);
+                mag += (a * b).abs();
+                plain = a.mul_add(b, plain);
+            }
+            let exact = exact.to_f64();
+            let tol = 2.0 * eps * exact.abs() + gamma * gamma * mag;
+            assert!(mag > 1e6 * exact.abs(), "score {j} does not cancel");
+            plain_misses += usize::from((plain - exact).abs() > tol);
+            for (what, v) in [
+                ("scores", got[j]),
+                ("short", got_short[j]),
+                ("score1", score1(&w, &col)),
+            ] {
+                assert!(
+                    (v - exact).abs() <= tol,
+                    "{what} {j}: {v:e}, exact {exact:e}"
+                );
+            }
+        }
+        assert!(
+            plain_misses > len / 2,
+            "plain sums meet the bound: the data do not test it"
+        );
     }
 
     /// The sixteen-wide AVX-512 rows give the bits of the generic `dot`, `axpy` and `r·a + p·v`,

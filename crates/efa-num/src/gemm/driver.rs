@@ -19,11 +19,12 @@
 //! itself. Both paths split `k` into the same blocks and run the same tile, so they give
 //! bitwise-equal results.
 
-use super::kernel::{scale, store, tile, Fused, Lanes, Unfused};
+use super::kernel::{scale, store, tile, tile_compensated, Fused, Lanes, Unfused};
 use super::pack::{pack_a, pack_b, with_bufs, Buf};
 use super::Path;
 use crate::mat::{MatMut, MatRef};
 use crate::simd::{Isa, SimdElem, SimdVec};
+use crate::sum::compensated;
 use crate::Real;
 
 /// Rows of `A`/`C` per block. The A block (`MC × KC`) is re-read from L3 once per NC block
@@ -132,13 +133,26 @@ pub(super) fn k_block<E>(k: usize) -> usize {
     block(k, KC_BYTES / std::mem::size_of::<E>(), 1)
 }
 
-/// Register tile `(MR, NR)` of a variant for element `E`.
+/// Register tile `(MR, NR)` of a variant for element `E`. The compensated tile keeps two
+/// accumulators per element and five temporaries per term, so it has fewer rows: 4 × 2
+/// vectors (16 of 32 zmm) on AVX-512, 2 × 2 (8 of 16 ymm) on AVX2.
 pub(super) fn tile_dims<E: SimdElem>(isa: Isa) -> (usize, usize) {
+    let comp = compensated::<E>();
     match isa {
-        Isa::Avx512 => (12, 2 * <E::Avx512 as SimdVec>::LANES),
-        Isa::Avx2 => (6, 2 * <E::Avx2 as SimdVec>::LANES),
+        Isa::Avx512 => (if comp { 4 } else { 12 }, 2 * <E::Avx512 as SimdVec>::LANES),
+        Isa::Avx2 => (if comp { 2 } else { 6 }, 2 * <E::Avx2 as SimdVec>::LANES),
         Isa::Scalar => (4, 4),
     }
+}
+
+/// Bytes of the packed A block and of the packed B block when `k` is not split (the
+/// compensated products): the plain products' block sizes (960 × 192 and 192 × 320 f64).
+const A_BLOCK_BYTES: usize = MC * KC_BYTES;
+const B_BLOCK_BYTES: usize = NC * KC_BYTES;
+
+/// Largest multiple of `unit` (at least `unit`) with `that · k · size ≤ bytes`.
+fn fit(bytes: usize, k: usize, size: usize, unit: usize) -> usize {
+    (bytes / (k.max(1) * size) / unit).max(1) * unit
 }
 
 /// Whether [`Path::Auto`] reads `A` in place: when an `MR`-row strip of `A` is compact, so
@@ -165,8 +179,18 @@ pub(super) fn auto_direct(rsa: isize, csa: isize, size: usize) -> bool {
 /// # Safety
 /// The pointers with their strides address valid storage of the stated shapes, `C` not
 /// overlapping `A` or `B`; the instruction set of `L` available.
+/// With `COMP` the tile is [`tile_compensated`] and `k` is one block (a fold into `C` between
+/// blocks would round the compensated sum); the A and B blocks then shrink with `k` to the
+/// plain blocks' bytes.
 #[inline(always)]
-unsafe fn driver<L: Lanes, const MR: usize, const NV: usize, const T1: usize, const T2: usize>(
+unsafe fn driver<
+    L: Lanes,
+    const MR: usize,
+    const NV: usize,
+    const T1: usize,
+    const T2: usize,
+    const COMP: bool,
+>(
     direct: bool,
     p: Problem<L::E>,
     abuf: &mut Buf,
@@ -182,7 +206,16 @@ unsafe fn driver<L: Lanes, const MR: usize, const NV: usize, const T1: usize, co
         return;
     }
     let nr = NV * L::W;
-    let (mcb, kcb, ncb) = (block(m, MC, MR), k_block::<L::E>(k), block(n, NC, nr));
+    let size = std::mem::size_of::<L::E>();
+    let (mcb, kcb, ncb) = if COMP {
+        let (mc, nc) = (
+            fit(A_BLOCK_BYTES, k, size, MR),
+            fit(B_BLOCK_BYTES, k, size, nr),
+        );
+        (block(m, mc, MR), k, block(n, nc, nr))
+    } else {
+        (block(m, MC, MR), k_block::<L::E>(k), block(n, NC, nr))
+    };
     {
         let ap = abuf.get::<L::E>(if direct { MR } else { mcb } * kcb);
         let bp = bbuf.get::<L::E>(ncb.div_ceil(nr) * nr * kcb);
@@ -230,7 +263,7 @@ unsafe fn driver<L: Lanes, const MR: usize, const NV: usize, const T1: usize, co
                     unsafe {
                         let a = MatRef::from_raw_parts(a0, mc, kc, p.rsa, p.csa);
                         let c = MatMut::from_raw_parts(c0, mc, nc, p.rsc, p.csc);
-                        macro_tile::<L, MR, NV, T1, T2>(direct, a, (ap, bp), c, p.alpha, beta)
+                        macro_tile::<L, MR, NV, T1, T2, COMP>(direct, a, (ap, bp), c, p.alpha, beta)
                     };
                     jc += nc;
                 }
@@ -257,6 +290,7 @@ unsafe fn macro_tile<
     const NV: usize,
     const T1: usize,
     const T2: usize,
+    const COMP: bool,
 >(
     direct: bool,
     a: MatRef<'_, L::E>,
@@ -279,15 +313,15 @@ unsafe fn macro_tile<
         // of A inside the block (mr = MR); each strip writes only its mr rows of C.
         unsafe {
             if mr <= T1 {
-                strip::<L, T1, NV>(panel, 1, m, s)
+                strip::<L, T1, NV, COMP>(panel, 1, m, s)
             } else if mr <= T2 {
-                strip::<L, T2, NV>(panel, 1, m, s)
+                strip::<L, T2, NV, COMP>(panel, 1, m, s)
             } else if mr < MR || !direct {
-                strip::<L, MR, NV>(panel, 1, m, s)
+                strip::<L, MR, NV, COMP>(panel, 1, m, s)
             } else if csa == 1 {
-                strip::<L, MR, NV>(a0.offset(ir as isize * rsa), rsa, 1, s)
+                strip::<L, MR, NV, COMP>(a0.offset(ir as isize * rsa), rsa, 1, s)
             } else {
-                strip::<L, MR, NV>(a0.offset(ir as isize * rsa), rsa, csa, s)
+                strip::<L, MR, NV, COMP>(a0.offset(ir as isize * rsa), rsa, csa, s)
             }
         }
         ir += MR;
@@ -304,7 +338,7 @@ type StripArgs<E> = (usize, usize, *const E, *mut E, isize, isize, usize, E, E);
 /// `a` valid for `R` rows × kc at its strides; `bp` holds ⌈nc/NR⌉ packed panels of kc rows;
 /// `C` valid for `mr × nc`; the instruction set of `L` available.
 #[inline(always)]
-unsafe fn strip<L: Lanes, const R: usize, const NV: usize>(
+unsafe fn strip<L: Lanes, const R: usize, const NV: usize, const COMP: bool>(
     a: *const L::E,
     ars: isize,
     acs: isize,
@@ -315,7 +349,12 @@ unsafe fn strip<L: Lanes, const R: usize, const NV: usize>(
     while jr < nc {
         // SAFETY: the panel at jr·kc is inside `bp`; the tile's columns jr.. < nc of C.
         unsafe {
-            let acc = tile::<L, R, NV>(kc, a, ars, acs, bp.add(jr * kc));
+            let b = bp.add(jr * kc);
+            let acc = if COMP {
+                tile_compensated::<L, R, NV>(kc, a, ars, acs, b)
+            } else {
+                tile::<L, R, NV>(kc, a, ars, acs, b)
+            };
             let cols = nr.min(nc - jr);
             let ct = MatMut::from_raw_parts(c.offset(jr as isize * csc), mr, cols, rsc, csc);
             store::<L, R, NV>(&acc, ct, alpha, beta);
@@ -336,13 +375,25 @@ pub(super) unsafe fn run<E: SimdElem>(isa: Isa, direct: bool, p: Problem<E>) {
     #[target_feature(enable = "avx512f")]
     unsafe fn v512<E: SimdElem>(direct: bool, p: Problem<E>, a: &mut Buf, b: &mut Buf) {
         // SAFETY: forwarded contract; AVX-512F is enabled here.
-        unsafe { driver::<Fused<E::Avx512>, 12, 2, 4, 8>(direct, p, a, b) }
+        unsafe {
+            if compensated::<E>() {
+                driver::<Fused<E::Avx512>, 4, 2, 1, 2, true>(direct, p, a, b)
+            } else {
+                driver::<Fused<E::Avx512>, 12, 2, 4, 8, false>(direct, p, a, b)
+            }
+        }
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn v256<E: SimdElem>(direct: bool, p: Problem<E>, a: &mut Buf, b: &mut Buf) {
         // SAFETY: forwarded contract; AVX2 and FMA are enabled here.
-        unsafe { driver::<Fused<E::Avx2>, 6, 2, 2, 4>(direct, p, a, b) }
+        unsafe {
+            if compensated::<E>() {
+                driver::<Fused<E::Avx2>, 2, 2, 1, 1, true>(direct, p, a, b)
+            } else {
+                driver::<Fused<E::Avx2>, 6, 2, 2, 4, false>(direct, p, a, b)
+            }
+        }
     }
     with_bufs(|a, b| {
         // SAFETY: the caller guarantees `isa` is supported.
@@ -352,7 +403,8 @@ pub(super) unsafe fn run<E: SimdElem>(isa: Isa, direct: bool, p: Problem<E>) {
                 Isa::Avx512 => v512::<E>(direct, p, a, b),
                 #[cfg(target_arch = "x86_64")]
                 Isa::Avx2 => v256::<E>(direct, p, a, b),
-                _ => driver::<Unfused<E>, 4, 4, 1, 2>(direct, p, a, b),
+                _ if compensated::<E>() => driver::<Unfused<E>, 4, 4, 1, 2, true>(direct, p, a, b),
+                _ => driver::<Unfused<E>, 4, 4, 1, 2, false>(direct, p, a, b),
             }
         }
     })

@@ -35,6 +35,11 @@ pub(super) unsafe trait Lanes: Copy {
     unsafe fn madd(self, b: Self, c: Self) -> Self;
     /// `self·b`.
     unsafe fn mul(self, b: Self) -> Self;
+    /// `self + b`.
+    unsafe fn add(self, b: Self) -> Self;
+    /// One term `self·b` of a compensated sum `(s, e)`: [`SimdVec::dot2_step`] (for
+    /// [`Unfused`], that of the scalar lane, whose `mul_add` is exact on every target).
+    unsafe fn dot2_step(self, b: Self, s: &mut Self, e: &mut Self);
     /// The scalar `a·b + c`, rounded exactly as [`Lanes::madd`] rounds each lane.
     fn madd1(a: Self::E, b: Self::E, c: Self::E) -> Self::E;
 }
@@ -73,6 +78,16 @@ unsafe impl<V: SimdVec> Lanes for Fused<V> {
         Fused(unsafe { self.0.mul(b.0) })
     }
     #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        // SAFETY: forwarded contract.
+        Fused(unsafe { self.0.add(b.0) })
+    }
+    #[inline(always)]
+    unsafe fn dot2_step(self, b: Self, s: &mut Self, e: &mut Self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.dot2_step(b.0, &mut s.0, &mut e.0) }
+    }
+    #[inline(always)]
     fn madd1(a: Self::E, b: Self::E, c: Self::E) -> Self::E {
         a.mul_add(b, c)
     }
@@ -108,6 +123,22 @@ unsafe impl<E: SimdElem> Lanes for Unfused<E> {
     #[inline(always)]
     unsafe fn mul(self, b: Self) -> Self {
         Unfused(self.0 * b.0)
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        Unfused(self.0 + b.0)
+    }
+    #[inline(always)]
+    unsafe fn dot2_step(self, b: Self, s: &mut Self, e: &mut Self) {
+        // SAFETY: the scalar lane (`E::One`) needs no instruction set; the stores write one
+        // element each into `s` and `e`.
+        unsafe {
+            let one = |x: E| <E::One as SimdVec>::splat(x);
+            let (mut ls, mut le) = (one(s.0), one(e.0));
+            one(self.0).dot2_step(one(b.0), &mut ls, &mut le);
+            ls.store(&mut s.0);
+            le.store(&mut e.0);
+        }
     }
     #[inline(always)]
     fn madd1(a: E, b: E, c: E) -> E {
@@ -151,6 +182,54 @@ pub(super) unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(
             bp = bp.add(nr);
         }
         acc
+    }
+}
+
+/// [`tile`] with each element's sum compensated (the f64 products, `docs/design.md §3c`):
+/// every term through [`Lanes::dot2_step`] (an error-free product and sum, the errors gathered
+/// in a second accumulator), and the tile returns `s + e`, rounded once: the sum as if formed
+/// in about twice the precision, then rounded (Ogita, Rump and Oishi's `Dot2`), with error at
+/// most `u·|Σ| + γ_k²·Σ|A·B|` instead of the plain sum's `γ_k·Σ|A·B|`. About ten operations
+/// per term instead of one fused multiply-add; still in index order in one lane per element,
+/// so every tile, path and thread gives the same bits.
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+pub(super) unsafe fn tile_compensated<L: Lanes, const MR: usize, const NV: usize>(
+    kc: usize,
+    a: *const L::E,
+    ars: isize,
+    acs: isize,
+    b: *const L::E,
+) -> [[L; NV]; MR] {
+    // SAFETY: every pointer formed below stays within the ranges of the contract.
+    unsafe {
+        let nr = NV * L::W;
+        let zero = L::splat(L::E::ZERO);
+        let mut sum = [[zero; NV]; MR];
+        let mut err = [[zero; NV]; MR];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let mut bv = [zero; NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = L::load(bp.add(v * L::W));
+            }
+            for (i, (srow, erow)) in sum.iter_mut().zip(err.iter_mut()).enumerate() {
+                let av = L::splat(*ap.offset(i as isize * ars));
+                for ((s, e), &bj) in srow.iter_mut().zip(erow.iter_mut()).zip(&bv) {
+                    av.dot2_step(bj, s, e);
+                }
+            }
+            ap = ap.offset(acs);
+            bp = bp.add(nr);
+        }
+        for (srow, erow) in sum.iter_mut().zip(&err) {
+            for (s, &e) in srow.iter_mut().zip(erow) {
+                *s = s.add(e);
+            }
+        }
+        sum
     }
 }
 

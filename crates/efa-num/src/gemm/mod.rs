@@ -7,11 +7,25 @@
 //! Register tiles (`MR` rows × `NR` columns of `C`; vectors along the columns, one broadcast
 //! of `A` per row and step of `k`):
 //!
-//! | variant | f32     | f64     | accumulators |
-//! |---------|---------|---------|--------------|
-//! | AVX-512 | 12 × 32 | 12 × 16 | 24 zmm of 32 |
-//! | AVX2    | 6 × 16  | 6 × 8   | 12 ymm of 16 |
-//! | scalar  | 4 × 4   | 4 × 4   | 16 scalars   |
+//! | variant | f32     | f64 (compensated) | accumulators (f32; f64)      |
+//! |---------|---------|-------------------|------------------------------|
+//! | AVX-512 | 12 × 32 | 4 × 16            | 24 zmm of 32; 8 + 8 zmm      |
+//! | AVX2    | 6 × 16  | 2 × 8             | 12 ymm of 16; 4 + 4 ymm      |
+//! | scalar  | 4 × 4   | 4 × 4             | 16 scalars; 16 + 16 scalars  |
+//!
+//! **f64 sums are compensated.** f64 is the dtype that audits gradients against the
+//! double-double reference (`efa audit --precision`), so its products are as accurate as a
+//! double-double sum rounded once, up to the condition of the sum: every term goes through an
+//! error-free product and TwoSum ([`crate::simd::SimdVec::dot2_step`], Ogita, Rump and Oishi's
+//! `Dot2`), the errors are gathered in a second accumulator and added once, and `k` is never
+//! split into blocks (a fold into `C` between blocks would round the compensated sum; the A
+//! and B blocks shrink with `k` instead). The error is at most `u·|Σ| + γ_k²·Σ|a·b|`, where a
+//! plain sum has `γ_k·Σ|a·b|`: on the temperature model at sharp weights, whose first block's
+//! scores are sums of products a hundred times larger, this took the f64 error of the
+//! training plan's query and key kernels from 1.9e-10 to within a few times the floor that
+//! f64 storage alone sets (docs/design.md §3c). It costs about ten operations per term
+//! instead of one fused multiply-add (the `gemm_models_f64` bench). f32, the training dtype,
+//! keeps the plain fused sums.
 //!
 //! A core with two 512-bit FMA ports of latency 4 (Sapphire Rapids class) needs at least
 //! 2 × 4 = 8 independent FMAs in flight; 24 accumulators cover that three times over and leave
@@ -25,8 +39,9 @@
 //! reads `A` through its strides instead of packing it; see [`Path`].
 //!
 //! **Determinism.** Each element of `C` is `Σ_p A[i,p]·B[p,j]` summed in index order within
-//! fixed blocks of `k` (a function of `k` and the element type only), then folded into `C`
-//! block by block with one fused (or, on the scalar path, the same unfused) formula. Which
+//! fixed blocks of `k` (a function of `k` and the element type only; f64: one block), then
+//! folded into `C` block by block with one fused (or, on the scalar path, the same unfused)
+//! formula. Which
 //! tile, path ([`Path`]) or thread computes an element does not change it: [`gemm_par`] gives
 //! the same bits at any thread count, and equals [`gemm`] on the same variant. Results differ
 //! from `matrixmultiply` and between variants by round-off.
@@ -44,6 +59,8 @@ mod pack;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compensated;
 #[cfg(test)]
 mod tests_dd;
 

@@ -244,6 +244,30 @@ pub unsafe trait SimdVec: Copy {
     /// The CPU must support the type's instruction set.
     unsafe fn reduce_max(self) -> Self::Elem;
 
+    /// One term of a compensated dot product (Ogita, Rump and Oishi's `Dot2`): the product
+    /// `self·b` split exactly into `p + π` (`π = fma(self, b, −p)`), `p` added to the running
+    /// sum `s` with its rounding error `σ` recovered exactly (Knuth's TwoSum), and `σ + π`
+    /// gathered in `e`. After the last term `s + e`, rounded once, is the sum as if formed in
+    /// twice the precision: error ≤ `u·|Σ| + γₙ²·Σ|a·b|`. Ten operations per term (a plain
+    /// fused multiply-add chain has one); exact only where `fma` is fused (every SIMD type, and
+    /// `mul_add` on the scalar lane). docs/design.md §3c.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
+    #[inline(always)]
+    unsafe fn dot2_step(self, b: Self, s: &mut Self, e: &mut Self) {
+        // SAFETY: register arithmetic only; the caller guarantees the instruction set.
+        unsafe {
+            let p = self.mul(b);
+            let pe = self.fma(b, Self::splat(Self::Elem::ZERO).sub(p));
+            let t = s.add(p);
+            let z = t.sub(*s);
+            let se = s.sub(t.sub(z)).add(p.sub(z));
+            *s = t;
+            *e = e.add(se.add(pe));
+        }
+    }
+
     /// Lane-wise eˣ: `n = round(x·log₂e)`, `r = x − n·ln2_hi − n·ln2_lo` (|r| ≤ ln2/2),
     /// eʳ by a Taylor polynomial (degree 7 for f32, 13 for f64), then `eʳ·2ⁿ` by [`SimdVec::ldexp`]
     /// so that results underflow gradually and overflow to +∞. Inputs are clamped to
