@@ -1,6 +1,10 @@
 //! Backward pass, mirroring the forward: forward computed `P = exp(S − LSE)` tile by tile and
 //! `O = P·V`, so per tile we recompute `P`, then `dV += Pᵀ·dO`, `dP = dO·Vᵀ`,
 //! `dS = P ∘ (dP − D)` with `Dᵢ = ⟨dOᵢ, Oᵢ⟩ − dlseᵢ`, `dQ += scale·dS·K`, `dK += scale·dSᵀ·Q`.
+//! In f64 `dP − D` is rounded once: `D` is a compensated sum split into a rounded part and a
+//! rest ([`d_rows`]), the compensated product `dO·Vᵀ` starts from minus the rounded part and
+//! the rest is subtracted in `dS` (where one key takes all the weight its `dP ≈ D`, and
+//! rounding the two apart loses the digits of their difference; docs/design.md §3c).
 //!
 //! No atomics: either one task per (batch, head) computes everything in a fixed order, or two
 //! passes split the work so that each task owns its output rows (key tiles own `dK`, `dV`;
@@ -14,6 +18,7 @@ use crate::problem::{
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
 };
+use efa_num::sum::{compensated, dot2_step};
 use efa_num::Real;
 use ndarray::{Array4, ArrayView2, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
@@ -30,6 +35,7 @@ struct Scratch<T> {
     qb: Vec<T>,
     dob: Vec<T>,
     dd: Vec<T>,
+    dd_lo: Vec<T>,
     lse: Vec<T>,
     kt: Vec<T>,
     kp: Vec<T>,
@@ -55,6 +61,7 @@ impl<T: Real> Scratch<T> {
             qb: zeros(rows * dpad),
             dob: zeros(rows * dvpad),
             dd: zeros(rows),
+            dd_lo: zeros(rows),
             lse: zeros(rows),
             kt: zeros(p.d * bkp),
             kp: zeros(bk * dpad),
@@ -211,16 +218,38 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
 
 /// `D = rowsum(dO ∘ O) − dlse` of query rows `[i0, i0 + dd.len())` of head `bh` (`o`, `d_o` its
 /// `[Nq, Dv]` matrices) into `dd`: `dot_with`'s bits on contiguous rows, a plain sum otherwise.
+/// In f64 (compensated sums, docs/design.md §3c) `D` is formed as a compensated sum of the
+/// `dv` products and `−dlse`, and split into `dd` (rounded) and `lo` (`D − dd`, exact to about
+/// twice f64's precision), so that `dP − D` can be formed without the rounding of `D`.
 pub(crate) fn d_rows<T: Real>(
     p: &Problem<T>,
     (oh, doh): (&ArrayView2<T>, &ArrayView2<T>),
     d_lse: Option<&ArrayView3<T>>,
     bh: usize,
     i0: usize,
-    dd: &mut [T],
+    (dd, lo): (&mut [T], &mut [T]),
 ) {
     let mq = dd.len();
     let (oa, ga) = (a_operand(oh, i0), a_operand(doh, i0));
+    if compensated::<T>() {
+        let mut dl = vec![T::ZERO; mq];
+        if let Some(d) = d_lse {
+            head3_each(d, p.heads, bh, i0, mq, |r, g| dl[r] = g);
+        }
+        for (r, (x, l)) in dd.iter_mut().zip(lo.iter_mut()).enumerate() {
+            let (ro, rg) = (oa.down(r), ga.down(r));
+            let mut acc = (T::ZERO, T::ZERO);
+            for c in 0..p.dv as isize {
+                // SAFETY: row i0 + r < nq and c < dv address elements of the views.
+                let (o, g) = unsafe { (*ro.ptr.offset(c * ro.cs), *rg.ptr.offset(c * rg.cs)) };
+                acc = dot2_step(o, g, acc);
+            }
+            let (s, e) = dot2_step(T::ZERO - dl[r], T::ONE, acc);
+            let hi = s + e;
+            (*x, *l) = (hi, e - (hi - s));
+        }
+        return;
+    }
     if oa.cs == 1 && ga.cs == 1 {
         // SAFETY: rows i0 .. i0 + mq < nq of both views, each with dv contiguous elements.
         unsafe { dot_rows(p.isa, p.dv, (oa.ptr, oa.rs), (ga.ptr, ga.rs), dd) };
@@ -259,7 +288,14 @@ impl<T: Real> Ctx<'_, '_, T> {
         let (qh, doh, oh) = (p.head(&p.q, bh), p.head(self.d_o, bh), p.head(self.o, bh));
         let lse = &mut sc.lse;
         head3_each(self.lse, p.heads, bh, i0, mq, |r, x| lse[r] = x);
-        d_rows(p, (&oh, &doh), self.d_lse, bh, i0, &mut sc.dd[..mq]);
+        d_rows(
+            p,
+            (&oh, &doh),
+            self.d_lse,
+            bh,
+            i0,
+            (&mut sc.dd[..mq], &mut sc.dd_lo[..mq]),
+        );
         QSide {
             qa: a_operand(&qh, i0),
             qb: b_operand(&qh, i0, mq, &mut sc.qb),

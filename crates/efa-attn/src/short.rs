@@ -382,20 +382,28 @@ fn group_backward<T: Real>(
         pack(p, &p.k, bhs, c, &mut sc.kt);
         pack(p, &p.v, bhs, c, &mut sc.vt);
         pack(p, &cx.d_o, bhs, nq, &mut sc.dot);
-        let mut dd = [T::ZERO; crate::BLOCK_Q];
+        let (mut dd, mut lo) = ([T::ZERO; crate::BLOCK_Q], [T::ZERO; crate::BLOCK_Q]);
         let mut dead = [false; crate::BLOCK_Q];
         for g in 0..GROUP {
             let bh = bhs[g.min(bhs.len() - 1)];
             let (oh, gh) = (p.head(&cx.o, bh), p.head(&cx.d_o, bh));
             // D as the tile kernel forms it (nq ≤ BLOCK_Q rows: one query tile).
-            d_rows(p, (&oh, &gh), cx.d_lse.as_ref(), bh, 0, &mut dd[..nq]);
+            d_rows(
+                p,
+                (&oh, &gh),
+                cx.d_lse.as_ref(),
+                bh,
+                0,
+                (&mut dd[..nq], &mut lo[..nq]),
+            );
             let m = &mut sc.m;
             head3_each(&cx.lse, p.heads, bh, 0, nq, |i, x| {
                 m[i * GROUP + g] = x;
                 dead[i] |= x == T::NEG_INFINITY;
             });
-            for (i, &x) in dd[..nq].iter().enumerate() {
+            for (i, (&x, &y)) in dd[..nq].iter().zip(&lo[..nq]).enumerate() {
                 sc.l[i * GROUP + g] = x;
+                sc.dlo[i * GROUP + g] = y;
             }
         }
         let x = sc.dims(p, g, bhs[0]);
@@ -407,7 +415,7 @@ fn group_backward<T: Real>(
             body::backward_d::<E>(p.isa, x, *(&scale as *const T).cast::<E>(),
                 (sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),
                     sc.dot.as_ptr().cast()),
-                (sc.m.as_ptr().cast(), sc.l.as_ptr().cast(), dead.as_ptr()),
+                (sc.m.as_ptr().cast(), sc.l.as_ptr().cast(), sc.dlo.as_ptr().cast(), dead.as_ptr()),
                 (sc.s.as_mut_ptr().cast(), sc.ds.as_mut_ptr().cast()),
                 [gq.as_mut_ptr().cast(), gk.as_mut_ptr().cast(), gv.as_mut_ptr().cast()])
         });

@@ -5,6 +5,7 @@
 use super::{Ctx, QSide, Scratch};
 use crate::micro::{ds_row, gemm, padded, probabilities};
 use crate::problem::{AccRows, Mat, Problem};
+use efa_num::sum::compensated;
 use efa_num::{MatMut, MatRef, Real};
 
 /// The query rows of a pair: rows `i0 .. i0 + mq` of head `bh`, their operands `ops`, and
@@ -149,8 +150,16 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
     let bkp = padded(k.bk);
     for &(r0, r1, kr) in &sc.rows {
         let w = padded(kr);
-        // dP = dO·Vᵀ on the group's columns.
+        // dP = dO·Vᵀ on the group's columns. In f64 the compensated product starts from −D
+        // (rounded) and then `dS = P ∘ (· − D_lo)`: `dP − D` is rounded once, not twice,
+        // where sharp attention makes it far smaller than either (the dominant key's dP ≈ D).
         let a = q.ops.doa.down(r0);
+        let comp = compensated::<T>();
+        if comp {
+            for r in r0..r1 {
+                sc.dp[r * bkp..r * bkp + w].fill(T::ZERO - sc.dd[q.at + r]);
+            }
+        }
         // SAFETY: `isa` supported (`Problem::new`). A reads rows i0 + r0 .. i0 + r1 ≤ nq,
         // columns < dv of the head's dO view; B is `vt` (dv rows at stride bkp,
         // `dv·bkp` elements) read to w = padded(kr) ≤ bkp columns; C is rows r0..r1 of
@@ -162,7 +171,7 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
                 a.view(r1 - r0, p.dv),
                 MatRef::row_major(&sc.vt, p.dv, w, bkp),
                 MatMut::row_major(&mut sc.dp[r0 * bkp..], r1 - r0, w, bkp),
-                false,
+                comp,
                 T::ONE,
             );
         }
@@ -172,7 +181,12 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
                 &sc.s[r * bkp..r * bkp + w],
                 &mut sc.dp[r * bkp..r * bkp + w],
             );
-            ds_row(p.isa, pr, dr, sc.dd[q.at + r]);
+            let d = if comp {
+                sc.dd_lo[q.at + r]
+            } else {
+                sc.dd[q.at + r]
+            };
+            ds_row(p.isa, pr, dr, d);
         }
         if k.dq {
             grad_q(p, q, k, (r0, r1, kr), &sc.dp, &mut sc.dq);

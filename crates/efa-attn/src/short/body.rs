@@ -71,12 +71,20 @@ struct Prod<T> {
     y: Op<T>,
     out: Op<T>,
     u: usize,
+    /// Each chain starts from `out`'s element instead of zero.
+    from_out: bool,
 }
 
 /// The product of `x` and `y` into `out` on the lanes at offset `u`.
 #[inline(always)]
 fn prod<T>(x: Op<T>, y: Op<T>, out: Op<T>, u: usize) -> Prod<T> {
-    Prod { x, y, out, u }
+    Prod {
+        x,
+        y,
+        out,
+        u,
+        from_out: false,
+    }
 }
 
 /// Whether `V` is a 64-byte vector (AVX-512: 32 registers, room for 4×4 accumulator blocks).
@@ -97,7 +105,13 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
     (a0, b0): (usize, usize),
     pr: Prod<V::Elem>,
 ) {
-    let Prod { x, y, out, u } = pr;
+    let Prod {
+        x,
+        y,
+        out,
+        u,
+        from_out,
+    } = pr;
     // SAFETY: the caller (`row_block`) runs this with `V`'s instruction set enabled, on rows
     // `a0 .. a0 + R` of `x` and `out` and columns `b0 .. b0 + N` of `y` and `out` inside their
     // matrices, and with `[lo[r], hi[r])` inside row `a0 + r`'s `k` range of `x` and `y`;
@@ -107,6 +121,13 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
     unsafe {
         let zero = V::splat(V::Elem::ZERO);
         let mut acc = [[zero; N]; R];
+        if from_out {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                for (t, s) in acc.iter_mut().enumerate() {
+                    *s = V::load(out.at(a0 + r, b0 + t, u));
+                }
+            }
+        }
         // f64 sums are compensated, as the tile kernel's (`micro`): the errors gathered here.
         let comp = efa_num::sum::compensated::<V::Elem>();
         let mut err = [[zero; N]; R];
@@ -369,7 +390,7 @@ unsafe fn backward_body<V: SimdVec>(
         *const V::Elem,
         *const V::Elem,
     ),
-    (lse, dd, dead): (*const V::Elem, *const V::Elem, *const bool),
+    (lse, dd, dlo, dead): (*const V::Elem, *const V::Elem, *const V::Elem, *const bool),
     (p, ds): (*mut V::Elem, *mut V::Elem),
     g: [*mut V::Elem; 3],
 ) {
@@ -413,14 +434,25 @@ unsafe fn backward_body<V: SimdVec>(
                         }
                     }
                 }
-                rows::<V>(
-                    (i0, n),
-                    x.cnt(i0 + n - 1),
-                    |_| (0, dv),
-                    prod(dor, vcol, dso, u),
-                );
+                // In f64 (compensated sums) each dP chain starts from −D (rounded) and dS
+                // subtracts the rest of D, as the tile kernel forms `dP − D`.
+                let comp = efa_num::sum::compensated::<V::Elem>();
+                let nb = x.cnt(i0 + n - 1);
+                if comp {
+                    for i in i0..i0 + n {
+                        let neg = V::splat(V::Elem::ZERO).sub(V::load(dd.add(i * GROUP + u)));
+                        for j in 0..nb {
+                            neg.store(ds.add((i * c + j) * GROUP + u));
+                        }
+                    }
+                }
+                let dp = Prod {
+                    from_out: comp,
+                    ..prod(dor, vcol, dso, u)
+                };
+                rows::<V>((i0, n), nb, |_| (0, dv), dp);
                 for i in i0..i0 + n {
-                    let vd = V::load(dd.add(i * GROUP + u));
+                    let vd = V::load(if comp { dlo } else { dd }.add(i * GROUP + u));
                     for j in 0..x.cnt(i) {
                         let o = ds.add((i * c + j) * GROUP + u);
                         let pv = V::load(p.add((i * c + j) * GROUP + u));
@@ -441,5 +473,6 @@ unsafe fn backward_body<V: SimdVec>(
     }
 }
 simd_variants!(pub(super) backward_body, backward_d, (x: Dims, scale: E,
-    ins: (*const E, *const E, *const E, *const E), rows: (*const E, *const E, *const bool),
+    ins: (*const E, *const E, *const E, *const E),
+    rows: (*const E, *const E, *const E, *const bool),
     work: (*mut E, *mut E), g: [*mut E; 3]) -> ());

@@ -9,7 +9,8 @@ use efa_num::Real;
 /// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
 /// (K), `vt` (V) and `dot` (dO, backward); `s` the scores, then `exp(s − m)` (forward) or `P`
 /// (backward); `acc` the output (`P·V` times `1/l`); `m`, `l` the running max and sum per row
-/// (forward) or `lse` and `D` (backward); `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
+/// (forward) or `lse` and `D` (backward; `dlo` the rest of `D` in f64, see `d_rows`);
+/// `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
 /// `cnt` the keys each row sees and `first` the first row seeing each key.
 pub(super) struct Scratch<T> {
     pub cnt: Vec<usize>,
@@ -22,6 +23,7 @@ pub(super) struct Scratch<T> {
     pub m: Vec<T>,
     pub l: Vec<T>,
     pub dot: Vec<T>,
+    pub dlo: Vec<T>,
     pub ds: Vec<T>,
     pub g: [Vec<T>; 3],
 }
@@ -42,6 +44,7 @@ impl<T: Real> Scratch<T> {
             m: z(nq),
             l: z(nq),
             dot: b(nq * dv),
+            dlo: b(nq),
             ds: b(nq * nk),
             g: [b(nq * d), b(nk * d), b(nk * dv)],
         }

@@ -61,6 +61,11 @@ fn inputs(shape: [usize; 4], case: &str, seed: u64) -> Inputs {
                 }
             }
         }
+        "one dominant key, values 100 apart from zero" => {
+            let mut y = inputs(shape, "one dominant key", seed);
+            y.v.mapv_inplace(|v| 100.0 + v);
+            return y;
+        }
         "all-equal scores" => x.q.fill(0.0),
         "1e4-scale values" => {
             x.v.mapv_inplace(|v| 1e4 * v);
@@ -156,6 +161,84 @@ fn within_budget_at_adversarial_inputs_at_the_models_shape() {
 fn within_budget_at_adversarial_inputs_on_the_short_path() {
     // At most 16 keys and at least 16 heads in all: the short-sequence path.
     every_case([8, 2, 12, 16]);
+}
+
+/// The backward's definition in double-double given the forward's stored `o` and `lse` (as
+/// the kernel reads them): `P = exp(scale·q·kᵀ − lse)` on visible keys (`causal`: `j ≤ i`),
+/// `D = ⟨dO, o⟩ − dlse`, `dS = P·(dO·vᵀ − D)`, `dq = scale·dS·k`, `dk = scale·dSᵀ·q`. Against
+/// it the kernel's error is its own arithmetic, not the rounding of its inputs.
+fn backward_given_outputs(
+    x: &Inputs,
+    (o, lse): (&Array4<f64>, &Array3<f64>),
+    scale: f64,
+    causal: bool,
+) -> (Array4<Dd>, Array4<Dd>) {
+    let [b, h, n, d] = [x.q.dim().0, x.q.dim().1, x.q.dim().2, x.q.dim().3];
+    let dv = x.v.dim().3;
+    let dd = |a: f64| Dd::from_f64(a);
+    let (mut dq, mut dk) = (
+        Array4::from_elem((b, h, n, d), Dd::ZERO),
+        Array4::from_elem((b, h, n, d), Dd::ZERO),
+    );
+    for bi in 0..b {
+        for hi in 0..h {
+            for i in 0..n {
+                let mut di = -dd(x.d_lse[[bi, hi, i]]);
+                for c in 0..dv {
+                    di += dd(x.d_o[[bi, hi, i, c]]) * dd(o[[bi, hi, i, c]]);
+                }
+                for j in 0..if causal { i + 1 } else { n } {
+                    let mut sij = Dd::ZERO;
+                    for c in 0..d {
+                        sij += dd(x.q[[bi, hi, i, c]]) * dd(x.k[[bi, hi, j, c]]);
+                    }
+                    let pij = (dd(scale) * sij - dd(lse[[bi, hi, i]])).exp();
+                    let mut dp = Dd::ZERO;
+                    for c in 0..dv {
+                        dp += dd(x.d_o[[bi, hi, i, c]]) * dd(x.v[[bi, hi, j, c]]);
+                    }
+                    let ds = dd(scale) * pij * (dp - di);
+                    for c in 0..d {
+                        dq[[bi, hi, i, c]] += ds * dd(x.k[[bi, hi, j, c]]);
+                        dk[[bi, hi, j, c]] += ds * dd(x.q[[bi, hi, i, c]]);
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk)
+}
+
+/// In f64 the backward forms `dP − D` with one rounding (the product starts from `−D`, itself
+/// a compensated sum; docs/design.md §3c). Where one key takes all the weight and the values
+/// share a common part far larger than their spread, `dP ≈ D` for that key and their
+/// difference is far smaller than either: `dq` and `dk` then stay within 16 f64 epsilons of
+/// the definition given the same stored `o` and `lse`, on the tile kernel and the short path,
+/// where rounding `dP` and `D` apart loses about `|v| / spread` of their digits.
+#[test]
+fn f64_gradients_keep_their_digits_at_one_dominant_key_over_a_common_value() {
+    let case = "one dominant key, values 100 apart from zero";
+    for shape in [[4, 2, 50, 16], [8, 2, 12, 16]] {
+        for (causal, mask) in [(false, Mask::none()), (true, Mask::causal())] {
+            let x = inputs(shape, case, 90);
+            let args = Attention::new(x.q.view(), x.k.view(), x.v.view())
+                .mask(mask.clone())
+                .scale(0.25);
+            let out = args.forward().unwrap();
+            let g = args
+                .backward(out.view(), x.d_o.view(), Some(x.d_lse.view()))
+                .unwrap();
+            let (dq, dk) = backward_given_outputs(&x, (&out.o, &out.lse), 0.25, causal);
+            for (name, got, w) in [("dq", &g.dq, &dq), ("dk", &g.dk, &dk)] {
+                let e = rel_err(got, w);
+                eprintln!("{shape:?} causal {causal} {name}: {e:.2e} of the largest entry");
+                assert!(
+                    e <= 16.0 * f64::EPSILON,
+                    "{shape:?} causal {causal} {name}: {e:.2e} of the largest entry"
+                );
+            }
+        }
+    }
 }
 
 /// The reference is what it claims: double-double agrees with f64 to f64's round-off on a
