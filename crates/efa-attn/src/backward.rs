@@ -232,10 +232,7 @@ pub(crate) fn d_rows<T: Real>(
     let mq = dd.len();
     let (oa, ga) = (a_operand(oh, i0), a_operand(doh, i0));
     if compensated::<T>() {
-        let mut dl = vec![T::ZERO; mq];
-        if let Some(d) = d_lse {
-            head3_each(d, p.heads, bh, i0, mq, |r, g| dl[r] = g);
-        }
+        // The running sum in `dd` and its gathered errors in `lo` until the last step.
         for (r, (x, l)) in dd.iter_mut().zip(lo.iter_mut()).enumerate() {
             let (ro, rg) = (oa.down(r), ga.down(r));
             let mut acc = (T::ZERO, T::ZERO);
@@ -244,7 +241,15 @@ pub(crate) fn d_rows<T: Real>(
                 let (o, g) = unsafe { (*ro.ptr.offset(c * ro.cs), *rg.ptr.offset(c * rg.cs)) };
                 acc = dot2_step(o, g, acc);
             }
-            let (s, e) = dot2_step(T::ZERO - dl[r], T::ONE, acc);
+            (*x, *l) = acc;
+        }
+        if let Some(d) = d_lse {
+            head3_each(d, p.heads, bh, i0, mq, |r, g| {
+                (dd[r], lo[r]) = dot2_step(T::ZERO - g, T::ONE, (dd[r], lo[r]));
+            });
+        }
+        for (x, l) in dd.iter_mut().zip(lo.iter_mut()) {
+            let (s, e) = (*x, *l);
             let hi = s + e;
             (*x, *l) = (hi, e - (hi - s));
         }

@@ -84,30 +84,26 @@ fn f64_products_are_the_exact_sums_rounded_within_the_dot2_bound() {
         MatRef::new(&b, k, n, n as isize, 1),
     );
     let mut runs: Vec<(String, Vec<f64>)> = Vec::new();
+    type Entry = fn(Isa, Path, f64, MatRef<'_, f64>, MatRef<'_, f64>, f64, MatMut<'_, f64>);
+    let entries: [(&str, Entry); 2] = [
+        ("gemm_with", gemm_with::<f64>),
+        ("gemm_par_with", gemm_par_with::<f64>),
+    ];
     for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
         for path in [Path::Packed, Path::Direct, Path::Auto] {
-            let mut c = vec![f64::NAN; m * n];
-            gemm_with(
-                isa,
-                path,
-                1.0,
-                av,
-                bv,
-                0.0,
-                MatMut::new(&mut c, m, n, n as isize, 1),
-            );
-            runs.push((format!("gemm_with {isa:?} {path:?}"), c));
-            let mut c = vec![f64::NAN; m * n];
-            gemm_par_with(
-                isa,
-                path,
-                1.0,
-                av,
-                bv,
-                0.0,
-                MatMut::new(&mut c, m, n, n as isize, 1),
-            );
-            runs.push((format!("gemm_par_with {isa:?} {path:?}"), c));
+            for (name, entry) in entries {
+                let mut c = vec![f64::NAN; m * n];
+                entry(
+                    isa,
+                    path,
+                    1.0,
+                    av,
+                    bv,
+                    0.0,
+                    MatMut::new(&mut c, m, n, n as isize, 1),
+                );
+                runs.push((format!("{name} {isa:?} {path:?}"), c));
+            }
         }
     }
     // A transposed A (columns contiguous) through the default entry.
