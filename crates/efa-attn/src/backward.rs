@@ -117,103 +117,123 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
         d_o: ArrayView4<'_, T>,
         d_lse: Option<ArrayView3<'_, T>>,
     ) -> Result<AttnGrads<T>, AttnError> {
-        let p = Problem::new(self)?;
-        let (o, lse) = (out.o, out.lse);
-        let (bsz, hn, nq, nk, d, dv) = (p.batch, p.heads, p.nq, p.nk, p.d, p.dv);
-        expect_shape("o", o.shape(), &[bsz, hn, nq, dv])?;
-        expect_shape("d_o", d_o.shape(), &[bsz, hn, nq, dv])?;
-        expect_shape("lse", lse.shape(), &[bsz, hn, nq])?;
-        if let Some(g) = &d_lse {
-            expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
-        }
-        if crate::reference::<T>() {
-            // The double-double reference type: the naive definition, computed in it.
-            return crate::naive::backward_in::<T, T>(self, d_o, d_lse);
-        }
-        if crate::short::applies(&p) {
-            let dl = d_lse.as_ref().map(|x| x.view());
-            return Ok(crate::short::backward(
-                &p,
-                (o.view(), lse.view()),
-                d_o.view(),
-                dl,
-            ));
-        }
-        // Every element is written exactly once by the tasks below (no zero-fill pass).
-        let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
-        let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
-        let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
-        let bh_count = bsz * hn;
-        let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
-        let dl_v = d_lse.as_ref().map(|x| x.view());
-        let ctx = Ctx {
-            p: &p,
-            lse: &lse_v,
-            o: &o_v,
-            d_o: &d_o_v,
-            d_lse: dl_v.as_ref(),
-        };
-        let dq_s = dq.as_slice_mut().expect("contiguous");
-        let dk_s = dk.as_slice_mut().expect("contiguous");
-        let dv_s = dvv.as_slice_mut().expect("contiguous");
-        if bh_count >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN {
-            let parts = split_lens(dq_s, (0..bh_count).map(|_| nq * d))
-                .into_iter()
-                .zip(split_lens(dk_s, (0..bh_count).map(|_| nk * d)))
-                .zip(split_lens(dv_s, (0..bh_count).map(|_| nk * dv)))
-                .enumerate()
-                .map(|(bh, ((a, b), c))| (bh, a, b, c))
-                .collect();
-            run_tasks(
-                p.par,
-                parts,
-                || Scratch::new(&p, nq.max(1)),
-                |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c),
-            );
-        } else {
-            let kparts: Vec<_> = split_lens(
-                dk_s,
-                (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)),
-            )
-            .into_iter()
-            .zip(split_lens(
-                dv_s,
-                (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv)),
-            ))
-            .enumerate()
-            .collect();
-            let per = tiles(nk, BLOCK_K).count().max(1);
-            run_tasks(
-                p.par,
-                kparts,
-                || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
-                |sc, (t, (a, b))| key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b),
-            );
-            let qparts: Vec<_> = split_lens(
-                dq_s,
-                (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d)),
-            )
-            .into_iter()
-            .enumerate()
-            .collect();
-            let per = tiles(nq, BLOCK_Q).count().max(1);
-            run_tasks(
-                p.par,
-                qparts,
-                || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
-                |sc, (t, a)| query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a),
-            );
-        }
-        // SAFETY: fused tasks write all rows of their head (dK, dV rows past the visible keys as
-        // zeros); in two passes every key tile and every query tile is a task writing all its rows.
-        Ok(unsafe {
-            AttnGrads {
-                dq: dq.assume_init(),
-                dk: dk.assume_init(),
-                dv: dvv.assume_init(),
-            }
-        })
+        backward_here(self, out, d_o, d_lse)
     }
+}
+
+efa_num::concrete! {
+    /// [`backward_kernel`], compiled in this crate for each element type.
+    fn backward_here<'a, 'b, 'c, 'd, 'e, T>(
+        a: &'b Attention<ArrayView4<'a, T>>,
+        out: AttnOutView<'c, T>,
+        d_o: ArrayView4<'d, T>,
+        d_lse: Option<ArrayView3<'e, T>>,
+    ) -> Result<AttnGrads<T>, AttnError> = backward_kernel;
+}
+
+/// The kernel behind [`Attention::backward`].
+fn backward_kernel<T: Real>(
+    a: &Attention<ArrayView4<'_, T>>,
+    out: AttnOutView<'_, T>,
+    d_o: ArrayView4<'_, T>,
+    d_lse: Option<ArrayView3<'_, T>>,
+) -> Result<AttnGrads<T>, AttnError> {
+    let p = Problem::new(a)?;
+    let (o, lse) = (out.o, out.lse);
+    let (bsz, hn, nq, nk, d, dv) = (p.batch, p.heads, p.nq, p.nk, p.d, p.dv);
+    expect_shape("o", o.shape(), &[bsz, hn, nq, dv])?;
+    expect_shape("d_o", d_o.shape(), &[bsz, hn, nq, dv])?;
+    expect_shape("lse", lse.shape(), &[bsz, hn, nq])?;
+    if let Some(g) = &d_lse {
+        expect_shape("d_lse", g.shape(), &[bsz, hn, nq])?;
+    }
+    if crate::reference::<T>() {
+        // The double-double reference type: the naive definition, computed in it.
+        return crate::naive::backward_in::<T, T>(a, d_o, d_lse);
+    }
+    if crate::short::applies(&p) {
+        let dl = d_lse.as_ref().map(|x| x.view());
+        return Ok(crate::short::backward(
+            &p,
+            (o.view(), lse.view()),
+            d_o.view(),
+            dl,
+        ));
+    }
+    // Every element is written exactly once by the tasks below (no zero-fill pass).
+    let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
+    let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
+    let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
+    let bh_count = bsz * hn;
+    let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
+    let dl_v = d_lse.as_ref().map(|x| x.view());
+    let ctx = Ctx {
+        p: &p,
+        lse: &lse_v,
+        o: &o_v,
+        d_o: &d_o_v,
+        d_lse: dl_v.as_ref(),
+    };
+    let dq_s = dq.as_slice_mut().expect("contiguous");
+    let dk_s = dk.as_slice_mut().expect("contiguous");
+    let dv_s = dvv.as_slice_mut().expect("contiguous");
+    if bh_count >= FUSED_MIN_HEADS && nq <= FUSED_MAX_LEN {
+        let parts = split_lens(dq_s, (0..bh_count).map(|_| nq * d))
+            .into_iter()
+            .zip(split_lens(dk_s, (0..bh_count).map(|_| nk * d)))
+            .zip(split_lens(dv_s, (0..bh_count).map(|_| nk * dv)))
+            .enumerate()
+            .map(|(bh, ((a, b), c))| (bh, a, b, c))
+            .collect();
+        run_tasks(
+            p.par,
+            parts,
+            || Scratch::new(&p, nq.max(1)),
+            |sc, (bh, a, b, c)| fused(&ctx, sc, bh, a, b, c),
+        );
+    } else {
+        let kparts: Vec<_> = split_lens(
+            dk_s,
+            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * d)),
+        )
+        .into_iter()
+        .zip(split_lens(
+            dv_s,
+            (0..bh_count).flat_map(|_| tiles(nk, BLOCK_K).map(|(_, n)| n * dv)),
+        ))
+        .enumerate()
+        .collect();
+        let per = tiles(nk, BLOCK_K).count().max(1);
+        run_tasks(
+            p.par,
+            kparts,
+            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+            |sc, (t, (a, b))| key_tile(&ctx, sc, t / per, (t % per) * BLOCK_K, a, b),
+        );
+        let qparts: Vec<_> = split_lens(
+            dq_s,
+            (0..bh_count).flat_map(|_| tiles(nq, BLOCK_Q).map(|(_, n)| n * d)),
+        )
+        .into_iter()
+        .enumerate()
+        .collect();
+        let per = tiles(nq, BLOCK_Q).count().max(1);
+        run_tasks(
+            p.par,
+            qparts,
+            || Scratch::new(&p, BLOCK_Q.min(nq).max(1)),
+            |sc, (t, a)| query_tile(&ctx, sc, t / per, (t % per) * BLOCK_Q, a),
+        );
+    }
+    // SAFETY: fused tasks write all rows of their head (dK, dV rows past the visible keys as
+    // zeros); in two passes every key tile and every query tile is a task writing all its rows.
+    Ok(unsafe {
+        AttnGrads {
+            dq: dq.assume_init(),
+            dk: dk.assume_init(),
+            dv: dvv.assume_init(),
+        }
+    })
 }
 
 /// `D = rowsum(dO ∘ O) − dlse` of query rows `[i0, i0 + dd.len())` of head `bh` (`o`, `d_o` its

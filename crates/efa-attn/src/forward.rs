@@ -73,48 +73,7 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
     /// Shape mismatches (naming the tensor and its shape), a mask that does not fit (naming
     /// the field and index), or a scale that is not finite in `T`.
     pub fn forward(&self) -> Result<AttnOut<T>, AttnError> {
-        if reference::<T>() {
-            // The double-double reference type has no SIMD kernel: the naive definition,
-            // computed in it.
-            return crate::naive::forward_in::<T, T>(self);
-        }
-        let p = Problem::new(self)?;
-        if crate::short::applies(&p) {
-            return Ok(crate::short::forward(&p));
-        }
-        // Every element is written exactly once by the tasks below (no zero-fill pass).
-        let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
-        let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
-        let bh_count = p.batch * p.heads;
-        let per_head = tiles(p.nq, BLOCK_Q).count();
-        let o_parts = split_lens(
-            o.as_slice_mut().expect("fresh array is contiguous"),
-            (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n * p.dv)),
-        );
-        let l_parts = split_lens(
-            lse.as_slice_mut().expect("fresh array is contiguous"),
-            (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n)),
-        );
-        let tasks: Vec<_> = o_parts
-            .into_iter()
-            .zip(l_parts)
-            .enumerate()
-            .map(|(t, (o, l))| (t / per_head.max(1), (t % per_head.max(1)) * BLOCK_Q, o, l))
-            .collect();
-        run_tasks(
-            p.par,
-            tasks,
-            || Scratch::new(&p),
-            |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l),
-        );
-        // SAFETY: the tasks cover every (b, h, row) once and `tile` writes every element of its
-        // rows of `o` and `lse`.
-        Ok(unsafe {
-            AttnOut {
-                o: o.assume_init(),
-                lse: lse.assume_init(),
-            }
-        })
+        forward_here(self)
     }
 
     /// Useful floating-point operations of one forward pass, `2·(D + Dv)` per visible
@@ -131,6 +90,58 @@ impl<'a, T: Real> Attention<ArrayView4<'a, T>> {
             .visible_pairs(s[0], s[1], s[2], self.k.shape()[2])?;
         Ok(pairs.saturating_mul(2 * (s[3] + self.v.shape()[3]) as u64))
     }
+}
+
+efa_num::concrete! {
+    /// [`forward_kernel`], compiled in this crate for each element type.
+    fn forward_here<'a, 'b, T>(a: &'b Attention<ArrayView4<'a, T>>) -> Result<AttnOut<T>, AttnError>
+        = forward_kernel;
+}
+
+/// The kernel behind [`Attention::forward`].
+fn forward_kernel<T: Real>(a: &Attention<ArrayView4<'_, T>>) -> Result<AttnOut<T>, AttnError> {
+    if reference::<T>() {
+        // The double-double reference type has no SIMD kernel: the naive definition,
+        // computed in it.
+        return crate::naive::forward_in::<T, T>(a);
+    }
+    let p = Problem::new(a)?;
+    if crate::short::applies(&p) {
+        return Ok(crate::short::forward(&p));
+    }
+    // Every element is written exactly once by the tasks below (no zero-fill pass).
+    let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
+    let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
+    let bh_count = p.batch * p.heads;
+    let per_head = tiles(p.nq, BLOCK_Q).count();
+    let o_parts = split_lens(
+        o.as_slice_mut().expect("fresh array is contiguous"),
+        (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n * p.dv)),
+    );
+    let l_parts = split_lens(
+        lse.as_slice_mut().expect("fresh array is contiguous"),
+        (0..bh_count).flat_map(|_| tiles(p.nq, BLOCK_Q).map(|(_, n)| n)),
+    );
+    let tasks: Vec<_> = o_parts
+        .into_iter()
+        .zip(l_parts)
+        .enumerate()
+        .map(|(t, (o, l))| (t / per_head.max(1), (t % per_head.max(1)) * BLOCK_Q, o, l))
+        .collect();
+    run_tasks(
+        p.par,
+        tasks,
+        || Scratch::new(&p),
+        |sc, (bh, i0, o, l)| tile(&p, sc, bh, i0, o, l),
+    );
+    // SAFETY: the tasks cover every (b, h, row) once and `tile` writes every element of its
+    // rows of `o` and `lse`.
+    Ok(unsafe {
+        AttnOut {
+            o: o.assume_init(),
+            lse: lse.assume_init(),
+        }
+    })
 }
 
 /// The query side of a forward task: rows `i0 .. i0 + mq` of head `(b, h)`, `mqp` their

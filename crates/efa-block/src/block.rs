@@ -301,6 +301,26 @@ impl Config {
     }
 }
 
+efa_num::concrete! {
+    /// [`forward::run`], compiled in this crate for each element type.
+    fn forward_here<'a, 'b, 'c, 'd, T>(
+        cfg: &'a Config,
+        dm: &'b Dims,
+        inputs: &'c [&'d ArrayD<T>],
+    ) -> Result<(ArrayD<T>, Saved<T>), KernelError> = forward::run;
+}
+
+efa_num::concrete! {
+    /// [`backward::run`], compiled in this crate for each element type.
+    fn backward_here<'a, 'b, 'c, 'd, 'e, 'f, T>(
+        cfg: &'a Config,
+        dm: &'b Dims,
+        inputs: &'c [&'d ArrayD<T>],
+        s: &'e Saved<T>,
+        dy: &'f ArrayD<T>,
+    ) -> Result<Vec<Option<ArrayD<T>>>, KernelError> = backward::run;
+}
+
 /// One block as a kernel object: [`PostNormKernel::forward`] keeps what
 /// [`PostNormKernel::backward`] needs (the saved state of the last forward).
 #[derive(Clone, Debug)]
@@ -333,7 +353,7 @@ impl<T: Real> PostNormKernel<T> {
     /// Input count or shapes that do not fit the settings, naming the tensor and shapes.
     pub fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<ArrayD<T>, KernelError> {
         let dm = self.cfg.dims(inputs)?;
-        let (y, saved) = forward::run(&self.cfg, &dm, inputs)?;
+        let (y, saved) = forward_here(&self.cfg, &dm, inputs)?;
         self.saved = saved;
         Ok(y)
     }
@@ -355,7 +375,7 @@ impl<T: Real> PostNormKernel<T> {
                 .map(|x| Some(ArrayD::zeros(x.raw_dim())))
                 .collect());
         };
-        backward::run(&self.cfg, &dm, inputs, &self.saved, dy)
+        backward_here(&self.cfg, &dm, inputs, &self.saved, dy)
     }
 
     /// The bytes of the saved activations.

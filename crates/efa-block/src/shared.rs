@@ -201,6 +201,26 @@ struct Saved<T> {
     direct: Buf<u8>,
 }
 
+efa_num::concrete! {
+    /// [`forward::run`], compiled in this crate for each element type.
+    fn forward_here<'a, 'b, 'c, 'd, T>(
+        cfg: &'a Config,
+        dm: &'b Dims,
+        inputs: &'c [&'d ArrayD<T>],
+    ) -> (ArrayD<T>, Saved<T>) = forward::run;
+}
+
+efa_num::concrete! {
+    /// [`backward::run`], compiled in this crate for each element type.
+    fn backward_here<'a, 'b, 'c, 'd, 'e, 'f, T>(
+        cfg: &'a Config,
+        dm: &'b Dims,
+        inputs: &'c [&'d ArrayD<T>],
+        d_o: &'e ArrayD<T>,
+        saved: &'f Saved<T>,
+    ) -> Vec<Option<ArrayD<T>>> = backward::run;
+}
+
 /// Shared-context attention as a kernel object: [`SharedKernel::forward`] keeps what
 /// [`SharedKernel::backward`] needs (the saved state of the last forward).
 #[derive(Clone, Debug)]
@@ -302,7 +322,7 @@ impl<T: Real> SharedKernel<T> {
     /// Input count, shapes or settings that do not fit, naming the tensor or setting.
     pub fn forward(&mut self, inputs: &[&ArrayD<T>]) -> Result<ArrayD<T>, KernelError> {
         let dm = self.cfg.dims(inputs)?;
-        let (o, saved) = forward::run(&self.cfg, &dm, inputs);
+        let (o, saved) = forward_here(&self.cfg, &dm, inputs);
         self.saved = saved;
         Ok(o)
     }
@@ -337,7 +357,7 @@ impl<T: Real> SharedKernel<T> {
         if self.saved.e.len() != expect || self.saved.r.len() != dm.b * dm.n * dm.heads {
             return Err(err("backward before forward (no saved state)".to_string()));
         }
-        Ok(backward::run(&self.cfg, &dm, inputs, d_o, &self.saved))
+        Ok(backward_here(&self.cfg, &dm, inputs, d_o, &self.saved))
     }
 
     /// Whether the last forward computed row `i`, head `h` of sample `s` directly, as an

@@ -85,14 +85,26 @@ where
     results.into_iter().collect()
 }
 
-/// Batched negative log-likelihood and gradient for every family except the ordinal model
-/// (see [`ordinal_nll_batch`]):
-///
-/// `out_nll[i] = nll(y[i], eta[i])` and `out_grad[i, ..] = ∂nll/∂η = ∇A(eta[i]) − t(y[i])`,
-/// with `y` rows × `obs_dim`, `eta` and `out_grad` rows × `eta_dim`, and `mask[i] == false`
-/// meaning "row i does not contribute" (nll and gradient exactly 0). Every unmasked row is
-/// support- and domain-checked; the error names the family, the value and the row.
-pub fn nll_batch<T: Real>(
+efa_num::concrete! {
+    /// Batched negative log-likelihood and gradient for every family except the ordinal model
+    /// (see [`ordinal_nll_batch`]):
+    ///
+    /// `out_nll[i] = nll(y[i], eta[i])` and `out_grad[i, ..] = ∂nll/∂η = ∇A(eta[i]) − t(y[i])`,
+    /// with `y` rows × `obs_dim`, `eta` and `out_grad` rows × `eta_dim`, and `mask[i] == false`
+    /// meaning "row i does not contribute" (nll and gradient exactly 0). Every unmasked row is
+    /// support- and domain-checked; the error names the family, the value and the row.
+    pub fn nll_batch<'a, 'b, 'c, 'd, 'e, 'f, T>(
+        family: &'a Family,
+        y: ArrayView2<'b, T>,
+        eta: ArrayView2<'c, T>,
+        mask: Option<&'d [bool]>,
+        out_nll: &'e mut [T],
+        out_grad: ArrayViewMut2<'f, T>,
+    ) -> Result<(), ExpfamError> = nll_batch_kernel;
+}
+
+/// The kernel behind [`nll_batch`].
+fn nll_batch_kernel<T: Real>(
     family: &Family,
     y: ArrayView2<T>,
     eta: ArrayView2<T>,

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod ceiling;
+pub mod concrete;
 pub mod dd;
 pub mod gemm;
 pub mod mat;
