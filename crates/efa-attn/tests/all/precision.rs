@@ -213,12 +213,19 @@ fn backward_given_outputs(
 /// a compensated sum; docs/design.md §3c). Where one key takes all the weight and the values
 /// share a common part far larger than their spread, `dP ≈ D` for that key and their
 /// difference is far smaller than either: `dq` and `dk` then stay within 16 f64 epsilons of
-/// the definition given the same stored `o` and `lse`, on the tile kernel and the short path,
-/// where rounding `dP` and `D` apart loses about `|v| / spread` of their digits.
+/// the definition given the same stored `o` and `lse`, on the tile kernel (one task per head,
+/// and, with fewer heads than that needs, key and query tiles in two passes over 132 and 300
+/// positions: several tiles each way) and the short path, where rounding `dP` and `D` apart
+/// loses about `|v| / spread` of their digits.
 #[test]
 fn f64_gradients_keep_their_digits_at_one_dominant_key_over_a_common_value() {
     let case = "one dominant key, values 100 apart from zero";
-    for shape in [[4, 2, 50, 16], [8, 2, 12, 16]] {
+    for shape in [
+        [4, 2, 50, 16],
+        [8, 2, 12, 16],
+        [2, 2, 132, 16],
+        [2, 2, 300, 16],
+    ] {
         for (causal, mask) in [(false, Mask::none()), (true, Mask::causal())] {
             let x = inputs(shape, case, 90);
             let args = Attention::new(x.q.view(), x.k.view(), x.v.view())
