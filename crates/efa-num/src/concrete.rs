@@ -3,7 +3,7 @@
 //! A generic function is compiled in every crate that calls it with a concrete type: a kernel
 //! reached from `efa-train`, `efa-model`, `efa-paper`, the binary and each test binary was
 //! compiled again in each of them (for f32, f64 and the double-double type), at the optimiser's
-//! full cost. [`concrete!`](crate::concrete) wraps a generic function `f<T: Real>` in a generic
+//! full cost. [`concrete!`](macro@crate::concrete) wraps a generic function `f<T: Real>` in a generic
 //! entry point of the same signature that only forwards to three ordinary functions, `f` at
 //! `f32`, `f64` and [`Dd`](crate::Dd), defined (so compiled) where the macro is written. A
 //! caller elsewhere compiles the forwarding, a match on a constant, and links the kernel.
@@ -12,7 +12,7 @@
 
 use std::mem::{size_of, ManuallyDrop};
 
-/// `a` as a `B`, for the forwarding of [`concrete!`](crate::concrete).
+/// `a` as a `B`, for the forwarding of [`concrete!`](macro@crate::concrete).
 ///
 /// # Safety
 /// `A` and `B` must be the same type up to lifetimes, with `B`'s lifetimes no longer than
