@@ -51,6 +51,19 @@ pub unsafe fn same<A, B>(a: A) -> B {
 /// ```
 #[macro_export]
 macro_rules! concrete {
+    // The module of one element type `E` (internal rule).
+    (@typed $module:ident, $E:ty, $T:ident, [$($lt:lifetime),*], ($($arg:ident: $ty:ty),*),
+        ($($ret:ty)?), $target:path) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            type $T = $E;
+            #[inline(never)]
+            pub fn call<$($lt),*>($($arg: $ty),*) $(-> $ret)? {
+                $target($($arg),*)
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis fn $name:ident<$($lt:lifetime,)* $T:ident>($($arg:ident: $ty:ty),* $(,)?)
@@ -61,33 +74,12 @@ macro_rules! concrete {
         $vis fn $name<$($lt,)* $T: $crate::Real>($($arg: $ty),*) $(-> $ret)? {
             // One module per element type: the alias `T` makes the signature concrete, so the
             // function inside is an ordinary one, compiled in this crate.
-            mod as_f32 {
-                #[allow(unused_imports)]
-                use super::*;
-                type $T = f32;
-                #[inline(never)]
-                pub fn call<$($lt),*>($($arg: $ty),*) $(-> $ret)? {
-                    $target($($arg),*)
-                }
-            }
-            mod as_f64 {
-                #[allow(unused_imports)]
-                use super::*;
-                type $T = f64;
-                #[inline(never)]
-                pub fn call<$($lt),*>($($arg: $ty),*) $(-> $ret)? {
-                    $target($($arg),*)
-                }
-            }
-            mod as_dd {
-                #[allow(unused_imports)]
-                use super::*;
-                type $T = $crate::Dd;
-                #[inline(never)]
-                pub fn call<$($lt),*>($($arg: $ty),*) $(-> $ret)? {
-                    $target($($arg),*)
-                }
-            }
+            $crate::concrete!(@typed as_f32, f32, $T, [$($lt),*], ($($arg: $ty),*), ($($ret)?),
+                $target);
+            $crate::concrete!(@typed as_f64, f64, $T, [$($lt),*], ($($arg: $ty),*), ($($ret)?),
+                $target);
+            $crate::concrete!(@typed as_dd, $crate::Dd, $T, [$($lt),*], ($($arg: $ty),*),
+                ($($ret)?), $target);
             use $crate::concrete::same;
             match $crate::simd::elem_kind::<$T>() {
                 // SAFETY: `T` is `f32` here, so every argument and the result are the same types
