@@ -93,6 +93,44 @@ fn wide<V: SimdVec>() -> bool {
     std::mem::size_of::<V>() >= 64
 }
 
+/// One term of a chain: `s ← s + x·y` fused, or in f64 (`comp`) a compensated step gathering
+/// its error in `e`.
+#[inline(always)]
+unsafe fn chain_step<V: SimdVec>(comp: bool, xv: V, yv: V, s: &mut V, e: &mut V) {
+    // SAFETY: register arithmetic only; the caller (`chain_block`, `chain_row`) runs with
+    // `V`'s instruction set enabled.
+    unsafe {
+        if comp {
+            xv.dot2_step(yv, s, e)
+        } else {
+            *s = xv.fma(yv, *s)
+        }
+    }
+}
+
+/// The terms `k ∈ [k0, k1)` of row `a`'s chains for the output columns `b0 .. b0 + N`, on the
+/// lanes at offset `u` (`row = (a, b0, u)`).
+#[inline(always)]
+unsafe fn chain_row<V: SimdVec, const N: usize>(
+    (a, b0, u): (usize, usize, usize),
+    (k0, k1): (usize, usize),
+    (x, y): (Op<V::Elem>, Op<V::Elem>),
+    (acc, err): (&mut [V; N], &mut [V; N]),
+) {
+    // SAFETY: the caller (`chain_block`) runs this with `V`'s instruction set enabled, with row
+    // `a` of `x`, columns `b0 .. b0 + N` of `y` and `[k0, k1)` inside the row's `k` range, each
+    // vector `LANES` lanes from lane `u` within one element's GROUP lanes.
+    unsafe {
+        let comp = efa_num::sum::compensated::<V::Elem>();
+        for k in k0..k1 {
+            let xv = V::load(x.at(a, k, u));
+            for (t, (s, e)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
+                chain_step(comp, xv, V::load(y.at(k, b0 + t, u)), s, e);
+            }
+        }
+    }
+}
+
 /// Rows `a0 .. a0 + R`, output columns `b0 .. b0 + N`:
 /// `out(a, b) = Σ_{k ∈ [lo[r], hi[r])} x(a, k)·y(k, b)` for row `a = a0 + r`, one fused
 /// multiply-add chain per element from zero in `k` order, in registers. The part of `k` all
@@ -129,39 +167,44 @@ unsafe fn chain_block<V: SimdVec, const R: usize, const N: usize>(
             }
         }
         // f64 sums are compensated, as the tile kernel's (`micro`): the errors gathered here.
+        // (No closures here: a closure is compiled without the dispatcher's instruction set,
+        // and one left out of line calls every intrinsic in it as a function.)
         let comp = efa_num::sum::compensated::<V::Elem>();
         let mut err = [[zero; N]; R];
-        let step = |xv: V, yv: V, s: &mut V, e: &mut V| {
-            if comp {
-                xv.dot2_step(yv, s, e)
-            } else {
-                *s = xv.fma(yv, *s)
-            }
-        };
         let jl = lo.iter().copied().max().unwrap_or(0);
         let jh = hi.iter().copied().min().unwrap_or(0).max(jl);
-        let single = |acc: &mut [V; N], err: &mut [V; N], r: usize, k0: usize, k1: usize| {
-            for k in k0..k1 {
-                let xv = V::load(x.at(a0 + r, k, u));
-                for (t, (s, e)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
-                    step(xv, V::load(y.at(k, b0 + t, u)), s, e);
-                }
-            }
-        };
-        for (r, (acc, err)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
-            single(acc, err, r, lo[r], hi[r].min(jl));
+        for r in 0..R {
+            let row = (a0 + r, b0, u);
+            chain_row::<V, N>(
+                row,
+                (lo[r], hi[r].min(jl)),
+                (x, y),
+                (&mut acc[r], &mut err[r]),
+            );
         }
         for k in jl..jh {
-            let xv: [V; R] = std::array::from_fn(|r| V::load(x.at(a0 + r, k, u)));
-            let yv: [V; N] = std::array::from_fn(|t| V::load(y.at(k, b0 + t, u)));
+            let mut xv = [zero; R];
+            for (r, v) in xv.iter_mut().enumerate() {
+                *v = V::load(x.at(a0 + r, k, u));
+            }
+            let mut yv = [zero; N];
+            for (t, v) in yv.iter_mut().enumerate() {
+                *v = V::load(y.at(k, b0 + t, u));
+            }
             for ((acc, err), &xv) in acc.iter_mut().zip(err.iter_mut()).zip(&xv) {
                 for ((s, e), &yv) in acc.iter_mut().zip(err.iter_mut()).zip(&yv) {
-                    step(xv, yv, s, e);
+                    chain_step(comp, xv, yv, s, e);
                 }
             }
         }
-        for (r, (acc, err)) in acc.iter_mut().zip(err.iter_mut()).enumerate() {
-            single(acc, err, r, jh.max(lo[r]), hi[r]);
+        for r in 0..R {
+            let row = (a0 + r, b0, u);
+            chain_row::<V, N>(
+                row,
+                (jh.max(lo[r]), hi[r]),
+                (x, y),
+                (&mut acc[r], &mut err[r]),
+            );
         }
         if comp {
             for (acc, err) in acc.iter_mut().zip(&err) {

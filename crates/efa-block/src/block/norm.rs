@@ -98,14 +98,21 @@ unsafe fn ln_group<V: SimdVec, const R: usize>(
         let xs: [*const V::Elem; R] = std::array::from_fn(|t| x.add((i + t) * ldx));
         let hs: [*mut V::Elem; R] = std::array::from_fn(|t| xhat.add((i + t) * ldh));
         let ys: [*mut V::Elem; R] = std::array::from_fn(|t| y.add((i + t) * ldy));
-        let mu: [V::Elem; R] = std::array::from_fn(|t| bodies::sum_body::<V>(xs[t], d) * inv_d);
+        // The vector bodies in loops, not `from_fn` closures (compiled without the
+        // dispatcher's instruction set, they may be left out of line).
+        let mut mu = [V::Elem::ZERO; R];
+        for (m, &x) in mu.iter_mut().zip(&xs) {
+            *m = bodies::sum_body::<V>(x, d) * inv_d;
+        }
         for t in 0..R {
             for k in 0..d {
                 *hs[t].add(k) = *xs[t].add(k) - mu[t];
             }
         }
-        let var: [V::Elem; R] =
-            std::array::from_fn(|t| bodies::dot_body::<V>(hs[t], hs[t], d) * inv_d);
+        let mut var = [V::Elem::ZERO; R];
+        for (v, &h) in var.iter_mut().zip(&hs) {
+            *v = bodies::dot_body::<V>(h, h, d) * inv_d;
+        }
         let r: [V::Elem; R] = std::array::from_fn(|t| one / (var[t] + eps).sqrt());
         for t in 0..R {
             for k in 0..d {
@@ -313,6 +320,23 @@ unsafe fn ln_back_params<V: SimdVec>(
 
 /// `acc[j] += Σ_{i<rows} c[i][j]` for `j < n`, rows in order, one block of columns at a time
 /// with the sums in registers.
+/// The first `m ≤ V::LANES` elements at `p` as a vector, zeros after them.
+///
+/// # Safety
+/// `p` is readable for `m` elements; `V`'s instruction set is enabled.
+#[inline(always)]
+unsafe fn load_part<V: SimdVec>(p: *const V::Elem, m: usize) -> V {
+    // SAFETY: the caller guarantees `m` readable elements and the instruction set; a whole
+    // vector is read only when `m` is its lane count.
+    unsafe {
+        if m == V::LANES {
+            V::load(p)
+        } else {
+            V::load_first(p, m, V::Elem::ZERO)
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn col_sums_body<V: SimdVec>(
     acc: *mut V::Elem,
@@ -328,7 +352,10 @@ unsafe fn col_sums_body<V: SimdVec>(
         let mut j = 0;
         // Four vectors of columns at a time (four independent chains of additions).
         while j + 4 * w <= n {
-            let mut s = [0, 1, 2, 3].map(|t| V::load(acc.add(j + t * w)));
+            let mut s = [V::splat(V::Elem::ZERO); 4];
+            for (t, x) in s.iter_mut().enumerate() {
+                *x = V::load(acc.add(j + t * w));
+            }
             for i in 0..rows {
                 let r = c.add(i * ldc + j);
                 for (t, x) in s.iter_mut().enumerate() {
@@ -342,16 +369,9 @@ unsafe fn col_sums_body<V: SimdVec>(
         }
         while j < n {
             let m = (n - j).min(w);
-            let load = |p: *const V::Elem| {
-                if m == w {
-                    V::load(p)
-                } else {
-                    V::load_first(p, m, V::Elem::ZERO)
-                }
-            };
-            let mut s = load(acc.add(j));
+            let mut s = load_part::<V>(acc.add(j), m);
             for i in 0..rows {
-                s = s.add(load(c.add(i * ldc + j)));
+                s = s.add(load_part::<V>(c.add(i * ldc + j), m));
             }
             if m == w {
                 s.store(acc.add(j));
@@ -454,9 +474,12 @@ unsafe fn ln_back_group<V: SimdVec, const R: usize>(
     unsafe {
         let rows: [*mut V::Elem; R] = std::array::from_fn(|t| dx.add((i + t) * ldx));
         let hs: [*const V::Elem; R] = std::array::from_fn(|t| xhat.add((i + t) * ldh));
-        let mgh: [V::Elem; R] = std::array::from_fn(|t| bodies::sum_body::<V>(rows[t], d) * inv_d);
-        let mghx: [V::Elem; R] =
-            std::array::from_fn(|t| bodies::dot_body::<V>(rows[t], hs[t], d) * inv_d);
+        // The vector bodies in loops, not `from_fn` closures (see `ln_group`).
+        let (mut mgh, mut mghx) = ([V::Elem::ZERO; R], [V::Elem::ZERO; R]);
+        for t in 0..R {
+            mgh[t] = bodies::sum_body::<V>(rows[t], d) * inv_d;
+            mghx[t] = bodies::dot_body::<V>(rows[t], hs[t], d) * inv_d;
+        }
         for t in 0..R {
             let r = *rstd.add(i + t);
             for k in 0..d {

@@ -9,18 +9,43 @@ use efa_num::{simd_by_kind, simd_variants, Real};
 /// Most lanes of any variant's vector (f32 on AVX-512).
 const LANES_MAX: usize = 16;
 
-/// The pairwise halving of [`SimdVec::reduce_sum`] / [`SimdVec::reduce_max`] over `w` lane
-/// positions, each position a vector (one lane per row): `a[i] ← op(a[i], a[i + w/2])`, …
+/// The pairwise halving of [`SimdVec::reduce_max`] (`MAX`) or [`SimdVec::reduce_sum`] over
+/// `w` lane positions, each position a vector (one lane per row):
+/// `a[i] ← op(a[i], a[i + w/2])`, … (No closure for the operation: a closure is compiled
+/// without the caller's instruction set and may be left out of line.)
 #[inline(always)]
-unsafe fn halve<V: SimdVec>(mut a: [V; LANES_MAX], w: usize, op: impl Fn(V, V) -> V) -> V {
-    let mut w = w;
-    while w > 1 {
-        w /= 2;
-        for i in 0..w {
-            a[i] = op(a[i], a[i + w]);
+unsafe fn halve<V: SimdVec, const MAX: bool>(mut a: [V; LANES_MAX], w: usize) -> V {
+    // SAFETY: register arithmetic only; the callers run with `V`'s instruction set enabled.
+    unsafe {
+        let mut w = w;
+        while w > 1 {
+            w /= 2;
+            for i in 0..w {
+                a[i] = if MAX {
+                    a[i].max(a[i + w])
+                } else {
+                    a[i].add(a[i + w])
+                };
+            }
         }
+        a[0]
     }
-    a[0]
+}
+
+/// [`halve`] of each of `G` blocks' lane positions.
+#[inline(always)]
+unsafe fn halve_each<V: SimdVec, const MAX: bool, const G: usize>(
+    t: &[[V; LANES_MAX]; G],
+    w: usize,
+) -> [V; G] {
+    // SAFETY: register arithmetic only; the callers run with `V`'s instruction set enabled.
+    unsafe {
+        let mut out = [t[0][0]; G];
+        for (o, t) in out.iter_mut().zip(t) {
+            *o = halve::<V, MAX>(*t, w);
+        }
+        out
+    }
 }
 
 /// [`softmax_cols`] on `G` adjacent blocks of `V::LANES` columns at `x` (rows at stride `ld`,
@@ -80,7 +105,7 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
                 t[b][l] = m0[b].max(m1[b]);
             }
         }
-        let m: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.max(c)));
+        let m: [V; G] = halve_each::<V, true, G>(&t, w);
         // exp_sub_sum_body: the same chunks into s0 and s1, s0 + s1, the halving, then the
         // tail's exponentials added one by one in index order.
         let zero = V::splat(V::Elem::ZERO);
@@ -112,7 +137,7 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
                 t[b][l] = s0[b].add(s1[b]);
             }
         }
-        let mut s: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.add(c)));
+        let mut s: [V; G] = halve_each::<V, false, G>(&t, w);
         for j in tail..n {
             for b in 0..G {
                 let e = V::load(at(b, j)).sub(m[b]).exp();
@@ -122,18 +147,19 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
         }
         // scale_body with 1/z per lane (a scalar division each, as the row kernel's); columns
         // past a block's last valid one are scaled by 0 instead.
-        let r: [V; G] = std::array::from_fn(|b| {
-            let mut r = [V::Elem::ZERO; LANES_MAX];
-            s[b].store(r.as_mut_ptr());
-            for (l, x) in r.iter_mut().enumerate().take(w) {
+        let mut r = [zero; G];
+        for b in 0..G {
+            let mut lanes = [V::Elem::ZERO; LANES_MAX];
+            s[b].store(lanes.as_mut_ptr());
+            for (l, x) in lanes.iter_mut().enumerate().take(w) {
                 *x = if l < valid[b] {
                     V::Elem::ONE / *x
                 } else {
                     V::Elem::ZERO
                 };
             }
-            V::load(r.as_ptr())
-        });
+            r[b] = V::load(lanes.as_ptr());
+        }
         for j in 0..n {
             for b in 0..G {
                 V::load(at(b, j)).mul(r[b]).store(at(b, j));
@@ -368,7 +394,7 @@ unsafe fn ds_cols_block<V: SimdVec, const G: usize>(
                 t[b][l] = s0[b].add(s1[b]).add(s2[b].add(s3[b]));
             }
         }
-        let mut d: [V; G] = std::array::from_fn(|b| halve(t[b], w, |a, c| a.add(c)));
+        let mut d: [V; G] = halve_each::<V, false, G>(&t, w);
         for j in tail..n {
             for b in 0..G {
                 d[b] = V::load(pa(b, j)).fma(V::load(da(b, j)), d[b]);

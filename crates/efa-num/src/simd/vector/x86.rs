@@ -25,7 +25,7 @@ pub struct Avx512F32(pub __m512);
 pub struct Avx512F64(pub __m512d);
 
 macro_rules! common {
-    ($w:ident, $t:ident, $n:expr, $set1:ident, $loadu:ident, $storeu:ident, $add:ident,
+    ($w:ident, $t:ident, $n:expr, $set1:ident, $add:ident,
      $sub:ident, $mul:ident, $div:ident, $fma:ident, $max:ident, $min:ident) => {
         type Elem = $t;
         const LANES: usize = $n;
@@ -37,17 +37,21 @@ macro_rules! common {
         }
         #[inline(always)]
         unsafe fn load(p: *const $t) -> Self {
-            // SAFETY: the caller guarantees `p` is valid for reading `LANES = $n` elements
-            // (`$loadu` reads exactly those, with no alignment requirement) and that the
-            // CPU supports the type's instruction set (the `# Safety` contract of `load`).
-            unsafe { $w($loadu(p)) }
+            // SAFETY: the caller guarantees `p` is valid for reading `LANES = $n` elements,
+            // the bytes of one `Self` (a transparent wrapper of the register type, any bit
+            // pattern valid), read with no alignment requirement (the `# Safety` contract of
+            // `load`). A plain unaligned read rather than the `loadu` intrinsic: with debug
+            // assertions on, the intrinsic's body carries checks that can keep the optimiser
+            // from inlining it, leaving a call per load; this read is inlined here, in the
+            // caller's instruction set, as the same unaligned vector load.
+            unsafe { p.cast::<Self>().read_unaligned() }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut $t) {
-            // SAFETY: the caller guarantees `p` is valid for writing `LANES = $n` elements
-            // (`$storeu` writes exactly those, with no alignment requirement) and that the
-            // CPU supports the type's instruction set (the `# Safety` contract of `store`).
-            unsafe { $storeu(p, self.0) }
+            // SAFETY: the caller guarantees `p` is valid for writing `LANES = $n` elements,
+            // the bytes of one `Self`, written with no alignment requirement (the `# Safety`
+            // contract of `store`; a plain unaligned write, as `load` reads).
+            unsafe { p.cast::<Self>().write_unaligned(self) }
         }
         #[inline(always)]
         unsafe fn add(self, b: Self) -> Self {
@@ -135,8 +139,6 @@ unsafe impl SimdVec for Avx2F32 {
         f32,
         8,
         _mm256_set1_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
         _mm256_add_ps,
         _mm256_sub_ps,
         _mm256_mul_ps,
@@ -184,8 +186,6 @@ unsafe impl SimdVec for Avx2F64 {
         f64,
         4,
         _mm256_set1_pd,
-        _mm256_loadu_pd,
-        _mm256_storeu_pd,
         _mm256_add_pd,
         _mm256_sub_pd,
         _mm256_mul_pd,
@@ -234,8 +234,6 @@ unsafe impl SimdVec for Avx512F32 {
         f32,
         16,
         _mm512_set1_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
         _mm512_add_ps,
         _mm512_sub_ps,
         _mm512_mul_ps,
@@ -306,8 +304,6 @@ unsafe impl SimdVec for Avx512F64 {
         f64,
         8,
         _mm512_set1_pd,
-        _mm512_loadu_pd,
-        _mm512_storeu_pd,
         _mm512_add_pd,
         _mm512_sub_pd,
         _mm512_mul_pd,
