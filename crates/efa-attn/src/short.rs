@@ -114,7 +114,8 @@ fn groups<T: Real>(p: &Problem<T>) -> (Vec<usize>, Vec<Group>) {
 
 /// `dst[(r·cols + c)·GROUP + g] = x_g[r, c]` for `r < rows`, `c < cols` and the heads `x_g`
 /// of `bhs` (lanes past them repeat the group's last head; what they compute is never
-/// read). With AVX-512 in f32 and contiguous rows, 16×16 blocks are transposed in registers.
+/// read). In f32 with contiguous rows, blocks are transposed in registers: 16×16 with AVX-512,
+/// 8×8 with AVX2.
 fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, dst: &mut [T]) {
     let cols = x.shape()[3];
     let s = x.strides();
@@ -165,6 +166,43 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
         }
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if p.isa == simd::Isa::Avx2
+        && simd::elem_kind::<T>() == simd::ElemKind::F32
+        && (s[3] == 1 || cols <= 1)
+    {
+        for r in 0..rows {
+            for cb in (0..cols).step_by(8) {
+                for hb in [0, 8] {
+                    let src = std::array::from_fn(|g| {
+                        base[hb + g]
+                            .wrapping_offset(r as isize * s[2] + cb as isize)
+                            .cast::<f32>()
+                    });
+                    let to = std::array::from_fn(|k| {
+                        dst.as_mut_ptr()
+                            .wrapping_add((r * cols + cb + k) * GROUP + hb)
+                            .cast::<f32>()
+                    });
+                    // SAFETY: T is f32 and AVX2 is supported (Problem::new applies
+                    // or_scalar); each of the 8 source rows has cols − cb ≥ 1 contiguous
+                    // elements of its head's row r; the output rows
+                    // (r·cols + cb + k)·16 + hb for k < min(8, cols − cb), 8 lanes each, lie
+                    // inside dst (asserted above).
+                    unsafe {
+                        efa_num::simd::transpose8::transpose8_at_f32(
+                            &src,
+                            8,
+                            (cols - cb).min(8),
+                            &to,
+                            8,
+                        )
+                    };
+                }
+            }
+        }
+        return;
+    }
     for r in 0..rows {
         for c in 0..cols {
             let at = (r * cols + c) * GROUP;
@@ -204,6 +242,34 @@ unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, o
                 // SAFETY: T is f32, AVX-512 supported; the w source rows of 16 lanes lie in
                 // src (asserted); head g < n gets w elements of its row r (caller's contract).
                 unsafe { efa_num::simd::transpose16::transpose16_at_f32(&from, w, n, &to, w) };
+            }
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa == simd::Isa::Avx2 && simd::elem_kind::<T>() == simd::ElemKind::F32 && n > 0 {
+        for r in 0..rows {
+            for cb in (0..cols).step_by(8) {
+                let w = (cols - cb).min(8);
+                for hb in (0..n).step_by(8) {
+                    let from = std::array::from_fn(|k| {
+                        src.as_ptr()
+                            .wrapping_add((r * cols + cb + k) * GROUP + hb)
+                            .cast::<f32>()
+                    });
+                    let to = std::array::from_fn(|g| {
+                        outs[(hb + g).min(n - 1)]
+                            .wrapping_add(r * cols + cb)
+                            .cast::<f32>()
+                    });
+                    let heads = (n - hb).min(8);
+                    // SAFETY: T is f32, AVX2 supported; the w source rows of 8 lanes from lane
+                    // hb lie in src (asserted); head hb + g < n gets w elements of its row r
+                    // (caller's contract).
+                    unsafe {
+                        efa_num::simd::transpose8::transpose8_at_f32(&from, w, heads, &to, w)
+                    };
+                }
             }
         }
         return;

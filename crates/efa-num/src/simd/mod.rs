@@ -30,6 +30,8 @@ pub mod ln16;
 pub mod row16;
 #[cfg(target_arch = "x86_64")]
 pub mod transpose16;
+#[cfg(target_arch = "x86_64")]
+pub mod transpose8;
 
 use crate::Real;
 use std::any::TypeId;
