@@ -52,13 +52,16 @@ struct Block {
 // it may be handed to, and freed by, any thread.
 unsafe impl Send for Block {}
 
-/// The blocks of one layout: those free in the cache, how many are handed out, and the most
-/// one thread has held at once.
+/// The blocks of one layout: those free in the cache, how many are handed out, the most one
+/// thread has held at once, and how many blocks have come back ([`give`]) and been
+/// provisioned ([`spare`]) since the start.
 struct Bin {
     layout: Layout,
     free: Vec<Block>,
     out: usize,
     peak: usize,
+    gives: usize,
+    spared: usize,
 }
 
 /// The cached blocks, by layout (a few dozen distinct sizes: a linear search), and who holds
@@ -87,6 +90,8 @@ impl Cache {
                     free: Vec::new(),
                     out: 0,
                     peak: 0,
+                    gives: 0,
+                    spared: 0,
                 });
                 self.bins.len() - 1
             }
@@ -94,9 +99,9 @@ impl Cache {
         &mut self.bins[at]
     }
 
-    /// `thread` took the block at `addr` of `layout`: the most one thread has held at once of
-    /// that layout, this take included.
-    fn took(&mut self, thread: usize, addr: usize, layout: Layout) -> usize {
+    /// `thread` took the block at `addr` of `layout`; updates the most one thread has held at
+    /// once of that layout, this take included.
+    fn took(&mut self, thread: usize, addr: usize, layout: Layout) {
         // An address handed out again without coming back was freed as an ordinary vector.
         self.returned(addr);
         if self.owner.len() >= MAX_TRACKED {
@@ -120,7 +125,6 @@ impl Cache {
         };
         let bin = self.bin(layout);
         bin.peak = bin.peak.max(now);
-        bin.peak
     }
 
     /// The block at `addr` came back (from whichever thread): one fewer for its taker.
@@ -204,12 +208,19 @@ static FRESH: AtomicU64 = AtomicU64::new(0);
 /// An empty vector with room for at least `n` elements: a cached buffer when one of `n`'s size
 /// class (and `T`'s alignment) is free, else a new one of that class's size.
 ///
-/// On a miss the cache also provisions the class for every worker: the threads of the
-/// current rayon pool run micro-batches of the same shapes side by side, and which step
-/// brings their peaks together depends on how they interleave. So it allocates (untouched:
+/// On a miss, and when a block comes back, the cache also provisions the class for every
+/// worker: the threads of the current rayon pool run micro-batches of the same shapes side by
+/// side, and which step brings their peaks together depends on how they interleave. So it allocates (untouched:
 /// address space until written) as many blocks as make the class's blocks, free and handed
 /// out, at least the pool's thread count times the most one thread has held at once (a
 /// block counts for the thread that took it until it comes back, from any thread).
+///
+/// Blocks a caller frees as ordinary vectors never come back, and still count as held by
+/// their taker: left alone, they would raise that peak at every take and the cache would
+/// provision a new block each time (up to [`MAX_HELD`]). So the blocks provisioned for a class
+/// are at most the thread count times one more than the blocks that have come back to it: a
+/// class whose blocks are never given back gets at most one spare per thread and is otherwise
+/// allocated as any vector, which the system allocator then reuses.
 pub fn take<T>(n: usize) -> Vec<T> {
     let size = std::mem::size_of::<T>();
     let bytes = n.saturating_mul(size);
@@ -239,16 +250,27 @@ pub fn take<T>(n: usize) -> Vec<T> {
             Vec::with_capacity(cap)
         }
     };
-    let peak = c.took(me, v.as_ptr() as usize, layout);
+    c.took(me, v.as_ptr() as usize, layout);
+    provision(&mut c, layout);
+    v
+}
+
+/// Allocates spare blocks of `layout` until its blocks, free and handed out, number the pool's
+/// thread count times the most one thread has held at once, within the allowance [`take`]
+/// describes (the thread count times one more than the blocks given back) and [`MAX_HELD`].
+fn provision(c: &mut Cache, layout: Layout) {
+    let threads = rayon::current_num_threads();
     let bin = c.bin(layout);
     let have = bin.out + bin.free.len();
-    let want = rayon::current_num_threads().saturating_mul(peak);
-    for _ in have..want {
-        if !spare(&mut c, layout) {
+    let want = threads.saturating_mul(bin.peak);
+    let allowed = (bin.gives.saturating_add(1))
+        .saturating_mul(threads)
+        .saturating_sub(bin.spared);
+    for _ in have..want.min(have.saturating_add(allowed)) {
+        if !spare(c, layout) {
             break;
         }
     }
-    v
 }
 
 /// Allocates one block of `layout` into the cache; false if it would pass [`MAX_HELD`] or the
@@ -263,7 +285,9 @@ fn spare(c: &mut Cache, layout: Layout) -> bool {
     };
     FRESH.fetch_add(1, Relaxed);
     c.held += layout.size();
-    c.bin(layout).free.push(Block { ptr, layout });
+    let bin = c.bin(layout);
+    bin.spared += 1;
+    bin.free.push(Block { ptr, layout });
     true
 }
 
@@ -291,8 +315,10 @@ pub fn give<T>(mut v: Vec<T>) {
         }
         let bin = c.bin(layout);
         bin.out = bin.out.saturating_sub(1);
+        bin.gives += 1;
         if fits {
             bin.free.push(Block { ptr, layout });
+            provision(&mut c, layout);
         }
         fits
     };
@@ -527,6 +553,45 @@ mod tests {
             assert_eq!(class_bytes(c), c, "a class is its own class");
         }
         assert_eq!(class_bytes(LARGE + 1) % 4096, 0);
+    }
+
+    /// Bytes the cache holds free in the bin of `layout`.
+    fn held_in(layout: Layout) -> usize {
+        let c = cache();
+        c.bins
+            .iter()
+            .filter(|b| b.layout == layout)
+            .map(|b| b.free.len() * layout.size())
+            .sum()
+    }
+
+    /// A caller that frees what it takes as ordinary vectors (a kernel's output dropped by
+    /// its user) never gives a block back: the cache must not keep provisioning that class.
+    /// It once did, a spare block per take, until it held `MAX_HELD` bytes (a mebibyte-sized
+    /// output taken and dropped 400 times grew the process by a gigabyte, every take then
+    /// faulting its pages in).
+    #[test]
+    fn blocks_never_given_back_do_not_grow_the_cache() {
+        // A size no other test of this crate uses (its own class and bin).
+        let n = 300_000; // 1.2 MB of f32
+        let layout = Layout::array::<f32>(class_bytes(n * 4) / 4).unwrap();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                let mut v = take::<f32>(n);
+                v.resize(n, 1.0);
+                drop(std::hint::black_box(v));
+            }
+            let threads = rayon::current_num_threads();
+            let held = held_in(layout);
+            assert!(
+                held <= threads * layout.size(),
+                "{} blocks of {} bytes held after 200 takes never given back ({threads} threads)",
+                held / layout.size(),
+                layout.size()
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
