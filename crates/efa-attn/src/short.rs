@@ -172,6 +172,11 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
         && (s[3] == 1 || cols <= 1)
     {
         for r in 0..rows {
+            // As above: the 16 heads' rows a few ahead.
+            for b in base {
+                let ahead = b.wrapping_offset((r + PREFETCH_ROWS) as isize * s[2]);
+                simd::prefetch(ahead);
+            }
             for cb in (0..cols).step_by(8) {
                 for hb in [0, 8] {
                     let src = std::array::from_fn(|g| {
