@@ -244,13 +244,7 @@ unsafe fn online_t_block<X: SimdVec>(cb: usize, t: OnlineT<X::Elem>) {
         let shift = m_new.max(lowest);
         // m ← max(m, max_j s), l ← l·e^{m_old − m} + Σ_j e^{s − m}, acc ← acc·e^{m_old − m}
         let alpha = m_old.sub(shift).exp();
-        let mut sum = X::splat(X::Elem::ZERO);
-        for j in 0..rows {
-            let p = st.add(j * mqp + cb);
-            let e = X::load(p).sub(shift).exp();
-            e.store(p);
-            sum = sum.add(e);
-        }
+        let sum = efa_num::simd::bodies::exp_shift_strided::<X>(st.add(cb), mqp, rows, shift);
         X::load(l.add(cb)).fma(alpha, sum).store(l.add(cb));
         m_new.store(m.add(cb));
         if !alpha_out.is_null() {

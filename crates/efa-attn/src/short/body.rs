@@ -388,13 +388,7 @@ unsafe fn forward_body<V: SimdVec>(
                     let m_new = mt.max(ninf);
                     let shift = m_new.max(lowest);
                     let alpha = ninf.sub(shift).exp();
-                    let mut sum = zero;
-                    for j in 0..ci {
-                        let o = row.add(j * GROUP);
-                        let e = V::load(o).sub(shift).exp();
-                        e.store(o);
-                        sum = sum.add(e);
-                    }
+                    let sum = efa_num::simd::bodies::exp_shift_strided::<V>(row, GROUP, ci, shift);
                     zero.fma(alpha, sum).store(l.add(i * GROUP + u));
                     m_new.store(m.add(i * GROUP + u));
                 }

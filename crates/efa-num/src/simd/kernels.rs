@@ -290,6 +290,53 @@ unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V
 }
 variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
 
+/// `x[j·stride] ← exp(x[j·stride] − shift)` for the vectors `j < n` (lane by lane); returns
+/// `0 + e₀ + e₁ + …`, summed in `j` order (the order a one-vector loop sums in, so the same
+/// bits). Four exponentials are formed side by side, their polynomials' dependency chains
+/// interleaved: one at a time, the out-of-order window holds too few of them to keep the
+/// multiply-add units busy (the attention kernels' softmax runs down columns of scores).
+///
+/// # Safety
+/// The instruction set of `V` must be enabled; `x + j·stride` valid for one vector for `j < n`.
+#[inline(always)]
+pub unsafe fn exp_shift_strided<V: SimdVec>(
+    x: *mut V::Elem,
+    stride: usize,
+    n: usize,
+    shift: V,
+) -> V {
+    // SAFETY: the caller guarantees `V`'s instruction set and one vector at `x + j·stride` for
+    // every `j < n`; the loops touch exactly those (`j + 3 < n` in the first).
+    unsafe {
+        let mut sum = V::splat(V::Elem::ZERO);
+        let mut j = 0;
+        while j + 4 <= n {
+            let p0 = x.add(j * stride);
+            let p1 = x.add((j + 1) * stride);
+            let p2 = x.add((j + 2) * stride);
+            let p3 = x.add((j + 3) * stride);
+            let e0 = V::load(p0).sub(shift).exp();
+            let e1 = V::load(p1).sub(shift).exp();
+            let e2 = V::load(p2).sub(shift).exp();
+            let e3 = V::load(p3).sub(shift).exp();
+            e0.store(p0);
+            e1.store(p1);
+            e2.store(p2);
+            e3.store(p3);
+            sum = sum.add(e0).add(e1).add(e2).add(e3);
+            j += 4;
+        }
+        while j < n {
+            let p = x.add(j * stride);
+            let e = V::load(p).sub(shift).exp();
+            e.store(p);
+            sum = sum.add(e);
+            j += 1;
+        }
+        sum
+    }
+}
+
 /// Body of [`exp_sub_sum`]: `xᵢ ← exp(xᵢ − m)` over `n` elements; returns their sum.
 ///
 /// # Safety

@@ -218,7 +218,9 @@ pub use kernels::{
 /// dispatched call (inside their own `#[target_feature]` variants) and must give exactly the
 /// values of the separate calls: the same operations in the same order.
 pub mod bodies {
-    pub use super::kernels::{dot_body, exp_sub_sum_body, max_body, scale_body, sum_body};
+    pub use super::kernels::{
+        dot_body, exp_shift_strided, exp_sub_sum_body, max_body, scale_body, sum_body,
+    };
 }
 
 #[cfg(test)]

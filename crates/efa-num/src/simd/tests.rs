@@ -491,3 +491,63 @@ fn vector_division_is_the_scalar_division() {
         check::<Avx512F64>(Isa::Avx512);
     }
 }
+
+/// `bodies::exp_shift_strided` (four exponentials side by side, summed in order) against the
+/// one-vector loop it replaces, bit for bit: values written and the sum, for every count up to
+/// 11 (whole blocks of four and every remainder), strides past one vector, and inputs from
+/// far below the shift to above it, with −∞ entries (exp gives 0).
+#[test]
+fn strided_exponentials_match_the_one_vector_loop() {
+    fn check<V: SimdVec>(isa: Isa)
+    where
+        V::Elem: Real,
+    {
+        if !isa.is_supported() {
+            return;
+        }
+        let w = V::LANES;
+        for n in 0..=11 {
+            for stride in [w, 2 * w + 1] {
+                let mut v = values(n * stride + w, 7 + n as u64, -90.0, 3.0);
+                for (i, x) in v.iter_mut().enumerate() {
+                    if i % 13 == 5 {
+                        *x = f64::NEG_INFINITY;
+                    }
+                }
+                let mut got: Vec<V::Elem> = conv(&v);
+                let mut want = got.clone();
+                // SAFETY: the instruction set is supported; every vector j < n starts at
+                // j·stride and ends inside the buffer (n·stride + w elements).
+                let (sg, sw) = unsafe {
+                    let shift = V::splat(V::Elem::from_f64(-1.5));
+                    let sg = bodies::exp_shift_strided::<V>(got.as_mut_ptr(), stride, n, shift);
+                    let mut sw = V::splat(V::Elem::ZERO);
+                    for j in 0..n {
+                        let p = want.as_mut_ptr().add(j * stride);
+                        let e = V::load(p).sub(shift).exp();
+                        e.store(p);
+                        sw = sw.add(e);
+                    }
+                    let (mut a, mut b) = (vec![V::Elem::ZERO; w], vec![V::Elem::ZERO; w]);
+                    sg.store(a.as_mut_ptr());
+                    sw.store(b.as_mut_ptr());
+                    (a, b)
+                };
+                let bits =
+                    |x: &[V::Elem]| x.iter().map(|e| e.to_f64().to_bits()).collect::<Vec<_>>();
+                let what = format!("{} {} n {n} stride {stride}", isa.name(), V::Elem::NAME);
+                assert_eq!(bits(&got), bits(&want), "{what}: values");
+                assert_eq!(bits(&sg), bits(&sw), "{what}: sum");
+            }
+        }
+    }
+    check::<Lane<f32>>(Isa::Scalar);
+    check::<Lane<f64>>(Isa::Scalar);
+    #[cfg(target_arch = "x86_64")]
+    {
+        check::<Avx2F32>(Isa::Avx2);
+        check::<Avx2F64>(Isa::Avx2);
+        check::<Avx512F32>(Isa::Avx512);
+        check::<Avx512F64>(Isa::Avx512);
+    }
+}
