@@ -193,9 +193,10 @@ pub(crate) fn pack_rows<T: Real>(
 }
 
 /// Transposed pack: `dst[c·stride + r] = src[r0 + r, c]` for `r < rows`, zero for
-/// `rows ≤ r < stride`, for every column `c`. With `isa = Avx512`, `f32` elements, contiguous
-/// rows and `stride` a multiple of 16, 16×16 blocks are transposed in registers
-/// ([`efa_num::simd::transpose16::transpose16_f32`]); otherwise element by element.
+/// `rows ≤ r < stride`, for every column `c`. With `f32` elements and contiguous rows, blocks
+/// are transposed in registers: 16×16 with `isa = Avx512` and `stride` a multiple of 16
+/// ([`efa_num::simd::transpose16::transpose16_f32`]), 8×8 with `Avx2` and a multiple of 8
+/// ([`efa_num::simd::transpose8::transpose8_at_f32`]); otherwise element by element.
 pub(crate) fn pack_cols<T: Real>(
     isa: Isa,
     src: &ArrayView2<T>,
@@ -236,6 +237,39 @@ pub(crate) fn pack_cols<T: Real>(
                         stride,
                     );
                 }
+            }
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2
+        && simd::elem_kind::<T>() == simd::ElemKind::F32
+        && (cs == 1 || cols <= 1)
+        && stride.is_multiple_of(8)
+        && rows > 0
+    {
+        let full = rows.next_multiple_of(8);
+        for c in 0..cols {
+            dst[c * stride + full..(c + 1) * stride].fill(T::ZERO);
+        }
+        let base = src.as_ptr().wrapping_offset(r0 as isize * rs).cast::<f32>();
+        let d = dst.as_mut_ptr().cast::<f32>();
+        for rb in (0..rows).step_by(8) {
+            let n = (rows - rb).min(8);
+            for cb in (0..cols).step_by(8) {
+                let w = (cols - cb).min(8);
+                // Rows past `n` are not read (any address will do).
+                let from = std::array::from_fn(|r| {
+                    base.wrapping_offset((rb + r.min(n - 1)) as isize * rs)
+                        .wrapping_add(cb)
+                });
+                let to = std::array::from_fn(|c| d.wrapping_add((cb + c.min(w - 1)) * stride + rb));
+                // SAFETY: Avx2 is only passed when supported (Problem::new applies or_scalar); T
+                // is f32; rows r0 + rb .. r0 + rb + n of the view have `w` contiguous elements
+                // from column cb; output rows cb .. cb + w of dst get 8 elements from rb, within
+                // full ≤ stride (rows ≤ stride, both multiples of 8 there), so inside
+                // cols·stride ≤ dst.len() (asserted above); the lanes past n are written zero.
+                unsafe { efa_num::simd::transpose8::transpose8_at_f32(&from, n, w, &to, 8) };
             }
         }
         return;
