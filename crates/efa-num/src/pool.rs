@@ -210,10 +210,11 @@ static FRESH: AtomicU64 = AtomicU64::new(0);
 ///
 /// On a miss, and when a block comes back, the cache also provisions the class for every
 /// worker: the threads of the current rayon pool run micro-batches of the same shapes side by
-/// side, and which step brings their peaks together depends on how they interleave. So it allocates (untouched:
-/// address space until written) as many blocks as make the class's blocks, free and handed
-/// out, at least the pool's thread count times the most one thread has held at once (a
-/// block counts for the thread that took it until it comes back, from any thread).
+/// side, and which step brings their peaks together depends on how they interleave. So it
+/// allocates (untouched: address space until written) as many blocks as make the class's
+/// blocks, free and handed out, at least the pool's thread count times the most one thread
+/// has held at once (a block counts for the thread that took it until it comes back, from any
+/// thread).
 ///
 /// Blocks a caller frees as ordinary vectors never come back, and still count as held by
 /// their taker: left alone, they would raise that peak at every take and the cache would
