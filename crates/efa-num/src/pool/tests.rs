@@ -97,3 +97,35 @@ fn a_large_buffer_given_back_is_taken_again() {
     .join()
     .unwrap();
 }
+
+/// A class whose blocks mostly come back but one in four is dropped by the caller (a library
+/// user calling a kernel beside training): the cache holds a bounded number of its blocks.
+#[test]
+fn blocks_sometimes_not_given_back_do_not_grow_the_cache() {
+    let n = 310_000; // its own class (1.25 MB of f32)
+    let layout = Layout::array::<f32>(class_bytes(n * 4) / 4).unwrap();
+    std::thread::spawn(move || {
+        for i in 0..400 {
+            let mut a = take::<f32>(n);
+            a.resize(n, 1.0);
+            let mut b = take::<f32>(n);
+            b.resize(n, 2.0);
+            give(a);
+            if i % 4 == 0 {
+                drop(std::hint::black_box(b));
+            } else {
+                give(b);
+            }
+        }
+        let threads = rayon::current_num_threads();
+        let held = held_in(layout);
+        assert!(
+            held <= 4 * threads * layout.size(),
+            "{} blocks of {} bytes held after 100 of 800 takes were not given back",
+            held / layout.size(),
+            layout.size()
+        );
+    })
+    .join()
+    .unwrap();
+}
