@@ -127,10 +127,11 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
             .wrapping_offset(b as isize * s[0] + h as isize * s[1])
     });
     #[cfg(target_arch = "x86_64")]
-    if p.isa == simd::Isa::Avx512
+    if matches!(p.isa, simd::Isa::Avx512 | simd::Isa::Avx2)
         && simd::elem_kind::<T>() == simd::ElemKind::F32
         && (s[3] == 1 || cols <= 1)
     {
+        let dp = dst.as_mut_ptr();
         for r in 0..rows {
             // The 16 heads are 16 streams: fetch their rows a few ahead (a prefetch never
             // faults, whatever the address).
@@ -138,71 +139,57 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
                 let ahead = b.wrapping_offset((r + PREFETCH_ROWS) as isize * s[2]);
                 simd::prefetch(ahead);
             }
-            for cb in (0..cols).step_by(16) {
-                let src = std::array::from_fn(|g| {
-                    base[g]
-                        .wrapping_offset(r as isize * s[2] + cb as isize)
-                        .cast::<f32>()
-                });
-                let to = std::array::from_fn(|k| {
-                    dst.as_mut_ptr()
-                        .wrapping_add((r * cols + cb + k) * GROUP)
-                        .cast::<f32>()
-                });
-                // SAFETY: T is f32 and AVX-512 is supported (Problem::new applies or_scalar);
-                // each source row has cols − cb ≥ 1 contiguous elements of its head's row r;
-                // the output rows (r·cols + cb + k)·16 for k < min(16, cols − cb) lie inside
-                // dst (asserted above).
-                unsafe {
-                    efa_num::simd::transpose16::transpose16_at_f32(
-                        &src,
-                        GROUP,
-                        (cols - cb).min(16),
-                        &to,
-                        GROUP,
-                    )
-                };
-            }
-        }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if p.isa == simd::Isa::Avx2
-        && simd::elem_kind::<T>() == simd::ElemKind::F32
-        && (s[3] == 1 || cols <= 1)
-    {
-        for r in 0..rows {
-            // As above: the 16 heads' rows a few ahead.
-            for b in base {
-                let ahead = b.wrapping_offset((r + PREFETCH_ROWS) as isize * s[2]);
-                simd::prefetch(ahead);
-            }
-            for cb in (0..cols).step_by(8) {
-                for hb in [0, 8] {
-                    let src = std::array::from_fn(|g| {
-                        base[hb + g]
-                            .wrapping_offset(r as isize * s[2] + cb as isize)
-                            .cast::<f32>()
-                    });
-                    let to = std::array::from_fn(|k| {
-                        dst.as_mut_ptr()
-                            .wrapping_add((r * cols + cb + k) * GROUP + hb)
-                            .cast::<f32>()
-                    });
-                    // SAFETY: T is f32 and AVX2 is supported (Problem::new applies
-                    // or_scalar); each of the 8 source rows has cols − cb ≥ 1 contiguous
-                    // elements of its head's row r; the output rows
-                    // (r·cols + cb + k)·16 + hb for k < min(8, cols − cb), 8 lanes each, lie
-                    // inside dst (asserted above).
+            let src = |g: usize, cb: usize| {
+                base[g]
+                    .wrapping_offset(r as isize * s[2] + cb as isize)
+                    .cast::<f32>()
+            };
+            let to = |k: usize, cb: usize, hb: usize| {
+                dp.wrapping_add((r * cols + cb + k) * GROUP + hb)
+                    .cast::<f32>()
+            };
+            if p.isa == simd::Isa::Avx512 {
+                for cb in (0..cols).step_by(16) {
+                    let (from, into) = (
+                        std::array::from_fn(|g| src(g, cb)),
+                        std::array::from_fn(|k| to(k, cb, 0)),
+                    );
+                    // SAFETY: T is f32 and AVX-512 is supported (Problem::new applies
+                    // or_scalar); each source row has cols − cb ≥ 1 contiguous elements of its
+                    // head's row r; the output rows (r·cols + cb + k)·16 for
+                    // k < min(16, cols − cb) lie inside dst (asserted above).
                     unsafe {
-                        efa_num::simd::transpose8::transpose8_at_f32(
-                            &src,
-                            8,
-                            (cols - cb).min(8),
-                            &to,
-                            8,
+                        efa_num::simd::transpose16::transpose16_at_f32(
+                            &from,
+                            GROUP,
+                            (cols - cb).min(16),
+                            &into,
+                            GROUP,
                         )
                     };
+                }
+            } else {
+                for cb in (0..cols).step_by(8) {
+                    for hb in [0, 8] {
+                        let (from, into) = (
+                            std::array::from_fn(|g| src(hb + g, cb)),
+                            std::array::from_fn(|k| to(k, cb, hb)),
+                        );
+                        // SAFETY: T is f32 and AVX2 is supported (Problem::new applies
+                        // or_scalar); each of the 8 source rows has cols − cb ≥ 1 contiguous
+                        // elements of its head's row r; the output rows
+                        // (r·cols + cb + k)·16 + hb for k < min(8, cols − cb), 8 lanes each,
+                        // lie inside dst (asserted above).
+                        unsafe {
+                            efa_num::simd::transpose8::transpose8_at_f32(
+                                &from,
+                                8,
+                                (cols - cb).min(8),
+                                &into,
+                                8,
+                            )
+                        };
+                    }
                 }
             }
         }
