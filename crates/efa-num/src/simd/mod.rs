@@ -227,3 +227,5 @@ pub mod bodies {
 mod tests;
 #[cfg(test)]
 mod tests_dd;
+#[cfg(test)]
+mod tests_lanes;

@@ -132,7 +132,8 @@ fn fmax64(a: f64, b: f64) -> f64 {
 }
 
 // SAFETY: only AVX, AVX2 and FMA instructions (the "AVX2 + FMA" set the type needs);
-// `LANES = 8 <= MAX_LANES`, and `load`/`store` access exactly the 8 f32 at the pointer.
+// `LANES = 8 <= MAX_LANES`; `load`/`store` access exactly the 8 f32 at the pointer, the masked
+// `_first` forms only the first `n`.
 unsafe impl SimdVec for Avx2F32 {
     common!(
         Avx2F32,
@@ -169,6 +170,54 @@ unsafe impl SimdVec for Avx2F32 {
         }
     }
     #[inline(always)]
+    unsafe fn ldexp(self, n: Self) -> Self {
+        // The default's two steps with the exponent split in integers: ⌊n/2⌋ is an arithmetic
+        // shift of the converted `n` (exact: `n` is integral and far inside `i32`), where the
+        // default forms it as a float product, a rounding and a second conversion.
+        // SAFETY: AVX and AVX2 integer/conversion instructions, on a CPU the caller
+        // guarantees supports AVX2 + FMA; register arithmetic only.
+        unsafe {
+            let ni = _mm256_cvtps_epi32(n.0);
+            let n1 = _mm256_srai_epi32::<1>(ni);
+            let n2 = _mm256_sub_epi32(ni, n1);
+            let bias = _mm256_set1_epi32(127);
+            let s1 = _mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias));
+            let s2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias));
+            let x = _mm256_mul_ps(self.0, _mm256_castsi256_ps(s1));
+            Avx2F32(_mm256_mul_ps(x, _mm256_castsi256_ps(s2)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+        // SAFETY: AVX/AVX2 instructions on a CPU the caller guarantees supports them; the
+        // masked load reads only lanes `0..n` (masked-off lanes are neither read nor can they
+        // fault), which the caller guarantees are valid at `p`; `n < 8` fits in an `i32`.
+        unsafe {
+            let k = _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(n as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            );
+            let x = _mm256_maskload_ps(p, k);
+            Avx2F32(_mm256_blendv_ps(
+                _mm256_set1_ps(fill),
+                x,
+                _mm256_castsi256_ps(k),
+            ))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_first(self, p: *mut f32, n: usize) {
+        // SAFETY: as `load_first`: the masked store writes only lanes `0..n`, which the
+        // caller guarantees are valid at `p`.
+        unsafe {
+            let k = _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(n as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            );
+            _mm256_maskstore_ps(p, k, self.0)
+        }
+    }
+    #[inline(always)]
     unsafe fn reduce_sum(self) -> f32 {
         reduce!(self.0, f32, 8, |a: f32, b: f32| a + b)
     }
@@ -179,7 +228,8 @@ unsafe impl SimdVec for Avx2F32 {
 }
 
 // SAFETY: only AVX, AVX2 and FMA instructions (the "AVX2 + FMA" set the type needs);
-// `LANES = 4 <= MAX_LANES`, and `load`/`store` access exactly the 4 f64 at the pointer.
+// `LANES = 4 <= MAX_LANES`; `load`/`store` access exactly the 4 f64 at the pointer, the masked
+// `_first` forms only the first `n`.
 unsafe impl SimdVec for Avx2F64 {
     common!(
         Avx2F64,
@@ -214,6 +264,48 @@ unsafe impl SimdVec for Avx2F64 {
             let n = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(self.0));
             let n = _mm256_add_epi64(n, _mm256_set1_epi64x(1023));
             Avx2F64(_mm256_castsi256_pd(_mm256_slli_epi64::<52>(n)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn ldexp(self, n: Self) -> Self {
+        // As `Avx2F32::ldexp`: the exponent split in (32-bit) integers.
+        // SAFETY: AVX and AVX2 integer/conversion instructions, on a CPU the caller
+        // guarantees supports AVX2 + FMA; register arithmetic only.
+        unsafe {
+            let ni = _mm256_cvtpd_epi32(n.0);
+            let n1 = _mm_srai_epi32::<1>(ni);
+            let n2 = _mm_sub_epi32(ni, n1);
+            let bias = _mm256_set1_epi64x(1023);
+            let s1 = _mm256_slli_epi64::<52>(_mm256_add_epi64(_mm256_cvtepi32_epi64(n1), bias));
+            let s2 = _mm256_slli_epi64::<52>(_mm256_add_epi64(_mm256_cvtepi32_epi64(n2), bias));
+            let x = _mm256_mul_pd(self.0, _mm256_castsi256_pd(s1));
+            Avx2F64(_mm256_mul_pd(x, _mm256_castsi256_pd(s2)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f64, n: usize, fill: f64) -> Self {
+        // SAFETY: AVX/AVX2 instructions on a CPU the caller guarantees supports them; the
+        // masked load reads only lanes `0..n` (masked-off lanes are neither read nor can they
+        // fault), which the caller guarantees are valid at `p`; `n < 4` fits in an `i64`.
+        unsafe {
+            let k =
+                _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3));
+            let x = _mm256_maskload_pd(p, k);
+            Avx2F64(_mm256_blendv_pd(
+                _mm256_set1_pd(fill),
+                x,
+                _mm256_castsi256_pd(k),
+            ))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_first(self, p: *mut f64, n: usize) {
+        // SAFETY: as `load_first`: the masked store writes only lanes `0..n`, which the
+        // caller guarantees are valid at `p`.
+        unsafe {
+            let k =
+                _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3));
+            _mm256_maskstore_pd(p, k, self.0)
         }
     }
     #[inline(always)]
