@@ -180,7 +180,9 @@ pub unsafe trait SimdVec: Copy {
     unsafe fn pow2i(self) -> Self;
     /// `self·2ⁿ` for integral lanes `n` with |n| up to about twice the exponent range:
     /// scaled in two steps `2^⌊n/2⌋·2^(n−⌊n/2⌋)` so results underflow gradually to 0 and
-    /// overflow to +∞ (AVX-512 uses its `scalef` instruction, which does the same in one).
+    /// overflow to +∞. AVX-512 uses its `scalef` instruction, which does it in one step and
+    /// rounds once: the same bits wherever the first step is exact (every scaling the
+    /// exponential does); a subnormal `self` or first step may differ in the last place.
     ///
     /// # Safety
     /// The CPU must support the type's instruction set.
