@@ -75,8 +75,10 @@ fn groups<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
     true
 }
 
-/// `P = exp(S − lse)` with `S = scale·Q·Kᵀ` on each row group's visible columns (padded):
-/// the causal triangle beyond them is neither multiplied nor exponentiated.
+/// `P = exp(S − lse)` with `S = scale·Q·Kᵀ` on each row group's visible columns: the causal
+/// triangle beyond them is neither multiplied nor exponentiated. The product stops at the
+/// group's widest count (the gemm's last vector may run past it, inside the padded row);
+/// [`probabilities`] reads a row's scores only below its count and writes every column.
 #[inline(always)]
 fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<T>) {
     let (b, h) = p.split(q.bh);
@@ -85,7 +87,7 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         let a = q.ops.qa.down(r0);
         // SAFETY: `isa` is `Problem::new`'s `or_scalar` variant, supported. A reads rows
         // i0 + r0 .. i0 + r1 ≤ i0 + mq ≤ nq, columns < d of the head's Q view; B is `kt`
-        // (d rows at stride bkp, `d·bkp` elements by Scratch::new) read to
+        // (d rows at stride bkp, `d·bkp` elements by Scratch::new) read to at most
         // padded(kr) ≤ padded(bk) = bkp columns (counts are ≤ bk); C is rows r0..r1 of `s`
         // at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements (mq ≤ BLOCK_Q, nq). `s` is a
         // scratch buffer distinct from Q and `kt`.
@@ -93,8 +95,8 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
             gemm(
                 p.isa,
                 a.view(r1 - r0, p.d),
-                MatRef::row_major(&sc.kt, p.d, padded(kr), bkp),
-                MatMut::row_major(&mut sc.s[r0 * bkp..], r1 - r0, padded(kr), bkp),
+                MatRef::row_major(&sc.kt, p.d, kr, bkp),
+                MatMut::row_major(&mut sc.s[r0 * bkp..], r1 - r0, kr, bkp),
                 false,
                 p.scale,
             )
@@ -111,8 +113,8 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
             }
         }
     }
-    // SAFETY: buffers sized by Scratch::new for this tile; row r is read up to
-    // padded(cnt[r]), inside its group's computed columns.
+    // SAFETY: buffers sized by Scratch::new for this tile; row r's scores are read below
+    // cnt[r] ≤ kr of its group, inside the computed columns.
     unsafe { probabilities(p.isa, mq, &mut sc.s, bkp, &sc.cnt, &sc.lse[q.at..]) };
 }
 
@@ -148,8 +150,13 @@ fn grad_v<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
 #[inline(always)]
 fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<T>) {
     let bkp = padded(k.bk);
+    // The last row sees the most keys (counts are non-decreasing).
+    let k_eff = sc.cnt[q.mq - 1];
     for &(r0, r1, kr) in &sc.rows {
         let w = padded(kr);
+        // The columns of dS read later: below kr for dQ; for dK the key groups, which end at
+        // k_eff and, for each row they read, within its group's padded width (`key_groups`).
+        let n = w.min(k_eff);
         // dP = dO·Vᵀ on the group's columns. In f64 the compensated product starts from −D
         // (rounded) and then `dS = P ∘ (· − D_lo)`: `dP − D` is rounded once, not twice,
         // where sharp attention makes it far smaller than either (the dominant key's dP ≈ D).
@@ -162,15 +169,15 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         }
         // SAFETY: `isa` supported (`Problem::new`). A reads rows i0 + r0 .. i0 + r1 ≤ nq,
         // columns < dv of the head's dO view; B is `vt` (dv rows at stride bkp,
-        // `dv·bkp` elements) read to w = padded(kr) ≤ bkp columns; C is rows r0..r1 of
-        // `dp` at stride bkp, inside its `bq·bkp ≥ mq·bkp` elements. `dp` is distinct from
-        // dO and `vt`.
+        // `dv·bkp` elements) read to padded(n) ≤ w = padded(kr) ≤ bkp columns; C is rows
+        // r0..r1 of `dp` at stride bkp (its starting values, when accumulating, set to w
+        // above), inside its `bq·bkp ≥ mq·bkp` elements. `dp` is distinct from dO and `vt`.
         unsafe {
             gemm(
                 p.isa,
                 a.view(r1 - r0, p.dv),
-                MatRef::row_major(&sc.vt, p.dv, w, bkp),
-                MatMut::row_major(&mut sc.dp[r0 * bkp..], r1 - r0, w, bkp),
+                MatRef::row_major(&sc.vt, p.dv, n, bkp),
+                MatMut::row_major(&mut sc.dp[r0 * bkp..], r1 - r0, n, bkp),
                 comp,
                 T::ONE,
             );
@@ -178,8 +185,8 @@ fn grad_s<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &QTile<T>, k: &KTile<
         // dS = P ∘ (dP − D) (P is 0 past each row's visible keys).
         for r in r0..r1 {
             let (pr, dr) = (
-                &sc.s[r * bkp..r * bkp + w],
-                &mut sc.dp[r * bkp..r * bkp + w],
+                &sc.s[r * bkp..r * bkp + n],
+                &mut sc.dp[r * bkp..r * bkp + n],
             );
             let d = if comp {
                 sc.dd_lo[q.at + r]

@@ -372,7 +372,13 @@ unsafe fn probs_body<V: SimdVec>(
                 j += lanes;
             }
             if j < w {
-                let hidden = V::splat(ninf).sub(vl).exp();
+                // exp(−∞ − lse): `lse` is not −∞ here, so the argument is −∞ (exp gives
+                // exactly 0) unless `lse` is NaN; only then is the exponential formed.
+                let hidden = if lse.is_nan() {
+                    V::splat(ninf).sub(vl).exp()
+                } else {
+                    V::splat(V::Elem::ZERO)
+                };
                 while j < w {
                     hidden.store(row.add(j));
                     j += lanes;
