@@ -235,10 +235,21 @@ unsafe fn online_t_block<X: SimdVec>(cb: usize, t: OnlineT<X::Elem>) {
             zero.store(st.add(j * mqp + cb));
         }
         let rows = lim;
-        let mut mt = ninf;
-        for j in 0..rows {
-            mt = X::load(st.add(j * mqp + cb)).max(mt);
+        // Four running maxima side by side, then combined: the same maximum (a NaN entry is
+        // passed over by `max` in any order), without one long chain of dependent steps.
+        let mut mx = [ninf; 4];
+        let mut j = 0;
+        while j + 4 <= rows {
+            for (t, m) in mx.iter_mut().enumerate() {
+                *m = X::load(st.add((j + t) * mqp + cb)).max(*m);
+            }
+            j += 4;
         }
+        while j < rows {
+            mx[0] = X::load(st.add(j * mqp + cb)).max(mx[0]);
+            j += 1;
+        }
+        let mt = mx[0].max(mx[1]).max(mx[2].max(mx[3]));
         let m_old = X::load(m.add(cb));
         let m_new = mt.max(m_old);
         let shift = m_new.max(lowest);

@@ -367,7 +367,6 @@ unsafe fn forward_body<V: SimdVec>(
     // `x`'s counts with `cnt(i) ≤ c`. Below, rows are `i < nq`, keys `j < cnt(i) ≤ c`, value
     // columns `e < dv`, and vectors start at lane `u`, a multiple of `LANES` below GROUP.
     unsafe {
-        let zero = V::splat(V::Elem::ZERO);
         let ninf = V::splat(V::Elem::NEG_INFINITY);
         let lowest = V::splat(-V::Elem::MAX);
         let (one, vs) = (scale == V::Elem::ONE, V::splat(scale));
@@ -387,9 +386,11 @@ unsafe fn forward_body<V: SimdVec>(
                     }
                     let m_new = mt.max(ninf);
                     let shift = m_new.max(lowest);
-                    let alpha = ninf.sub(shift).exp();
                     let sum = efa_num::simd::bodies::exp_shift_strided::<V>(row, GROUP, ci, shift);
-                    zero.fma(alpha, sum).store(l.add(i * GROUP + u));
+                    // The tile kernel's update from the empty state, `l = 0·e^{−∞ − shift} +
+                    // sum`: `shift` is finite (`max` passes NaN scores over and the clamp
+                    // lifts −∞), so the factor is exactly 0 and `l` is the sum itself.
+                    sum.store(l.add(i * GROUP + u));
                     m_new.store(m.add(i * GROUP + u));
                 }
                 let p = op(s.cast_const(), x.c, 1);
