@@ -232,7 +232,7 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
 ) {
     // SAFETY: the caller (`rows`) guarantees `V`'s instruction set, rows `a0 .. a0 + R` inside
     // the matrices and `kr(a)`, columns `0..nb` valid for them; the column blocks below stay
-    // below `nb` (`b + 8 ≤ nb`, `b + 4 ≤ nb`, `b + 2 ≤ nb`, `b < nb`), as `chain_block` needs.
+    // below `nb` (`b + N ≤ nb` for each block of `N` columns), as `chain_block` needs.
     unsafe {
         let lo = std::array::from_fn(|r| kr(a0 + r).0);
         let hi = std::array::from_fn(|r| kr(a0 + r).1);
@@ -243,9 +243,17 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
                 b += 8;
             }
         }
-        while b + 4 <= nb {
-            chain_block::<V, R, 4>((lo, hi), (a0, b), pr);
-            b += 4;
+        if R >= 4 && !wide::<V>() {
+            // Four rows on 16 registers: twelve accumulators and the four row vectors.
+            while b + 3 <= nb {
+                chain_block::<V, R, 3>((lo, hi), (a0, b), pr);
+                b += 3;
+            }
+        } else {
+            while b + 4 <= nb {
+                chain_block::<V, R, 4>((lo, hi), (a0, b), pr);
+                b += 4;
+            }
         }
         if b + 2 <= nb {
             chain_block::<V, R, 2>((lo, hi), (a0, b), pr);
@@ -257,8 +265,11 @@ unsafe fn row_block<V: SimdVec, const R: usize>(
     }
 }
 
-/// Rows `a0 .. a0 + rows` (`rows ≤ 4`) of a product: blocks of four rows on 64-byte vectors,
-/// of two on narrower ones (fewer registers), single rows for the rest.
+/// Rows `a0 .. a0 + rows` (`rows ≤ 4`) of a product: a block of four rows (by four columns on
+/// 64-byte vectors, by three on 32-byte ones, whose 16 registers hold no more), then blocks of
+/// two and single rows. Each column vector loaded then feeds four rows' chains: the operand
+/// streamed for every block of rows (the keys, some tens of kilobytes per group, from the
+/// second-level cache) is read half as often as by blocks of two rows.
 #[inline(always)]
 unsafe fn rows<V: SimdVec>(
     (a0, rows): (usize, usize),
@@ -272,7 +283,7 @@ unsafe fn rows<V: SimdVec>(
     unsafe {
         let mut a = a0;
         let end = a0 + rows;
-        if wide::<V>() && a + 4 <= end {
+        if a + 4 <= end {
             row_block::<V, 4>(a, nb, kr, pr);
             a += 4;
         }
