@@ -131,6 +131,34 @@ fn fmax64(a: f64, b: f64) -> f64 {
     }
 }
 
+/// The mask of the first `n < 8` 32-bit lanes (all bits set in each), for AVX2's masked loads
+/// and stores.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn first_lanes32(n: usize) -> __m256i {
+    // SAFETY: AVX/AVX2 register instructions on a CPU the caller guarantees supports AVX2;
+    // `n < 8` fits in an `i32`.
+    unsafe {
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(n as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    }
+}
+
+/// The mask of the first `n < 4` 64-bit lanes, as [`first_lanes32`].
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn first_lanes64(n: usize) -> __m256i {
+    // SAFETY: AVX/AVX2 register instructions on a CPU the caller guarantees supports AVX2;
+    // `n < 4` fits in an `i64`.
+    unsafe { _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3)) }
+}
+
 // SAFETY: only AVX, AVX2 and FMA instructions (the "AVX2 + FMA" set the type needs);
 // `LANES = 8 <= MAX_LANES`; `load`/`store` access exactly the 8 f32 at the pointer, the masked
 // `_first` forms only the first `n`.
@@ -191,12 +219,9 @@ unsafe impl SimdVec for Avx2F32 {
     unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
         // SAFETY: AVX/AVX2 instructions on a CPU the caller guarantees supports them; the
         // masked load reads only lanes `0..n` (masked-off lanes are neither read nor can they
-        // fault), which the caller guarantees are valid at `p`; `n < 8` fits in an `i32`.
+        // fault), which the caller guarantees are valid at `p`.
         unsafe {
-            let k = _mm256_cmpgt_epi32(
-                _mm256_set1_epi32(n as i32),
-                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-            );
+            let k = first_lanes32(n);
             let x = _mm256_maskload_ps(p, k);
             Avx2F32(_mm256_blendv_ps(
                 _mm256_set1_ps(fill),
@@ -210,10 +235,7 @@ unsafe impl SimdVec for Avx2F32 {
         // SAFETY: as `load_first`: the masked store writes only lanes `0..n`, which the
         // caller guarantees are valid at `p`.
         unsafe {
-            let k = _mm256_cmpgt_epi32(
-                _mm256_set1_epi32(n as i32),
-                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-            );
+            let k = first_lanes32(n);
             _mm256_maskstore_ps(p, k, self.0)
         }
     }
@@ -286,10 +308,9 @@ unsafe impl SimdVec for Avx2F64 {
     unsafe fn load_first(p: *const f64, n: usize, fill: f64) -> Self {
         // SAFETY: AVX/AVX2 instructions on a CPU the caller guarantees supports them; the
         // masked load reads only lanes `0..n` (masked-off lanes are neither read nor can they
-        // fault), which the caller guarantees are valid at `p`; `n < 4` fits in an `i64`.
+        // fault), which the caller guarantees are valid at `p`.
         unsafe {
-            let k =
-                _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3));
+            let k = first_lanes64(n);
             let x = _mm256_maskload_pd(p, k);
             Avx2F64(_mm256_blendv_pd(
                 _mm256_set1_pd(fill),
@@ -303,8 +324,7 @@ unsafe impl SimdVec for Avx2F64 {
         // SAFETY: as `load_first`: the masked store writes only lanes `0..n`, which the
         // caller guarantees are valid at `p`.
         unsafe {
-            let k =
-                _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3));
+            let k = first_lanes64(n);
             _mm256_maskstore_pd(p, k, self.0)
         }
     }
