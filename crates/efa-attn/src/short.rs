@@ -132,6 +132,22 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
         && (s[3] == 1 || cols <= 1)
     {
         let dp = dst.as_mut_ptr();
+        if p.isa == simd::Isa::Avx2 {
+            let from: [*const f32; GROUP] = std::array::from_fn(|g| base[g].cast());
+            // SAFETY: T is f32 and AVX2 is supported (Problem::new applies or_scalar); each
+            // head's rows r < rows hold cols contiguous elements at r·s[2] (cols ≤ 1, or
+            // s[3] = 1); dst holds rows·cols·GROUP elements (asserted above).
+            unsafe {
+                efa_num::simd::transpose8::pack16_f32(
+                    &from,
+                    s[2],
+                    (rows, cols),
+                    PREFETCH_ROWS,
+                    dp.cast(),
+                )
+            };
+            return;
+        }
         for r in 0..rows {
             // The 16 heads are 16 streams: fetch their rows a few ahead (a prefetch never
             // faults, whatever the address).
@@ -144,53 +160,26 @@ fn pack<T: Real>(p: &Problem<T>, x: &ArrayView4<T>, bhs: &[usize], rows: usize, 
                     .wrapping_offset(r as isize * s[2] + cb as isize)
                     .cast::<f32>()
             };
-            let to = |k: usize, cb: usize, hb: usize| {
-                dp.wrapping_add((r * cols + cb + k) * GROUP + hb)
-                    .cast::<f32>()
-            };
-            if p.isa == simd::Isa::Avx512 {
-                for cb in (0..cols).step_by(16) {
-                    let (from, into) = (
-                        std::array::from_fn(|g| src(g, cb)),
-                        std::array::from_fn(|k| to(k, cb, 0)),
-                    );
-                    // SAFETY: T is f32 and AVX-512 is supported (Problem::new applies
-                    // or_scalar); each source row has cols − cb ≥ 1 contiguous elements of its
-                    // head's row r; the output rows (r·cols + cb + k)·16 for
-                    // k < min(16, cols − cb) lie inside dst (asserted above).
-                    unsafe {
-                        efa_num::simd::transpose16::transpose16_at_f32(
-                            &from,
-                            GROUP,
-                            (cols - cb).min(16),
-                            &into,
-                            GROUP,
-                        )
-                    };
-                }
-            } else {
-                for cb in (0..cols).step_by(8) {
-                    for hb in [0, 8] {
-                        let (from, into) = (
-                            std::array::from_fn(|g| src(hb + g, cb)),
-                            std::array::from_fn(|k| to(k, cb, hb)),
-                        );
-                        // SAFETY: T is f32 and AVX2 is supported (Problem::new applies
-                        // or_scalar); each of the 8 source rows has cols − cb ≥ 1 contiguous
-                        // elements of its head's row r; the output rows
-                        // (r·cols + cb + k)·16 + hb for k < min(8, cols − cb), 8 lanes each,
-                        // lie inside dst (asserted above).
-                        unsafe {
-                            efa_num::simd::transpose8::transpose8_at_f32(
-                                &from,
-                                8,
-                                (cols - cb).min(8),
-                                &into,
-                                8,
-                            )
-                        };
-                    }
-                }
+            let to =
+                |k: usize, cb: usize| dp.wrapping_add((r * cols + cb + k) * GROUP).cast::<f32>();
+            for cb in (0..cols).step_by(16) {
+                let (from, into) = (
+                    std::array::from_fn(|g| src(g, cb)),
+                    std::array::from_fn(|k| to(k, cb)),
+                );
+                // SAFETY: T is f32 and AVX-512 is supported (Problem::new applies
+                // or_scalar); each source row has cols − cb ≥ 1 contiguous elements of its
+                // head's row r; the output rows (r·cols + cb + k)·16 for
+                // k < min(16, cols − cb) lie inside dst (asserted above).
+                unsafe {
+                    efa_num::simd::transpose16::transpose16_at_f32(
+                        &from,
+                        GROUP,
+                        (cols - cb).min(16),
+                        &into,
+                        GROUP,
+                    )
+                };
             }
         }
         return;
@@ -240,6 +229,15 @@ unsafe fn unpack<T: Real>(isa: simd::Isa, src: &[T], rows: usize, cols: usize, o
     }
     #[cfg(target_arch = "x86_64")]
     if isa == simd::Isa::Avx2 && simd::elem_kind::<T>() == simd::ElemKind::F32 && n > 0 {
+        if n == GROUP {
+            let to: [*mut f32; GROUP] = std::array::from_fn(|g| outs[g].cast());
+            // SAFETY: T is f32, AVX2 supported; src holds rows·cols·GROUP elements (asserted);
+            // each of the GROUP heads gets rows·cols elements (caller's contract).
+            unsafe {
+                efa_num::simd::transpose8::unpack16_f32(src.as_ptr().cast(), (rows, cols), &to)
+            };
+            return;
+        }
         for r in 0..rows {
             for cb in (0..cols).step_by(8) {
                 let w = (cols - cb).min(8);

@@ -42,38 +42,138 @@ pub unsafe fn transpose8_at_f32(
             }
         };
     }
-    // 4×4 transposes inside each 128-bit half: u[4g + k] half H holds column 4H + k of rows
-    // 4g .. 4g + 4.
-    let mut u = [_mm256_setzero_ps(); 8];
-    for g in 0..2 {
-        let (a, b, c, d) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
-        let t0 = _mm256_castps_pd(_mm256_unpacklo_ps(a, b));
-        let t1 = _mm256_castps_pd(_mm256_unpackhi_ps(a, b));
-        let t2 = _mm256_castps_pd(_mm256_unpacklo_ps(c, d));
-        let t3 = _mm256_castps_pd(_mm256_unpackhi_ps(c, d));
-        u[4 * g] = _mm256_castpd_ps(_mm256_unpacklo_pd(t0, t2));
-        u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(t0, t2));
-        u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(t1, t3));
-        u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(t1, t3));
+    let t = transpose_regs(r);
+    for (c, &v) in t.iter().enumerate().take(cols) {
+        // SAFETY: output row `c < cols` is valid for `lanes` elements (caller's contract); a
+        // masked store writes only those.
+        unsafe {
+            if lanes == 8 {
+                _mm256_storeu_ps(dst[c], v);
+            } else {
+                _mm256_maskstore_ps(dst[c], keep, v);
+            }
+        }
     }
-    // Column k: the low halves of u[k] (rows 0–3) and u[4 + k] (rows 4–7); column 4 + k: their
-    // high halves.
-    for k in 0..4 {
-        let out = [
-            (k, _mm256_permute2f128_ps::<0x20>(u[k], u[4 + k])),
-            (4 + k, _mm256_permute2f128_ps::<0x31>(u[k], u[4 + k])),
-        ];
-        for (c, v) in out {
-            if c < cols {
-                // SAFETY: output row `c < cols` is valid for `lanes` elements (caller's
-                // contract); a masked store writes only those.
-                unsafe {
-                    if lanes == 8 {
-                        _mm256_storeu_ps(dst[c], v);
-                    } else {
-                        _mm256_maskstore_ps(dst[c], keep, v);
-                    }
+}
+
+/// The 8 × 8 transpose of eight registers: element `c` of row `r` becomes element `r` of row
+/// `c`. Inlined into its callers, each of which enables AVX2.
+#[inline(always)]
+fn transpose_regs(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: register shuffles only; every caller runs with AVX2 enabled.
+    unsafe {
+        // 4×4 transposes inside each 128-bit half: u[4g + k] half H holds column 4H + k of
+        // rows 4g .. 4g + 4.
+        let mut u = [_mm256_setzero_ps(); 8];
+        for g in 0..2 {
+            let (a, b, c, d) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
+            let t0 = _mm256_castps_pd(_mm256_unpacklo_ps(a, b));
+            let t1 = _mm256_castps_pd(_mm256_unpackhi_ps(a, b));
+            let t2 = _mm256_castps_pd(_mm256_unpacklo_ps(c, d));
+            let t3 = _mm256_castps_pd(_mm256_unpackhi_ps(c, d));
+            u[4 * g] = _mm256_castpd_ps(_mm256_unpacklo_pd(t0, t2));
+            u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(t0, t2));
+            u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(t1, t3));
+            u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(t1, t3));
+        }
+        // Column k: the low halves of u[k] (rows 0–3) and u[4 + k] (rows 4–7); column 4 + k:
+        // their high halves.
+        let mut t = [_mm256_setzero_ps(); 8];
+        for k in 0..4 {
+            t[k] = _mm256_permute2f128_ps::<0x20>(u[k], u[4 + k]);
+            t[4 + k] = _mm256_permute2f128_ps::<0x31>(u[k], u[4 + k]);
+        }
+        t
+    }
+}
+
+/// Heads side by side: `dst[(r·cols + c)·16 + g] = src[g][r·rs + c]` for the sixteen sources
+/// `g`, rows `r < rows` and columns `c < cols` (each source row contiguous), with the rows
+/// `ahead` rows on prefetched. Whole 8 × 8 blocks go through registers in one loop; a last
+/// block of fewer than eight columns through [`transpose8_at_f32`]. Only data moves.
+///
+/// # Safety
+/// AVX2 must be supported; `src[g]` valid for reads of `cols` elements at `r·rs` for every
+/// `r < rows`; `dst` valid for `rows·cols·16` writes, not overlapping any source.
+#[target_feature(enable = "avx2")]
+pub unsafe fn pack16_f32(
+    src: &[*const f32; 16],
+    rs: isize,
+    (rows, cols): (usize, usize),
+    ahead: usize,
+    dst: *mut f32,
+) {
+    let whole = cols / 8 * 8;
+    for r in 0..rows {
+        let at = r as isize * rs;
+        for &s in src {
+            // A prefetch never faults, whatever the address.
+            _mm_prefetch::<_MM_HINT_T0>(s.wrapping_offset(at + ahead as isize * rs).cast());
+        }
+        for cb in (0..whole).step_by(8) {
+            for hb in [0, 8] {
+                let mut x = [_mm256_setzero_ps(); 8];
+                for (g, v) in x.iter_mut().enumerate() {
+                    // SAFETY: columns cb .. cb + 8 ≤ cols of source row r (caller's contract).
+                    *v = unsafe { _mm256_loadu_ps(src[hb + g].offset(at + cb as isize)) };
                 }
+                for (k, &v) in transpose_regs(x).iter().enumerate() {
+                    // SAFETY: (r·cols + cb + k)·16 + hb + 8 ≤ rows·cols·16 (caller's contract).
+                    unsafe { _mm256_storeu_ps(dst.add((r * cols + cb + k) * 16 + hb), v) };
+                }
+            }
+        }
+        if whole < cols {
+            for hb in [0, 8] {
+                let mut from = [std::ptr::null(); 8];
+                let mut into = [std::ptr::null_mut(); 8];
+                for g in 0..8 {
+                    from[g] = src[hb + g].wrapping_offset(at + whole as isize);
+                    into[g] = dst.wrapping_add((r * cols + whole + g) * 16 + hb);
+                }
+                // SAFETY: the cols − whole < 8 last columns of eight source rows; output rows
+                // r·cols + whole + k < (r + 1)·cols, 8 lanes from hb (caller's contract).
+                unsafe { transpose8_at_f32(&from, 8, cols - whole, &into, 8) };
+            }
+        }
+    }
+}
+
+/// The inverse of [`pack16_f32`]: `dst[g][r·cols + c] = src[(r·cols + c)·16 + g]` for the
+/// sixteen outputs `g` (each one's rows contiguous), `r < rows`, `c < cols`.
+///
+/// # Safety
+/// AVX2 must be supported; `src` valid for `rows·cols·16` reads; each `dst[g]` for
+/// `rows·cols` writes, the sixteen not overlapping each other or `src`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn unpack16_f32(src: *const f32, (rows, cols): (usize, usize), dst: &[*mut f32; 16]) {
+    let whole = cols / 8 * 8;
+    for r in 0..rows {
+        for cb in (0..whole).step_by(8) {
+            for hb in [0, 8] {
+                let mut x = [_mm256_setzero_ps(); 8];
+                for (k, v) in x.iter_mut().enumerate() {
+                    // SAFETY: (r·cols + cb + k)·16 + hb + 8 ≤ rows·cols·16 (caller's contract).
+                    *v = unsafe { _mm256_loadu_ps(src.add((r * cols + cb + k) * 16 + hb)) };
+                }
+                for (g, &v) in transpose_regs(x).iter().enumerate() {
+                    // SAFETY: elements r·cols + cb .. + 8 ≤ rows·cols of output hb + g.
+                    unsafe { _mm256_storeu_ps(dst[hb + g].add(r * cols + cb), v) };
+                }
+            }
+        }
+        if whole < cols {
+            let w = cols - whole;
+            for hb in [0, 8] {
+                let mut from = [std::ptr::null(); 8];
+                let mut into = [std::ptr::null_mut(); 8];
+                for k in 0..8 {
+                    from[k] = src.wrapping_add((r * cols + whole + k) * 16 + hb);
+                    into[k] = dst[hb + k].wrapping_add(r * cols + whole);
+                }
+                // SAFETY: the w source rows of 8 lanes from hb lie in src; outputs hb + g get
+                // their w last elements of row r (caller's contract).
+                unsafe { transpose8_at_f32(&from, w, 8, &into, w) };
             }
         }
     }
@@ -118,6 +218,60 @@ mod tests {
                                     "{rows}×{cols} lanes {lanes}: wrote ({c}, {l})"
                                 );
                             }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `pack16_f32` and `unpack16_f32` against the element loops for column counts with and
+    /// without a partial last block, sources with row strides longer than their rows, and
+    /// nothing written past the packed block or past each output's rows.
+    #[test]
+    fn sixteen_heads_pack_and_unpack_as_the_element_loops() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for cols in [1, 3, 7, 8, 9, 15, 16, 17, 24] {
+            for rows in [1, 2, 5] {
+                let rs = cols + 3;
+                let src: Vec<f32> = (0..16 * rows * rs).map(|i| i as f32 * 0.25 - 9.0).collect();
+                let from: [*const f32; 16] =
+                    std::array::from_fn(|g| src.as_ptr().wrapping_add(g * rows * rs));
+                let n = rows * cols * 16;
+                let mut packed = vec![f32::NAN; n + 16];
+                // SAFETY: AVX2 is present; each source has `rows` rows of `cols` at stride
+                // `rs`; `packed` holds rows·cols·16 elements and more.
+                unsafe { pack16_f32(&from, rs as isize, (rows, cols), 4, packed.as_mut_ptr()) };
+                for r in 0..rows {
+                    for c in 0..cols {
+                        for g in 0..16 {
+                            let want = src[g * rows * rs + r * rs + c];
+                            let got = packed[(r * cols + c) * 16 + g];
+                            assert_eq!(got, want, "pack {rows}×{cols}: ({r}, {c}) head {g}");
+                        }
+                    }
+                }
+                assert!(
+                    packed[n..].iter().all(|x| x.is_nan()),
+                    "pack {rows}×{cols} overran"
+                );
+                let len = rows * cols + 5;
+                let mut out = vec![f32::NAN; 16 * len];
+                let to: [*mut f32; 16] =
+                    std::array::from_fn(|g| out.as_mut_ptr().wrapping_add(g * len));
+                // SAFETY: AVX2 is present; `packed` holds rows·cols·16 elements; each output
+                // has rows·cols elements and more, none overlapping.
+                unsafe { unpack16_f32(packed.as_ptr(), (rows, cols), &to) };
+                for g in 0..16 {
+                    for idx in 0..len {
+                        let got = out[g * len + idx];
+                        if idx < rows * cols {
+                            let want = src[g * rows * rs + idx / cols * rs + idx % cols];
+                            assert_eq!(got, want, "unpack {rows}×{cols}: head {g} at {idx}");
+                        } else {
+                            assert!(got.is_nan(), "unpack {rows}×{cols}: head {g} wrote {idx}");
                         }
                     }
                 }
