@@ -196,7 +196,7 @@ pub(crate) fn pack_rows<T: Real>(
 /// `rows ≤ r < stride`, for every column `c`. With `f32` elements and contiguous rows, blocks
 /// are transposed in registers: 16×16 with `isa = Avx512` and `stride` a multiple of 16
 /// ([`efa_num::simd::transpose16::transpose16_f32`]), 8×8 with `Avx2` and a multiple of 8
-/// ([`efa_num::simd::transpose8::transpose8_at_f32`]); otherwise element by element.
+/// ([`efa_num::simd::transpose8::transpose_f32`]); otherwise element by element.
 pub(crate) fn pack_cols<T: Real>(
     isa: Isa,
     src: &ArrayView2<T>,
@@ -252,26 +252,19 @@ pub(crate) fn pack_cols<T: Real>(
         for c in 0..cols {
             dst[c * stride + full..(c + 1) * stride].fill(T::ZERO);
         }
-        let base = src.as_ptr().wrapping_offset(r0 as isize * rs).cast::<f32>();
-        let d = dst.as_mut_ptr().cast::<f32>();
-        for rb in (0..rows).step_by(8) {
-            let n = (rows - rb).min(8);
-            for cb in (0..cols).step_by(8) {
-                let w = (cols - cb).min(8);
-                // Rows past `n` are not read (any address will do).
-                let from = std::array::from_fn(|r| {
-                    base.wrapping_offset((rb + r.min(n - 1)) as isize * rs)
-                        .wrapping_add(cb)
-                });
-                let to = std::array::from_fn(|c| d.wrapping_add((cb + c.min(w - 1)) * stride + rb));
-                // SAFETY: Avx2 is only passed when supported (Problem::new applies or_scalar); T
-                // is f32; rows r0 + rb .. r0 + rb + n of the view have `w` contiguous elements
-                // from column cb; output rows cb .. cb + w of dst get 8 elements from rb, within
-                // full ≤ stride (rows ≤ stride, both multiples of 8 there), so inside
-                // cols·stride ≤ dst.len() (asserted above); the lanes past n are written zero.
-                unsafe { efa_num::simd::transpose8::transpose8_at_f32(&from, n, w, &to, 8) };
-            }
-        }
+        // SAFETY: Avx2 is only passed when supported (Problem::new applies or_scalar); T is
+        // f32; rows r0 .. r0 + rows of the view have `cols` contiguous elements; output rows
+        // c < cols get full ≤ stride elements (rows ≤ stride, both multiples of 8 there), so
+        // inside cols·stride ≤ dst.len() (asserted above).
+        unsafe {
+            efa_num::simd::transpose8::transpose_f32(
+                src.as_ptr().offset(r0 as isize * rs).cast(),
+                rs,
+                (rows, cols),
+                dst.as_mut_ptr().cast(),
+                stride,
+            )
+        };
         return;
     }
     let _ = isa;

@@ -87,6 +87,62 @@ fn transpose_regs(r: [__m256; 8]) -> [__m256; 8] {
     }
 }
 
+/// A strided transpose: `dst[c·ds + r] = src[r·rs + c]` for `c < cols` and `r` below `rows`
+/// rounded up to a multiple of 8, zero for `r ≥ rows` (each source row contiguous). Whole
+/// 8 × 8 blocks go through registers in one loop; the blocks at the edges through
+/// [`transpose8_at_f32`].
+///
+/// # Safety
+/// AVX2 must be supported; `src` valid for reads of `cols` elements at `r·rs` for `r < rows`;
+/// `dst` valid for writes of `rows.next_multiple_of(8)` elements at `c·ds` for `c < cols`, not
+/// overlapping the source.
+#[target_feature(enable = "avx2")]
+pub unsafe fn transpose_f32(
+    src: *const f32,
+    rs: isize,
+    (rows, cols): (usize, usize),
+    dst: *mut f32,
+    ds: usize,
+) {
+    for rb in (0..rows).step_by(8) {
+        let n = (rows - rb).min(8);
+        let row = src.wrapping_offset(rb as isize * rs);
+        // The rows two blocks on, first and last element (a prefetch never faults).
+        for r in 16..24 {
+            let ahead = row.wrapping_offset(r * rs);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(cols.max(1) - 1).cast());
+        }
+        for cb in (0..cols).step_by(8) {
+            let w = (cols - cb).min(8);
+            if n == 8 && w == 8 {
+                let mut x = [_mm256_setzero_ps(); 8];
+                for (r, v) in x.iter_mut().enumerate() {
+                    // SAFETY: columns cb .. cb + 8 ≤ cols of row rb + r < rows.
+                    *v = unsafe { _mm256_loadu_ps(row.offset(r as isize * rs).add(cb)) };
+                }
+                for (c, &v) in transpose_regs(x).iter().enumerate() {
+                    // SAFETY: elements rb .. rb + 8 of output row cb + c < cols.
+                    unsafe { _mm256_storeu_ps(dst.add((cb + c) * ds + rb), v) };
+                }
+            } else {
+                let mut from = [std::ptr::null(); 8];
+                let mut into = [std::ptr::null_mut(); 8];
+                for k in 0..8 {
+                    // Rows past `n` and columns past `w` are not touched (any address will do).
+                    from[k] = row
+                        .wrapping_offset(k.min(n - 1) as isize * rs)
+                        .wrapping_add(cb);
+                    into[k] = dst.wrapping_add((cb + k.min(w - 1)) * ds + rb);
+                }
+                // SAFETY: rows rb .. rb + n have w elements from column cb; output rows
+                // cb .. cb + w get 8 elements from rb ≤ rows.next_multiple_of(8) − 8.
+                unsafe { transpose8_at_f32(&from, n, w, &into, 8) };
+            }
+        }
+    }
+}
+
 /// Heads side by side: `dst[(r·cols + c)·16 + g] = src[g][r·rs + c]` for the sixteen sources
 /// `g`, rows `r < rows` and columns `c < cols` (each source row contiguous), with the rows
 /// `ahead` rows on prefetched. Whole 8 × 8 blocks go through registers in one loop; a last
@@ -272,6 +328,45 @@ mod tests {
                             assert_eq!(got, want, "unpack {rows}×{cols}: head {g} at {idx}");
                         } else {
                             assert!(got.is_nan(), "unpack {rows}×{cols}: head {g} wrote {idx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `transpose_f32` against the element loop over shapes with whole and partial blocks in
+    /// both directions: zeros up to the next multiple of 8, nothing written past it or to
+    /// rows past `cols`.
+    #[test]
+    fn strided_transpose_as_the_element_loop() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for rows in [1usize, 5, 8, 9, 16, 50] {
+            for cols in [1, 7, 8, 12, 16, 17] {
+                let (rs, ds) = (cols + 2, rows.next_multiple_of(8) + 8);
+                let src: Vec<f32> = (0..rows * rs).map(|i| i as f32 * 0.5 - 3.0).collect();
+                let mut dst = vec![f32::NAN; (cols + 1) * ds];
+                // SAFETY: AVX2 is present; `rows` rows of `cols` at stride `rs`; `cols + 1`
+                // output rows of `ds ≥ rows.next_multiple_of(8)`.
+                unsafe {
+                    transpose_f32(
+                        src.as_ptr(),
+                        rs as isize,
+                        (rows, cols),
+                        dst.as_mut_ptr(),
+                        ds,
+                    )
+                };
+                for c in 0..cols + 1 {
+                    for r in 0..ds {
+                        let got = dst[c * ds + r];
+                        if c < cols && r < rows.next_multiple_of(8) {
+                            let want = if r < rows { src[r * rs + c] } else { 0.0 };
+                            assert_eq!(got, want, "{rows}×{cols}: ({c}, {r})");
+                        } else {
+                            assert!(got.is_nan(), "{rows}×{cols}: wrote ({c}, {r})");
                         }
                     }
                 }
