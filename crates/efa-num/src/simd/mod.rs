@@ -229,3 +229,5 @@ mod tests;
 mod tests_dd;
 #[cfg(test)]
 mod tests_lanes;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests_pack;
