@@ -5,6 +5,7 @@
 //! accumulators in registers instead of the tile scratch.
 
 use super::GROUP;
+use efa_num::simd::bodies::SIDE;
 use efa_num::simd::SimdVec;
 use efa_num::{simd_variants, Real};
 
@@ -469,7 +470,20 @@ unsafe fn backward_body<V: SimdVec>(
                 for i in i0..i0 + n {
                     let vl = V::load(lse.add(i * GROUP + u));
                     let row = p.add(i * c * GROUP + u);
-                    for j in 0..x.cnt(i) {
+                    let ci = x.cnt(i);
+                    // SIDE exponentials side by side (the same bits as one at a time).
+                    let mut j = 0;
+                    while j + SIDE <= ci {
+                        let mut v = [vl; SIDE];
+                        for (t, v) in v.iter_mut().enumerate() {
+                            *v = scaled(V::load(row.add((j + t) * GROUP)), vs, one).sub(vl);
+                        }
+                        for (t, e) in V::exp_each(v).into_iter().enumerate() {
+                            e.store(row.add((j + t) * GROUP));
+                        }
+                        j += SIDE;
+                    }
+                    for j in j..ci {
                         let o = row.add(j * GROUP);
                         scaled(V::load(o), vs, one).sub(vl).exp().store(o);
                     }

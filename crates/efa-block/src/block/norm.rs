@@ -285,19 +285,15 @@ unsafe fn ln_back_params<V: SimdVec>(
         let mut j = 0;
         while j < d {
             let n = (d - j).min(w);
-            let load = |p: *const V::Elem| {
-                if n == w {
-                    V::load(p)
-                } else {
-                    V::load_first(p, n, V::Elem::ZERO)
-                }
-            };
-            let gv = load(g.add(j));
-            let (mut sg, mut sb) = (load(dg.add(j)), load(db.add(j)));
+            // `load_part`, an #[inline(always)] function, not a closure: a closure is compiled
+            // without the instruction set and, left out of line, calls each intrinsic
+            // (docs/design.md §3b).
+            let gv = load_part::<V>(g.add(j), n);
+            let (mut sg, mut sb) = (load_part::<V>(dg.add(j), n), load_part::<V>(db.add(j), n));
             for i in 0..rows {
                 let row = dx.add(i * ldx + j);
-                let dy = load(src.add(i * lds + j));
-                sg = sg.add(dy.mul(load(xhat.add(i * ldh + j))));
+                let dy = load_part::<V>(src.add(i * lds + j), n);
+                sg = sg.add(dy.mul(load_part::<V>(xhat.add(i * ldh + j), n)));
                 sb = sb.add(dy);
                 let out = dy.mul(gv);
                 if n == w {

@@ -100,6 +100,11 @@ unsafe impl SimdVec for Lane<Dd> {
     unsafe fn exp(self) -> Self {
         Lane(self.0.exp())
     }
+    /// `Dd::exp` of each (no polynomial chains to interleave).
+    #[inline(always)]
+    unsafe fn exp_each<const K: usize>(v: [Self; K]) -> [Self; K] {
+        v.map(|x| Lane(x.0.exp()))
+    }
 }
 
 #[cfg(test)]

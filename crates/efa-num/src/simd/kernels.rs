@@ -292,9 +292,9 @@ variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
 
 /// `x[j·stride] ← exp(x[j·stride] − shift)` for the vectors `j < n` (lane by lane); returns
 /// `0 + e₀ + e₁ + …`, summed in `j` order (the order a one-vector loop sums in, so the same
-/// bits). Four exponentials are formed side by side, their polynomials' dependency chains
-/// interleaved: one at a time, the out-of-order window holds too few of them to keep the
-/// multiply-add units busy (the attention kernels' softmax runs down columns of scores).
+/// bits). [`SIDE`] exponentials are formed side by side ([`SimdVec::exp_each`]): one at a time,
+/// the out-of-order window holds too few of them to keep the multiply-add units busy (the
+/// attention kernels' softmax runs down columns of scores).
 ///
 /// # Safety
 /// The instruction set of `V` must be enabled; `x + j·stride` valid for one vector for `j < n`.
@@ -306,25 +306,21 @@ pub unsafe fn exp_shift_strided<V: SimdVec>(
     shift: V,
 ) -> V {
     // SAFETY: the caller guarantees `V`'s instruction set and one vector at `x + j·stride` for
-    // every `j < n`; the loops touch exactly those (`j + 3 < n` in the first).
+    // every `j < n`; the loops touch exactly those (`j + SIDE ≤ n` in the first).
     unsafe {
         let mut sum = V::splat(V::Elem::ZERO);
         let mut j = 0;
-        while j + 4 <= n {
-            let p0 = x.add(j * stride);
-            let p1 = x.add((j + 1) * stride);
-            let p2 = x.add((j + 2) * stride);
-            let p3 = x.add((j + 3) * stride);
-            let e0 = V::load(p0).sub(shift).exp();
-            let e1 = V::load(p1).sub(shift).exp();
-            let e2 = V::load(p2).sub(shift).exp();
-            let e3 = V::load(p3).sub(shift).exp();
-            e0.store(p0);
-            e1.store(p1);
-            e2.store(p2);
-            e3.store(p3);
-            sum = sum.add(e0).add(e1).add(e2).add(e3);
-            j += 4;
+        while j + SIDE <= n {
+            let mut v = [shift; SIDE];
+            for (t, v) in v.iter_mut().enumerate() {
+                *v = V::load(x.add((j + t) * stride)).sub(shift);
+            }
+            let e = V::exp_each(v);
+            for (t, e) in e.into_iter().enumerate() {
+                e.store(x.add((j + t) * stride));
+                sum = sum.add(e);
+            }
+            j += SIDE;
         }
         while j < n {
             let p = x.add(j * stride);
@@ -336,6 +332,11 @@ pub unsafe fn exp_shift_strided<V: SimdVec>(
         sum
     }
 }
+
+/// Exponentials the softmax kernels form side by side ([`SimdVec::exp_each`]): enough
+/// independent chains to fill the multiply-add units, few enough that the arguments and
+/// polynomials stay in sixteen 256-bit registers.
+pub const SIDE: usize = 6;
 
 /// Body of [`exp_sub_sum`]: `xᵢ ← exp(xᵢ − m)` over `n` elements; returns their sum.
 ///
@@ -353,9 +354,23 @@ pub unsafe fn exp_sub_sum_body<V: SimdVec>(x: *mut V::Elem, n: usize, m: V::Elem
         let z = V::splat(V::Elem::ZERO);
         let (mut s0, mut s1) = (z, z);
         let mut i = 0;
+        // Vectors alternate between s0 and s1; four or two at a time side by side.
+        while i + 4 * w <= n {
+            let mut v = [vm; 4];
+            for (t, v) in v.iter_mut().enumerate() {
+                *v = V::load(x.add(i + t * w)).sub(vm);
+            }
+            let [e0, e1, e2, e3] = V::exp_each(v);
+            e0.store(x.add(i));
+            e1.store(x.add(i + w));
+            e2.store(x.add(i + 2 * w));
+            e3.store(x.add(i + 3 * w));
+            s0 = s0.add(e0).add(e2);
+            s1 = s1.add(e1).add(e3);
+            i += 4 * w;
+        }
         while i + 2 * w <= n {
-            let e0 = V::load(x.add(i)).sub(vm).exp();
-            let e1 = V::load(x.add(i + w)).sub(vm).exp();
+            let [e0, e1] = V::exp_each([V::load(x.add(i)).sub(vm), V::load(x.add(i + w)).sub(vm)]);
             e0.store(x.add(i));
             e1.store(x.add(i + w));
             s0 = s0.add(e0);

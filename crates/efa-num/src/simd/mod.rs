@@ -219,7 +219,7 @@ pub use kernels::{
 /// values of the separate calls: the same operations in the same order.
 pub mod bodies {
     pub use super::kernels::{
-        dot_body, exp_shift_strided, exp_sub_sum_body, max_body, scale_body, sum_body,
+        dot_body, exp_shift_strided, exp_sub_sum_body, max_body, scale_body, sum_body, SIDE,
     };
 }
 
@@ -227,6 +227,8 @@ pub mod bodies {
 mod tests;
 #[cfg(test)]
 mod tests_dd;
+#[cfg(test)]
+mod tests_exp;
 #[cfg(test)]
 mod tests_lanes;
 #[cfg(all(test, target_arch = "x86_64"))]

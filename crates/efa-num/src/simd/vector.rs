@@ -275,26 +275,50 @@ pub unsafe trait SimdVec: Copy {
     /// so that results underflow gradually and overflow to +∞. Inputs are clamped to
     /// `[EXP_LO, EXP_HI]` first, so −∞ gives exactly 0, +∞ gives +∞; NaN stays NaN.
     /// Measured maximum relative error against `std` exp over normal results: below 2 ulp
-    /// (see the tests in `simd::tests`).
+    /// (see the tests in `simd::tests`). [`SimdVec::exp_each`] with one vector.
     ///
     /// # Safety
     /// The CPU must support the type's instruction set.
     #[inline(always)]
     unsafe fn exp(self) -> Self {
+        // SAFETY: register arithmetic only; the caller guarantees the instruction set.
+        unsafe { Self::exp_each([self])[0] }
+    }
+
+    /// [`SimdVec::exp`] of `K` vectors, formed step by step side by side: each lane goes through
+    /// exactly the operations of `exp` (so the same bits), but the `K` polynomials' chains of
+    /// dependent multiply-adds are interleaved in the instruction stream. One exponential at a
+    /// time, the out-of-order window holds too few whole chains (about 50 cycles of latency
+    /// each) to keep the multiply-add units busy; a softmax over a column or row of scores has
+    /// many independent ones. Types whose `exp` is not this polynomial override both.
+    ///
+    /// # Safety
+    /// The CPU must support the type's instruction set.
+    #[inline(always)]
+    unsafe fn exp_each<const K: usize>(v: [Self; K]) -> [Self; K] {
         // SAFETY: register arithmetic only (no memory access); the caller guarantees the CPU
         // supports the type's instruction set, which is all these methods need.
         unsafe {
             let e = Self::Elem::EXP_COEF;
-            // max(lo, x) keeps a NaN x (second operand); min(hi, ·) likewise.
-            let x = Self::splat(Self::Elem::EXP_HI).min(Self::splat(Self::Elem::EXP_LO).max(self));
-            let n = x.mul(Self::splat(Self::Elem::LOG2E)).round();
-            let r = n.fma(Self::splat(-Self::Elem::LN2_HI), x);
-            let r = n.fma(Self::splat(-Self::Elem::LN2_LO), r);
-            let mut p = Self::splat(e[0]);
-            for &c in &e[1..] {
-                p = p.fma(r, Self::splat(c));
+            let (mut n, mut r) = (v, v);
+            for t in 0..K {
+                // max(lo, x) keeps a NaN x (second operand); min(hi, ·) likewise.
+                let x =
+                    Self::splat(Self::Elem::EXP_HI).min(Self::splat(Self::Elem::EXP_LO).max(v[t]));
+                n[t] = x.mul(Self::splat(Self::Elem::LOG2E)).round();
+                let rh = n[t].fma(Self::splat(-Self::Elem::LN2_HI), x);
+                r[t] = n[t].fma(Self::splat(-Self::Elem::LN2_LO), rh);
             }
-            p.ldexp(n)
+            let mut p = [Self::splat(e[0]); K];
+            for &c in &e[1..] {
+                for t in 0..K {
+                    p[t] = p[t].fma(r[t], Self::splat(c));
+                }
+            }
+            for t in 0..K {
+                p[t] = p[t].ldexp(n[t]);
+            }
+            p
         }
     }
 }

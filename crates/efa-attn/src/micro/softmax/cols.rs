@@ -3,6 +3,7 @@
 //! reductions.
 
 use crate::micro::PAD;
+use efa_num::simd::bodies::SIDE;
 use efa_num::simd::{Isa, SimdVec};
 use efa_num::{simd_by_kind, simd_variants, Real};
 
@@ -114,14 +115,18 @@ unsafe fn softmax_cols_block<V: SimdVec, const G: usize>(
             let (mut s0, mut s1) = ([zero; G], [zero; G]);
             let mut i = 0;
             while i + 2 * w <= n {
+                // The blocks' exponentials side by side (the same bits as one at a time).
+                let (mut v0, mut v1) = (m, m);
                 for b in 0..G {
-                    let (p0, p1) = (at(b, i + l), at(b, i + w + l));
-                    let e0 = V::load(p0).sub(m[b]).exp();
-                    let e1 = V::load(p1).sub(m[b]).exp();
-                    e0.store(p0);
-                    e1.store(p1);
-                    s0[b] = s0[b].add(e0);
-                    s1[b] = s1[b].add(e1);
+                    v0[b] = V::load(at(b, i + l)).sub(m[b]);
+                    v1[b] = V::load(at(b, i + w + l)).sub(m[b]);
+                }
+                let (e0, e1) = (V::exp_each(v0), V::exp_each(v1));
+                for b in 0..G {
+                    e0[b].store(at(b, i + l));
+                    e1[b].store(at(b, i + w + l));
+                    s0[b] = s0[b].add(e0[b]);
+                    s1[b] = s1[b].add(e1[b]);
                 }
                 i += 2 * w;
             }
@@ -237,7 +242,18 @@ unsafe fn softmax_cols_again_body<V: SimdVec>(
         let mut c = 0;
         while c < cols {
             let (m, r) = (V::load(stats.add(c)), V::load(stats.add(ld + c)));
-            for j in 0..n {
+            let mut j = 0;
+            while j + SIDE <= n {
+                let mut v = [m; SIDE];
+                for (t, v) in v.iter_mut().enumerate() {
+                    *v = V::load(x.add((j + t) * ld + c)).sub(m);
+                }
+                for (t, e) in V::exp_each(v).into_iter().enumerate() {
+                    e.mul(r).store(x.add((j + t) * ld + c));
+                }
+                j += SIDE;
+            }
+            for j in j..n {
                 let p = x.add(j * ld + c);
                 V::load(p).sub(m).exp().mul(r).store(p);
             }
