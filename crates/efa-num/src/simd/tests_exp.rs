@@ -89,7 +89,7 @@ where
                     "{what} strided wrote ({j}, {})",
                     w + l
                 );
-                want_sum[l] = want_sum[l] + e;
+                want_sum[l] += e;
             }
         }
         for l in 0..w {
@@ -112,7 +112,7 @@ where
             let e = lane_exp(a - m);
             assert!(same(g, e), "{what} exp_sub_sum n {n} element {i}");
             if i < n - n % w {
-                s[(i / w) % 2][i % w] = s[(i / w) % 2][i % w] + e;
+                s[(i / w) % 2][i % w] += e;
             }
         }
         // SAFETY: as above; `s[0]`, `s[1]` hold `w` elements.
@@ -122,7 +122,7 @@ where
                 .reduce_sum()
         };
         for &e in &row[n - n % w..] {
-            want = want + e;
+            want += e;
         }
         assert!(
             same(got, want),
