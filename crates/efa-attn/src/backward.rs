@@ -12,8 +12,8 @@
 
 use crate::micro::{dot_rows, padded};
 use crate::problem::{
-    a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, run_tasks, split_lens, tiles,
-    zeros, AccRows, Mat, Problem,
+    a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, prefetch_small, run_tasks,
+    split_lens, tiles, zeros, AccRows, Mat, Problem,
 };
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
@@ -351,6 +351,9 @@ fn fused<T: Real>(
 ) {
     let p = c.p;
     let (b, _) = p.split(bh);
+    // The next head's operands, and this head's outputs (written at the end).
+    p.prefetch_head([&p.q, &p.k, &p.v, c.o, c.d_o], bh + 1);
+    prefetch_small(&[&*dq, &*dk, &*dv]);
     let qs = c.queries(sc, bh, 0, p.nq);
     let dq_acc = AccRows::new(p.nq, p.d);
     dq_acc.clear(&mut sc.dq);

@@ -2,7 +2,8 @@
 
 use crate::micro::{gemm, online_softmax_t, padded, PAD};
 use crate::problem::{
-    a_operand, b_operand, pack_cols, run_tasks, split_lens, tiles, zeros, AccRows, Problem,
+    a_operand, b_operand, pack_cols, prefetch_small, run_tasks, split_lens, tiles, zeros, AccRows,
+    Problem,
 };
 use crate::{reference, Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
 use efa_num::{MatMut, MatRef, Real};
@@ -201,6 +202,11 @@ fn tile<T: Real>(
     let (b, h) = p.split(bh);
     let q = Queries::new(b, h, i0, lse.len(), p.dv);
     let (qh, kh, vh) = (p.head(&p.q, bh), p.head(&p.k, bh), p.head(&p.v, bh));
+    // The next head's operands (from its first task), and this task's output rows.
+    if i0 == 0 {
+        p.prefetch_head([&p.q, &p.k, &p.v], bh + 1);
+    }
+    prefetch_small(&[&*o]);
     pack_cols(p.isa, &qh, i0, q.mq, &mut sc.qt, q.mqp);
     sc.m[..q.mqp].fill(T::NEG_INFINITY);
     sc.l[..q.mqp].fill(T::ZERO);

@@ -91,6 +91,18 @@ impl<'a, T: Real> Problem<'a, T> {
         x.index_axis_move(Axis(0), b).index_axis_move(Axis(0), h)
     }
 
+    /// Asks for head `bh`'s rows of each of `xs` in the second-level cache when the head
+    /// exists, its rows are contiguous and all of them together are small ([`prefetch_small`]).
+    /// A task calls it for the head it will take next, so that the head's first reads do not
+    /// wait on memory (a hint: no value changes).
+    pub fn prefetch_head<const N: usize>(&self, xs: [&ArrayView4<'_, T>; N], bh: usize) {
+        if bh >= self.batch * self.heads {
+            return;
+        }
+        let heads = xs.map(|x| self.head(x, bh).to_slice().unwrap_or(&[]));
+        prefetch_small(&heads);
+    }
+
     /// End (exclusive) of the keys any query row in `[i0, i0 + mq)` can see.
     #[inline]
     pub fn hi_max(&self, b: usize, i0: usize, mq: usize) -> usize {
@@ -414,6 +426,22 @@ impl AccRows {
     #[inline]
     pub fn write<T: Real>(self, isa: Isa, buf: &[T], alpha: T, out: &mut [MaybeUninit<T>]) {
         scale_rows(isa, self.rows, self.n, buf, self.w, alpha, out);
+    }
+}
+
+/// Most bytes [`prefetch_small`] asks for at once: a sixteenth of a 1 MiB second-level cache,
+/// so that what is asked for ahead of time does not push out what is being worked on (long
+/// heads stream through the hardware prefetcher anyway).
+const PREFETCH_MAX: usize = 64 << 10;
+
+/// Asks for every line of `parts` in the second-level cache ([`simd::prefetch_l2`]) when
+/// they hold at most [`PREFETCH_MAX`] bytes together; nothing otherwise.
+pub(crate) fn prefetch_small<E>(parts: &[&[E]]) {
+    let bytes: usize = parts.iter().map(|s| std::mem::size_of_val(*s)).sum();
+    if bytes <= PREFETCH_MAX {
+        for s in parts {
+            simd::prefetch_l2(s);
+        }
     }
 }
 
