@@ -290,54 +290,6 @@ unsafe fn sum_exp_body<V: SimdVec>(x: *const V::Elem, n: usize, m: V::Elem) -> V
 }
 variants!(sum_exp_body, sum_exp_d, (x: *const E, n: usize, m: E) -> E);
 
-/// `x[j·stride] ← exp(x[j·stride] − shift)` for the vectors `j < n` (lane by lane); returns
-/// `0 + e₀ + e₁ + …`, summed in `j` order (the order a one-vector loop sums in, so the same
-/// bits). [`SIDE`] exponentials are formed side by side ([`SimdVec::exp_each`]): one at a time,
-/// the out-of-order window holds too few of them to keep the multiply-add units busy (the
-/// attention kernels' softmax runs down columns of scores).
-///
-/// # Safety
-/// The instruction set of `V` must be enabled; `x + j·stride` valid for one vector for `j < n`.
-#[inline(always)]
-pub unsafe fn exp_shift_strided<V: SimdVec>(
-    x: *mut V::Elem,
-    stride: usize,
-    n: usize,
-    shift: V,
-) -> V {
-    // SAFETY: the caller guarantees `V`'s instruction set and one vector at `x + j·stride` for
-    // every `j < n`; the loops touch exactly those (`j + SIDE ≤ n` in the first).
-    unsafe {
-        let mut sum = V::splat(V::Elem::ZERO);
-        let mut j = 0;
-        while j + SIDE <= n {
-            let mut v = [shift; SIDE];
-            for (t, v) in v.iter_mut().enumerate() {
-                *v = V::load(x.add((j + t) * stride)).sub(shift);
-            }
-            let e = V::exp_each(v);
-            for (t, e) in e.into_iter().enumerate() {
-                e.store(x.add((j + t) * stride));
-                sum = sum.add(e);
-            }
-            j += SIDE;
-        }
-        while j < n {
-            let p = x.add(j * stride);
-            let e = V::load(p).sub(shift).exp();
-            e.store(p);
-            sum = sum.add(e);
-            j += 1;
-        }
-        sum
-    }
-}
-
-/// Exponentials the softmax kernels form side by side ([`SimdVec::exp_each`]): enough
-/// independent chains to fill the multiply-add units, few enough that the arguments and
-/// polynomials stay in sixteen 256-bit registers.
-pub const SIDE: usize = 6;
-
 /// Body of [`exp_sub_sum`]: `xᵢ ← exp(xᵢ − m)` over `n` elements; returns their sum.
 ///
 /// # Safety

@@ -22,6 +22,7 @@ mod dd_lane;
 mod dd_path;
 mod dispatch;
 mod kernels;
+mod strided;
 mod vector;
 
 #[cfg(target_arch = "x86_64")]
@@ -218,9 +219,8 @@ pub use kernels::{
 /// dispatched call (inside their own `#[target_feature]` variants) and must give exactly the
 /// values of the separate calls: the same operations in the same order.
 pub mod bodies {
-    pub use super::kernels::{
-        dot_body, exp_shift_strided, exp_sub_sum_body, max_body, scale_body, sum_body, SIDE,
-    };
+    pub use super::kernels::{dot_body, exp_sub_sum_body, max_body, scale_body, sum_body};
+    pub use super::strided::{exp_shift_strided, SIDE};
 }
 
 #[cfg(test)]

@@ -492,7 +492,7 @@ fn vector_division_is_the_scalar_division() {
     }
 }
 
-/// `bodies::exp_shift_strided` (four exponentials side by side, summed in order) against the
+/// `bodies::exp_shift_strided` (`SIDE` exponentials side by side, summed in order) against the
 /// one-vector loop it replaces, bit for bit: values written and the sum, for every count up to
 /// 11 (whole blocks of four and every remainder), strides past one vector, and inputs from
 /// far below the shift to above it, with −∞ entries (exp gives 0).

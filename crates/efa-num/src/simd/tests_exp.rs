@@ -2,7 +2,8 @@
 //! bodies that use it, against the one-lane exponential and the one-vector loops they replaced,
 //! bit for bit: every lane's value, and sums added in the same order.
 
-use super::kernels::{exp_shift_strided, exp_sub_sum_body};
+use super::kernels::exp_sub_sum_body;
+use super::strided::exp_shift_strided;
 use super::*;
 
 /// A dense sweep of `[lo, hi)` (past the clamps at both ends) with the special values spread
