@@ -294,9 +294,12 @@ fn scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>
 fn mask_scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Keys<T>) {
     let (mq, mqp) = (q.mq, q.mqp);
     // Key row j is hidden from the first f(j) columns: set those that the softmax reads
-    // (columns of groups whose row count exceeds j) to −∞; then element-wise rules.
+    // (columns of groups whose row count exceeds j) to −∞; then element-wise rules. When
+    // every column sees the same rows (no mask, key lengths), no row is hidden from a column
+    // the softmax reads: rows below the count are seen by all, rows at or past it by none.
+    let uniform = mq == 0 || sc.cnt[0] == sc.cnt[mq - 1];
     let (mut f, mut g) = (0, 0);
-    for j in 0..k.bk {
+    for j in 0..if uniform { 0 } else { k.bk } {
         while f < mq && sc.cnt[f] <= j {
             f += 1;
         }

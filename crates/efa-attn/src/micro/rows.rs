@@ -21,6 +21,27 @@ unsafe fn scale_rows_body<V: SimdVec>(
     unsafe {
         let lanes = V::LANES;
         let va = V::splat(alpha);
+        if w == n {
+            // Contiguous rows: one run of `rows·n` elements, four vectors a step.
+            let len = rows * n;
+            let mut j = 0;
+            while j + 4 * lanes <= len {
+                for t in 0..4 {
+                    let at = j + t * lanes;
+                    va.mul(V::load(src.add(at))).store(dst.add(at));
+                }
+                j += 4 * lanes;
+            }
+            while j + lanes <= len {
+                va.mul(V::load(src.add(j))).store(dst.add(j));
+                j += lanes;
+            }
+            while j < len {
+                *dst.add(j) = alpha * *src.add(j);
+                j += 1;
+            }
+            return;
+        }
         for r in 0..rows {
             let (s, d) = (src.add(r * w), dst.add(r * n));
             let mut j = 0;

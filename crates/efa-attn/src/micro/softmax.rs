@@ -339,6 +339,38 @@ pub unsafe fn online_softmax_t<T: Real>(
     })
 }
 
+/// `exp(x − lse)` in place on the `K` vectors `v0 .. v0 + K` of a row whose first `c`
+/// entries are visible, formed side by side ([`SimdVec::exp_each`]: lane for lane the one
+/// vector `exp`); a vector reaching past `c` reads its visible entries with the other lanes −∞
+/// and is stored whole.
+///
+/// # Safety
+/// `V`'s instruction set enabled; `row` valid for `(v0 + K)·LANES` elements, and vector `v0`
+/// starts below `c` (so every vector holds a visible entry).
+#[inline(always)]
+unsafe fn row_exp<V: SimdVec, const K: usize>(row: *mut V::Elem, v0: usize, c: usize, vl: V) {
+    // SAFETY: the caller guarantees the instruction set and `(v0 + K)·LANES` valid elements;
+    // vector `v` reads its `min(LANES, c − v·LANES) ≥ 1` visible entries (a whole vector, or
+    // `load_first` of fewer than LANES) and stores LANES elements inside that range.
+    unsafe {
+        let lanes = V::LANES;
+        let ninf = V::Elem::NEG_INFINITY;
+        let mut x = [vl; K];
+        for (t, x) in x.iter_mut().enumerate() {
+            let at = (v0 + t) * lanes;
+            let v = if at + lanes <= c {
+                V::load(row.add(at))
+            } else {
+                V::load_first(row.add(at), c - at, ninf)
+            };
+            *x = v.sub(vl);
+        }
+        for (t, e) in V::exp_each(x).into_iter().enumerate() {
+            e.store(row.add((v0 + t) * lanes));
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn probs_body<V: SimdVec>(
     mq: usize,
@@ -349,10 +381,10 @@ unsafe fn probs_body<V: SimdVec>(
 ) -> usize {
     // SAFETY: the dispatcher's caller (`probabilities`) guarantees `V`'s instruction set, `mq`
     // rows of `bkp` elements at `s` with `bkp` a multiple of PAD, `mq` entries of `cnt` and
-    // `lse`, and every `cnt[r] ≤ bkp`. So for row `r < mq`: `exp_sub_sum_body` covers
-    // `full ≤ c` elements; the partial vector starts at `full`, a multiple of `lanes`, reads
-    // `c − full < lanes` elements and stores `lanes` ending at or before `padded(c)`; the
-    // `hidden` stores run from a multiple of `lanes` up to `w = min(padded(c), bkp)`, a
+    // `lse`, and every `cnt[r] ≤ bkp`. So for row `r < mq` with `c ≥ 1` visible entries:
+    // `row_exp` gets vectors `v0 .. v0 + K ≤ nv = ⌈c / lanes⌉`, each starting below `c`, and
+    // `nv·lanes ≤ padded(c) ≤ bkp` (lanes divide PAD) elements of the row; the `hidden`
+    // stores run from `nv·lanes`, a multiple of `lanes`, up to `w = min(padded(c), bkp)`, a
     // multiple of `lanes`; `fill` gets `w` and `bkp` as it needs.
     unsafe {
         let ninf = V::Elem::NEG_INFINITY;
@@ -366,22 +398,26 @@ unsafe fn probs_body<V: SimdVec>(
                 continue;
             }
             let w = padded(c).min(bkp);
-            // exp(s − lse) on the whole vectors of visible entries; the vector holding the
-            // last ones reads them with the rest of its lanes −∞ (a masked load where there is
-            // one, instead of storing −∞ element by element and reloading the row, which
-            // stalls on store forwarding); vectors past it are exp(−∞ − lse).
+            // exp(s − lse) on the vectors holding the visible entries, in groups of four side
+            // by side (`row_exp`); the vector holding the last ones reads them with the rest
+            // of its lanes −∞ (a masked load where there is one, instead of storing −∞
+            // element by element and reloading the row, which stalls on store forwarding).
+            // Vectors past it are exp(−∞ − lse).
             let lanes = V::LANES;
-            let full = c - c % lanes;
-            efa_num::simd::bodies::exp_sub_sum_body::<V>(row, full, lse);
+            let nv = c.div_ceil(lanes);
             let vl = V::splat(lse);
-            let mut j = full;
-            if j < c {
-                V::load_first(row.add(j), c - j, ninf)
-                    .sub(vl)
-                    .exp()
-                    .store(row.add(j));
-                j += lanes;
+            let mut v0 = 0;
+            while v0 + 4 <= nv {
+                row_exp::<V, 4>(row, v0, c, vl);
+                v0 += 4;
             }
+            match nv - v0 {
+                1 => row_exp::<V, 1>(row, v0, c, vl),
+                2 => row_exp::<V, 2>(row, v0, c, vl),
+                3 => row_exp::<V, 3>(row, v0, c, vl),
+                _ => {}
+            }
+            let mut j = nv * lanes;
             if j < w {
                 // exp(−∞ − lse): `lse` is not −∞ here, so the argument is −∞ (exp gives
                 // exactly 0) unless `lse` is NaN; only then is the exponential formed.

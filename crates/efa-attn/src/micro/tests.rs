@@ -1,9 +1,10 @@
 //! The fused row kernels against the separate calls they replace: the same bits, for every
 //! instruction set, both element types, row counts and awkward widths (vector tails).
 
-use super::{ds_row, ds_rows, softmax_rows};
+use super::{ds_row, ds_rows, probabilities, scale_rows, softmax_rows};
 use efa_num::simd::{self, Isa};
 use efa_num::Real;
+use std::mem::MaybeUninit;
 
 /// Deterministic values in `[-lo, lo)` (xorshift), a few exact zeros and repeats among them.
 fn values<T: Real>(n: usize, seed: u64, lo: f64) -> Vec<T> {
@@ -64,6 +65,98 @@ fn ds_matches<T: Real>() {
             }
         }
     }
+}
+
+fn scale_matches<T: Real>() {
+    let alpha = T::from_f64(-0.37);
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        for rows in [1, 2, 3, 7] {
+            for n in 1..=70usize {
+                // Padded rows (w > n) and contiguous ones (w == n, one run of rows·n elements
+                // that crosses the four-vector steps, single vectors and single elements).
+                for w in [n, n.div_ceil(16) * 16 + 16] {
+                    let src = values::<T>(rows * w, (rows * 131 + n + w) as u64, 5.0);
+                    let sentinel = T::from_f64(1234.5);
+                    let mut out = vec![MaybeUninit::new(sentinel); rows * n + 3];
+                    scale_rows(isa, rows, n, &src, w, alpha, &mut out);
+                    // SAFETY: every element was initialised (the sentinel, then the kernel).
+                    let got: Vec<T> = out.iter().map(|x| unsafe { x.assume_init() }).collect();
+                    let mut want = vec![sentinel; rows * n + 3];
+                    for r in 0..rows {
+                        for c in 0..n {
+                            want[r * n + c] = alpha * src[r * w + c];
+                        }
+                    }
+                    assert_eq!(bits(&got), bits(&want), "{isa:?} rows {rows} n {n} w {w}");
+                }
+            }
+        }
+    }
+}
+
+/// The scaled copy of accumulator rows: one multiplication per element, every element of the
+/// output's first `rows·n` written and nothing past them, on every variant.
+#[test]
+fn scale_rows_gives_the_definition_bits() {
+    scale_matches::<f32>();
+    scale_matches::<f64>();
+}
+
+fn probabilities_match<T: Real>() {
+    let nan_bits = |x: &[T]| -> Vec<u64> {
+        x.iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_f64().to_bits() })
+            .collect()
+    };
+    for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
+        for bkp in [16, 64, 128] {
+            // Visible counts around every vector width, none and all; `lse` finite, −∞, NaN.
+            let cnt: Vec<usize> = (0..=bkp).step_by(if bkp > 64 { 7 } else { 1 }).collect();
+            let mq = cnt.len();
+            let s = values::<T>(mq * bkp, bkp as u64, 20.0);
+            let lse: Vec<T> = (0..mq)
+                .map(|r| match r % 9 {
+                    4 => T::NEG_INFINITY,
+                    6 => T::NAN,
+                    _ => T::from_f64(3.0 + r as f64 * 0.1),
+                })
+                .collect();
+            let mut got = s.clone();
+            // SAFETY: `got` holds mq rows of bkp, `cnt` and `lse` mq entries, counts ≤ bkp,
+            // bkp a multiple of 16, and `isa` is supported.
+            let k_eff = unsafe { probabilities(isa, mq, &mut got, bkp, &cnt, &lse) };
+            let mut want = vec![T::ZERO; mq * bkp];
+            let mut k_want = 0;
+            for r in 0..mq {
+                let (c, l) = (cnt[r], lse[r]);
+                if c == 0 || l == T::NEG_INFINITY {
+                    continue;
+                }
+                k_want = k_want.max(c);
+                let row = &mut want[r * bkp..(r + 1) * bkp];
+                for j in 0..c {
+                    row[j] = s[r * bkp + j] - l;
+                }
+                simd::exp_slice_with(Isa::Scalar, &mut row[..c]);
+                // Hidden entries up to the padded count: exp(−∞ − lse), NaN only for NaN lse.
+                let pad = c.div_ceil(16) * 16;
+                for x in &mut row[c..pad.min(bkp)] {
+                    *x = if l.is_nan() { T::NAN } else { T::ZERO };
+                }
+            }
+            assert_eq!(nan_bits(&got), nan_bits(&want), "{isa:?} bkp {bkp}");
+            assert_eq!(k_eff, k_want, "{isa:?} bkp {bkp}");
+        }
+    }
+}
+
+/// The backward's recomputed probabilities against the one-lane exponential of each visible
+/// entry (and 0 past it), on every variant: the grouping of a row's vectors side by side and
+/// the masked last vector change no bit.
+#[test]
+fn probabilities_give_the_one_lane_bits() {
+    probabilities_match::<f32>();
+    probabilities_match::<f64>();
 }
 
 #[test]
