@@ -298,8 +298,9 @@ fn mask_scores<T: Real>(p: &Problem<T>, sc: &mut Scratch<T>, q: &Queries, k: &Ke
     // every column sees the same rows (no mask, key lengths), no row is hidden from a column
     // the softmax reads: rows below the count are seen by all, rows at or past it by none.
     let uniform = mq == 0 || sc.cnt[0] == sc.cnt[mq - 1];
+    let scanned = if uniform { 0 } else { k.bk };
     let (mut f, mut g) = (0, 0);
-    for j in 0..if uniform { 0 } else { k.bk } {
+    for j in 0..scanned {
         while f < mq && sc.cnt[f] <= j {
             f += 1;
         }
