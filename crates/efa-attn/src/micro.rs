@@ -123,16 +123,12 @@ impl<E: Copy> Tile<E> {
 #[inline(always)]
 unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<V::Elem>) {
     let Tile {
-        a,
-        rsa,
-        csa,
-        b,
-        rsb,
         c,
         rsc,
         init,
         accumulate,
         alpha,
+        ..
     } = t;
     // SAFETY: the caller (`strip`) runs this with `V`'s instruction set enabled and passes
     // `MR` rows of A (read at `a[i·rsa + p·csa]`, `p < k`), `k` rows of B at stride `rsb` and
@@ -151,52 +147,10 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<
                 }
             }
         }
-        // One pointer per row of A, each stepped by `csa`: the addresses of a step do not
-        // depend on one another (computing row i's as row i−1's plus `rsa` made a serial chain
-        // of additions that bounded the one-vector blocks at about one FMA per cycle).
-        let mut ap = [a; MR];
-        for (i, p) in ap.iter_mut().enumerate() {
-            *p = a.offset(i as isize * rsa);
-        }
-        let mut bp = b;
         if compensated::<V::Elem>() {
-            // f64: compensated sums (`SimdVec::dot2_step`), as `efa_num::gemm` sums f64
-            // products (docs/design.md §3c); same index order, the errors added once at the end.
-            let mut err = [[zero; NR]; MR];
-            for _ in 0..k {
-                let mut bv = [zero; NR];
-                for (j, x) in bv.iter_mut().enumerate() {
-                    *x = V::load(bp.add(j * w));
-                }
-                for ((row, erow), p) in acc.iter_mut().zip(err.iter_mut()).zip(ap.iter_mut()) {
-                    let av = V::splat(**p);
-                    for ((x, e), &bj) in row.iter_mut().zip(erow.iter_mut()).zip(&bv) {
-                        av.dot2_step(bj, x, e);
-                    }
-                    *p = p.offset(csa);
-                }
-                bp = bp.offset(rsb);
-            }
-            for (row, erow) in acc.iter_mut().zip(&err) {
-                for (x, &e) in row.iter_mut().zip(erow) {
-                    *x = x.add(e);
-                }
-            }
+            compensated_steps(k, &mut acc, t);
         } else {
-            for _ in 0..k {
-                let mut bv = [zero; NR];
-                for (j, x) in bv.iter_mut().enumerate() {
-                    *x = V::load(bp.add(j * w));
-                }
-                for (row, p) in acc.iter_mut().zip(ap.iter_mut()) {
-                    let av = V::splat(**p);
-                    for (j, x) in row.iter_mut().enumerate() {
-                        *x = av.fma(bv[j], *x);
-                    }
-                    *p = p.offset(csa);
-                }
-                bp = bp.offset(rsb);
-            }
+            fused_steps(k, &mut acc, t);
         }
         let va = V::splat(alpha);
         let scaled = !accumulate && alpha != V::Elem::ONE;
@@ -212,6 +166,154 @@ unsafe fn block<V: SimdVec, const MR: usize, const NR: usize>(k: usize, t: Tile<
                     x = x.add(V::load(init.ci.offset(i as isize * init.rsi).add(at)));
                 }
                 x.store(c.offset(i as isize * rsc).add(at));
+            }
+        }
+    }
+}
+
+/// The `k` steps of a block in f64: compensated sums (`SimdVec::dot2_step`), as
+/// `efa_num::gemm` sums f64 products (docs/design.md §3c); same index order, the errors added
+/// once at the end.
+///
+/// # Safety
+/// As [`block`]: `V`'s instruction set, `MR` rows of A and `k` rows of B valid for the
+/// block's `NR` vectors.
+#[inline(always)]
+unsafe fn compensated_steps<V: SimdVec, const MR: usize, const NR: usize>(
+    k: usize,
+    acc: &mut [[V; NR]; MR],
+    t: Tile<V::Elem>,
+) {
+    // SAFETY: the caller's contract ([`block`]): A's element (i, p) at
+    // `a + i·rsa + p·csa` for i < MR, p < k, and B's rows `b + p·rsb` valid for NR vectors.
+    unsafe {
+        let (w, zero) = (V::LANES, V::splat(V::Elem::ZERO));
+        // One pointer per row of A, each stepped by `csa`: the addresses of a step do not
+        // depend on one another (computing row i's as row i−1's plus `rsa` made a serial chain
+        // of additions that bounded the one-vector blocks at about one FMA per cycle).
+        let mut ap = [t.a; MR];
+        for (i, p) in ap.iter_mut().enumerate() {
+            *p = t.a.offset(i as isize * t.rsa);
+        }
+        let mut bp = t.b;
+        let mut err = [[zero; NR]; MR];
+        for _ in 0..k {
+            let mut bv = [zero; NR];
+            for (j, x) in bv.iter_mut().enumerate() {
+                *x = V::load(bp.add(j * w));
+            }
+            for ((row, erow), p) in acc.iter_mut().zip(err.iter_mut()).zip(ap.iter_mut()) {
+                let av = V::splat(**p);
+                for ((x, e), &bj) in row.iter_mut().zip(erow.iter_mut()).zip(&bv) {
+                    av.dot2_step(bj, x, e);
+                }
+                *p = p.offset(t.csa);
+            }
+            bp = bp.offset(t.rsb);
+        }
+        for (row, erow) in acc.iter_mut().zip(&err) {
+            for (x, &e) in row.iter_mut().zip(erow) {
+                *x = x.add(e);
+            }
+        }
+    }
+}
+
+/// The `k` steps of a block in f32 (one fused multiply-add per term, in index order), with A's
+/// addresses formed as its strides allow. A's rows along k (`csa = 1`: `Q`, `K`, `dO`, `dS` read
+/// in place): each row's pointer stays put and four steps per pass read it at immediate offsets.
+/// A's columns along its rows (`rsa = 1`: `Pᵀ`, `dSᵀ`): a step's `MR` elements are adjacent,
+/// at immediate offsets from one pointer. Otherwise one pointer per row, stepped by `csa`. With
+/// the pointers stepped in every case, LLVM recomputed the rows' addresses from one of them at
+/// every step: 29 instructions per 12 multiply-adds of the AVX2 6 × 2 block, 24 with these
+/// forms. The same products in the same order: the same bits.
+///
+/// # Safety
+/// As [`compensated_steps`].
+#[inline(always)]
+unsafe fn fused_steps<V: SimdVec, const MR: usize, const NR: usize>(
+    k: usize,
+    acc: &mut [[V; NR]; MR],
+    t: Tile<V::Elem>,
+) {
+    // SAFETY: the caller's contract ([`block`]): A's element (i, p) at
+    // `a + i·rsa + p·csa` for i < MR, p < k, and B's rows `b + p·rsb` valid for NR vectors;
+    // each form below reads exactly those elements (`p + u < k` in the four-step passes).
+    unsafe {
+        let mut rows = [t.a; MR];
+        for (i, r) in rows.iter_mut().enumerate() {
+            *r = t.a.offset(i as isize * t.rsa);
+        }
+        let mut bp = t.b;
+        let mut p = 0;
+        if t.csa == 1 {
+            while p + 4 <= k {
+                for u in 0..4 {
+                    let mut av = [V::Elem::ZERO; MR];
+                    for (x, r) in av.iter_mut().zip(&rows) {
+                        *x = *r.add(p + u);
+                    }
+                    fused_step(acc, bp.offset(u as isize * t.rsb), av);
+                }
+                bp = bp.offset(4 * t.rsb);
+                p += 4;
+            }
+            while p < k {
+                let mut av = [V::Elem::ZERO; MR];
+                for (x, r) in av.iter_mut().zip(&rows) {
+                    *x = *r.add(p);
+                }
+                fused_step(acc, bp, av);
+                bp = bp.offset(t.rsb);
+                p += 1;
+            }
+        } else if t.rsa == 1 {
+            let mut pa = t.a;
+            while p < k {
+                let mut av = [V::Elem::ZERO; MR];
+                for (i, x) in av.iter_mut().enumerate() {
+                    *x = *pa.add(i);
+                }
+                fused_step(acc, bp, av);
+                pa = pa.offset(t.csa);
+                bp = bp.offset(t.rsb);
+                p += 1;
+            }
+        } else {
+            while p < k {
+                let mut av = [V::Elem::ZERO; MR];
+                for (x, r) in av.iter_mut().zip(rows.iter_mut()) {
+                    *x = **r;
+                    *r = r.offset(t.csa);
+                }
+                fused_step(acc, bp, av);
+                bp = bp.offset(t.rsb);
+                p += 1;
+            }
+        }
+    }
+}
+
+/// One f32 step: `acc[i][j] ← a[i]·B[j] + acc[i][j]` with B's `NR` vectors at `bp`.
+///
+/// # Safety
+/// `V`'s instruction set enabled; `bp` valid for `NR` vectors.
+#[inline(always)]
+unsafe fn fused_step<V: SimdVec, const MR: usize, const NR: usize>(
+    acc: &mut [[V; NR]; MR],
+    bp: *const V::Elem,
+    a: [V::Elem; MR],
+) {
+    // SAFETY: the caller guarantees the instruction set and `NR` vectors at `bp`.
+    unsafe {
+        let mut bv = [V::splat(V::Elem::ZERO); NR];
+        for (j, x) in bv.iter_mut().enumerate() {
+            *x = V::load(bp.add(j * V::LANES));
+        }
+        for (row, &x) in acc.iter_mut().zip(&a) {
+            let av = V::splat(x);
+            for (x, &bj) in row.iter_mut().zip(&bv) {
+                *x = av.fma(bj, *x);
             }
         }
     }

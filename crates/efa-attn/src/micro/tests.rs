@@ -221,7 +221,8 @@ fn gemm_reference<T: Real>(
 /// The micro kernel against the definition, bit for bit, on every instruction set: the
 /// block's shapes (44 × 44 × 16, 44 × 16 × 44, 220 × 64 × 32, …), one-vector rows (the
 /// 12-row strips), exactly three vectors (the 8 × 3 block), vector tails, row counts that
-/// leave every remainder strip, A read by rows and transposed, scaled and accumulating.
+/// leave every remainder strip, depths around the four-step passes, A read by rows, transposed
+/// and through two strides, scaled and accumulating.
 fn gemm_matches<T: Real>() {
     let shapes = [
         (44, 44, 16),
@@ -242,9 +243,13 @@ fn gemm_matches<T: Real>() {
     for isa in Isa::ALL.into_iter().filter(|i| i.is_supported()) {
         for (s, &(m, n, k)) in shapes.iter().enumerate() {
             let np = super::padded(n);
-            for transposed in [false, true] {
-                let (rsa, csa) = if transposed { (1, m + 3) } else { (k + 2, 1) };
-                let a = values::<T>((m + 3) * (k + 2) + 1, s as u64 * 31 + 1, 1.0);
+            // A by rows (csa = 1), transposed (rsa = 1) and strided both ways: the three
+            // address forms of the kernel's steps.
+            for (form, (rsa, csa)) in [(k + 2, 1), (1, m + 3), (2 * k + 3, 2)]
+                .into_iter()
+                .enumerate()
+            {
+                let a = values::<T>((m + 3) * (2 * k + 3) + 1, s as u64 * 31 + 1, 1.0);
                 let b = values::<T>(k.max(1) * (np + 16), s as u64 * 31 + 2, 1.0);
                 let ldb = np + 16;
                 for (accumulate, alpha) in
@@ -275,7 +280,7 @@ fn gemm_matches<T: Real>() {
                         assert_eq!(
                             bits(g),
                             bits(w),
-                            "{isa:?} {m}×{n}×{k} transposed {transposed} acc {accumulate} row {i}"
+                            "{isa:?} {m}×{n}×{k} A form {form} acc {accumulate} row {i}"
                         );
                     }
                 }
