@@ -13,14 +13,14 @@
 use crate::micro::{dot_rows, padded};
 use crate::problem::{
     a_operand, b_operand, expect_shape, head3_each, pack_cols, pads, prefetch_small, run_tasks,
-    split_lens, tiles, zeros, AccRows, Mat, Problem,
+    split_lens, tiles, uninit4, zeros, AccRows, Mat, Problem,
 };
 use crate::{
     Attention, AttnError, AttnGrads, AttnOutView, BLOCK_K, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS,
 };
 use efa_num::sum::{compensated, dot2_step};
 use efa_num::Real;
-use ndarray::{Array4, ArrayView2, ArrayView3, ArrayView4};
+use ndarray::{ArrayView2, ArrayView3, ArrayView4};
 use std::mem::MaybeUninit;
 
 mod pair;
@@ -161,9 +161,9 @@ fn backward_kernel<T: Real>(
         ));
     }
     // Every element is written exactly once by the tasks below (no zero-fill pass).
-    let mut dq = Array4::<T>::uninit((bsz, hn, nq, d));
-    let mut dk = Array4::<T>::uninit((bsz, hn, nk, d));
-    let mut dvv = Array4::<T>::uninit((bsz, hn, nk, dv));
+    let mut dq = uninit4::<T>((bsz, hn, nq, d));
+    let mut dk = uninit4::<T>((bsz, hn, nk, d));
+    let mut dvv = uninit4::<T>((bsz, hn, nk, dv));
     let bh_count = bsz * hn;
     let (lse_v, d_o_v, o_v) = (lse.view(), d_o.view(), o.view());
     let dl_v = d_lse.as_ref().map(|x| x.view());

@@ -2,12 +2,12 @@
 
 use crate::micro::{gemm, online_softmax_t, padded, PAD};
 use crate::problem::{
-    a_operand, b_operand, pack_cols, prefetch_small, run_tasks, split_lens, tiles, zeros, AccRows,
-    Problem,
+    a_operand, b_operand, pack_cols, prefetch_small, run_tasks, split_lens, tiles, uninit3,
+    uninit4, zeros, AccRows, Problem,
 };
 use crate::{reference, Attention, AttnError, AttnOut, BLOCK_K, BLOCK_Q};
 use efa_num::{MatMut, MatRef, Real};
-use ndarray::{Array3, Array4, ArrayView2, ArrayView4};
+use ndarray::{ArrayView2, ArrayView4};
 use std::mem::MaybeUninit;
 
 /// Per-job scratch: the transposed query tile `Qᵀ`, the transposed score tile `Sᵀ` (keys ×
@@ -111,8 +111,8 @@ fn forward_kernel<T: Real>(a: &Attention<ArrayView4<'_, T>>) -> Result<AttnOut<T
         return Ok(crate::short::forward(&p));
     }
     // Every element is written exactly once by the tasks below (no zero-fill pass).
-    let mut o = Array4::<T>::uninit((p.batch, p.heads, p.nq, p.dv));
-    let mut lse = Array3::<T>::uninit((p.batch, p.heads, p.nq));
+    let mut o = uninit4::<T>((p.batch, p.heads, p.nq, p.dv));
+    let mut lse = uninit3::<T>((p.batch, p.heads, p.nq));
     let bh_count = p.batch * p.heads;
     let per_head = tiles(p.nq, BLOCK_Q).count();
     let o_parts = split_lens(

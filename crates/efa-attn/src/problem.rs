@@ -5,7 +5,7 @@ use crate::micro::{padded, scale_rows};
 use crate::{Attention, AttnError, Par};
 use efa_num::simd::{self, Isa};
 use efa_num::{MatMut, MatRef, Real};
-use ndarray::{ArrayView2, ArrayView3, ArrayView4, Axis};
+use ndarray::{Array3, Array4, ArrayView2, ArrayView3, ArrayView4, Axis};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
@@ -500,6 +500,18 @@ pub(crate) fn run_tasks_min<S, X: Send>(
 }
 
 /// Scratch vector of `n` zeros.
+/// A `[B, H, N, D]` array not yet written, its buffer from the engine's cache
+/// ([`efa_num::pool`]): the kernels' outputs, which the callers give back when done (the tape
+/// does when it drops), so that a training step's attention allocates nothing large.
+pub(crate) fn uninit4<T>(shape: (usize, usize, usize, usize)) -> Array4<MaybeUninit<T>> {
+    efa_num::pool::uninit_array(ndarray::Dim(shape))
+}
+
+/// A `[B, H, N]` array not yet written, its buffer from the engine's cache (as [`uninit4`]).
+pub(crate) fn uninit3<T>(shape: (usize, usize, usize)) -> Array3<MaybeUninit<T>> {
+    efa_num::pool::uninit_array(ndarray::Dim(shape))
+}
+
 pub(crate) fn zeros<T: Real>(n: usize) -> Vec<T> {
     vec![T::ZERO; n]
 }

@@ -29,10 +29,10 @@ mod tests;
 
 use crate::backward::d_rows;
 use crate::micro::PAD;
-use crate::problem::{head3_each, run_tasks_min, Problem};
+use crate::problem::{head3_each, run_tasks_min, uninit3, uninit4, Problem};
 use crate::{AttnGrads, AttnOut, BLOCK_Q, FUSED_MAX_LEN, FUSED_MIN_HEADS};
 use efa_num::{simd, simd_by_kind, Real};
-use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
+use ndarray::{ArrayView3, ArrayView4};
 use scratch::{Reused, Scratch};
 use std::mem::MaybeUninit;
 
@@ -283,17 +283,11 @@ unsafe impl<T: Send> Send for Out<T> {}
 // write disjoint elements (each group's heads) and nothing reads until all have finished.
 unsafe impl<T: Send> Sync for Out<T> {}
 
-/// A `[B, H, N, D]` array not yet written, its buffer from [`efa_num::pool`].
-fn uninit4<T>(shape: (usize, usize, usize, usize)) -> Array4<std::mem::MaybeUninit<T>> {
-    let n = shape.0 * shape.1 * shape.2 * shape.3;
-    Array4::from_shape_vec(shape, efa_num::pool::uninit(n)).expect("one element per element")
-}
-
 /// Forward (see [`crate::Attention::forward`]); the caller checked [`applies`].
 pub(crate) fn forward<T: Real>(p: &Problem<T>) -> AttnOut<T> {
     let (nq, dv) = (p.nq, p.dv);
     let mut o = uninit4::<T>((p.batch, p.heads, nq, dv));
-    let mut lse = Array3::<T>::uninit((p.batch, p.heads, nq));
+    let mut lse = uninit3::<T>((p.batch, p.heads, nq));
     let (heads, groups) = groups(p);
     let (op, lp) = (Out(o.as_mut_ptr()), Out(lse.as_mut_ptr()));
     // One group is 16 heads: a job of its own (the tile kernel's jobs take 4 heads).

@@ -425,3 +425,42 @@ fn causal_skipping_gives_the_bits_of_the_dense_mask() {
         }
     }
 }
+
+/// The kernels' outputs come from the engine's cache (`efa_num::pool`): every large one has a
+/// size class's capacity, so that a caller who gives it back (the tape does when it drops)
+/// has it reused by the next call of the shape instead of allocating anew at every training
+/// step (the tile path's outputs were plain allocations, freed when given back). Shapes whose
+/// sizes are not class sizes, for the tile path (21 keys) and the lane-batched path (11).
+#[test]
+fn outputs_come_from_the_engines_cache() {
+    use efa_num::pool::{class_bytes, LARGE};
+    fn from_cache<D: ndarray::Dimension>(a: ndarray::Array<f32, D>, what: &str) {
+        let bytes = a.len() * 4;
+        assert!(
+            bytes >= LARGE && class_bytes(bytes) != bytes,
+            "{what}: pick another shape"
+        );
+        let (v, _) = a.into_raw_vec_and_offset();
+        assert_eq!(
+            v.capacity() * 4,
+            class_bytes(bytes),
+            "{what}: not a cached buffer"
+        );
+        efa_num::pool::give(v);
+    }
+    for (b, n) in [(400, 21), (2100, 11)] {
+        let q = rand4::<f32>([b, 2, n, 16], 1.0, 900);
+        let k = rand4::<f32>([b, 2, n, 16], 1.0, 901);
+        let v = rand4::<f32>([b, 2, n, 16], 1.0, 902);
+        let g = rand4::<f32>([b, 2, n, 16], 1.0, 903);
+        let args = Attention::new(q.view(), k.view(), v.view());
+        let out = args.forward().unwrap();
+        let grads = args.backward(out.view(), g.view(), None).unwrap();
+        let at = format!("{n} keys");
+        from_cache(out.o, &format!("{at}: o"));
+        from_cache(out.lse, &format!("{at}: lse"));
+        from_cache(grads.dq, &format!("{at}: dq"));
+        from_cache(grads.dk, &format!("{at}: dk"));
+        from_cache(grads.dv, &format!("{at}: dv"));
+    }
+}
