@@ -258,38 +258,32 @@ unsafe fn fused_steps<V: SimdVec, const MR: usize, const NR: usize>(
                 bp = bp.offset(4 * t.rsb);
                 p += 4;
             }
-            while p < k {
-                let mut av = [V::Elem::ZERO; MR];
-                for (x, r) in av.iter_mut().zip(&rows) {
-                    *x = *r.add(p);
-                }
-                fused_step(acc, bp, av);
-                bp = bp.offset(t.rsb);
-                p += 1;
+            // The last `k mod 4` steps by the general form, from column `p`.
+            for r in rows.iter_mut() {
+                *r = r.add(p);
             }
         } else if t.rsa == 1 {
-            let mut pa = t.a;
+            // `rows[i]` is `rows[0] + i`: one pointer, stepped by `csa`.
             while p < k {
                 let mut av = [V::Elem::ZERO; MR];
                 for (i, x) in av.iter_mut().enumerate() {
-                    *x = *pa.add(i);
+                    *x = *rows[0].add(i);
                 }
                 fused_step(acc, bp, av);
-                pa = pa.offset(t.csa);
+                rows[0] = rows[0].offset(t.csa);
                 bp = bp.offset(t.rsb);
                 p += 1;
             }
-        } else {
-            while p < k {
-                let mut av = [V::Elem::ZERO; MR];
-                for (x, r) in av.iter_mut().zip(rows.iter_mut()) {
-                    *x = **r;
-                    *r = r.offset(t.csa);
-                }
-                fused_step(acc, bp, av);
-                bp = bp.offset(t.rsb);
-                p += 1;
+        }
+        while p < k {
+            let mut av = [V::Elem::ZERO; MR];
+            for (x, r) in av.iter_mut().zip(rows.iter_mut()) {
+                *x = **r;
+                *r = r.offset(t.csa);
             }
+            fused_step(acc, bp, av);
+            bp = bp.offset(t.rsb);
+            p += 1;
         }
     }
 }
