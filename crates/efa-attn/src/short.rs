@@ -460,7 +460,7 @@ fn group_backward<T: Real>(
         let scale = p.scale;
         let [gq, gk, gv] = &mut sc.g;
         let () = simd_by_kind!(T, E => unsafe {
-            // SAFETY: buffers sized by Scratch::new for nq queries and c ≤ nk keys, `dead` for
+            // SAFETY: buffers sized by Scratch::fit for nq queries and c ≤ nk keys, `dead` for
             // nq rows; the three outputs are distinct buffers; the variant is supported.
             body::backward_d::<E>(p.isa, x, *(&scale as *const T).cast::<E>(),
                 (sc.qt.as_ptr().cast(), sc.kt.as_ptr().cast(), sc.vt.as_ptr().cast(),

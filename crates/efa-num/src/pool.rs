@@ -21,7 +21,9 @@
 //!   micro-batch's inputs and gradients once they are summed. What is not given back is
 //!   freed as usual; [`release`] frees the cache itself.
 //! * Sizes are rounded up to a class with four significant bits (at most 12.5% more room), so
-//!   micro-batches of slightly different shapes reuse one another's buffers.
+//!   micro-batches of slightly different shapes reuse one another's buffers; a request whose
+//!   class has no free block takes one of a larger class, up to twice its size, before it
+//!   allocates (a micro-batch trimmed to a width not seen before reuses the wider ones').
 //! * A miss provisions its class for every thread of the rayon pool (see [`take`]): which
 //!   step brings the workers' peaks together depends on how they interleave, and the cache
 //!   is sized for the worst of them from the first miss on.
@@ -53,8 +55,8 @@ struct Block {
 unsafe impl Send for Block {}
 
 /// The blocks of one layout: those free in the cache, how many are handed out, the most one
-/// thread has held at once, and how many blocks have come back ([`give`]) and been
-/// provisioned ([`spare`]) since the start.
+/// thread has held at once (of blocks asked for in this class, lent ones included), and how
+/// many blocks have come back ([`give`]) and been provisioned ([`spare`]) since the start.
 struct Bin {
     layout: Layout,
     free: Vec<Block>,
@@ -97,6 +99,25 @@ impl Cache {
             }
         };
         &mut self.bins[at]
+    }
+
+    /// A free block of the smallest larger class of `layout`'s alignment, at most twice its
+    /// size, whose size is a multiple of `elem` bytes (so that it holds whole elements and
+    /// comes back to its own bin).
+    fn larger_free(&mut self, layout: Layout, elem: usize) -> Option<Block> {
+        let bin = self
+            .bins
+            .iter_mut()
+            .filter(|b| {
+                let s = b.layout.size();
+                b.layout.align() == layout.align()
+                    && s > layout.size()
+                    && s / 2 <= layout.size()
+                    && s % elem == 0
+                    && !b.free.is_empty()
+            })
+            .min_by_key(|b| b.layout.size())?;
+        bin.free.pop()
     }
 
     /// `thread` took the block at `addr` of `layout`; updates the most one thread has held at
@@ -206,7 +227,8 @@ static REUSED: AtomicU64 = AtomicU64::new(0);
 static FRESH: AtomicU64 = AtomicU64::new(0);
 
 /// An empty vector with room for at least `n` elements: a cached buffer when one of `n`'s size
-/// class (and `T`'s alignment) is free, else a new one of that class's size.
+/// class (and `T`'s alignment) is free, else a free one of the smallest larger class up to
+/// twice the size (its capacity is then that class's), else a new one of `n`'s class.
 ///
 /// On a miss, and when a block comes back, the cache also provisions the class for every
 /// worker: the threads of the current rayon pool run micro-batches of the same shapes side by
@@ -235,15 +257,30 @@ pub fn take<T>(n: usize) -> Vec<T> {
     };
     let me = thread_number();
     let mut c = cache();
-    let bin = c.bin(layout);
-    bin.out += 1;
-    let v = match bin.free.pop() {
+    let asked = layout;
+    let (block, layout) = match c.bin(asked).free.pop() {
+        Some(b) => (Some(b), asked),
+        // A free block of a larger class (at most twice the size) rather than a new one: a
+        // micro-batch of a shape not seen before (trimmed to another width) reuses what
+        // larger ones gave back.
+        None => match c.larger_free(layout, size) {
+            Some(b) => {
+                let l = b.layout;
+                (Some(b), l)
+            }
+            None => (None, layout),
+        },
+    };
+    let cap = layout.size() / size;
+    c.bin(layout).out += 1;
+    let v = match block {
         Some(b) => {
             c.held -= layout.size();
             REUSED.fetch_add(1, Relaxed);
-            // SAFETY: the block was allocated with `layout`, which is `Layout::array::<T>(cap)`,
-            // so it is a valid buffer for `cap` elements of `T`; length 0 needs no initialised
-            // element.
+            // SAFETY: the block was allocated with `layout`, which is `Layout::array::<T>(cap)`
+            // (the requested class's, or a larger class's of `T`'s alignment whose size is a
+            // multiple of `T`'s), so it is a valid buffer for `cap` elements of `T`; length 0
+            // needs no initialised element.
             unsafe { Vec::from_raw_parts(b.ptr.as_ptr().cast::<T>(), 0, cap) }
         }
         None => {
@@ -251,8 +288,12 @@ pub fn take<T>(n: usize) -> Vec<T> {
             Vec::with_capacity(cap)
         }
     };
-    c.took(me, v.as_ptr() as usize, layout);
-    provision(&mut c, layout);
+    // A block lent by a larger class counts for the asked class's peak (the demand its
+    // blocks are provisioned for), but provisions nothing now: it is not a miss.
+    c.took(me, v.as_ptr() as usize, asked);
+    if layout == asked {
+        provision(&mut c, asked);
+    }
     v
 }
 

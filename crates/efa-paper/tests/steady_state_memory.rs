@@ -1,6 +1,7 @@
 //! Memory the engine owns (docs/design.md §3b): after the first epoch, a training step of the
-//! temperature models (four blocks, with and without two lag days) and of the synthetic model
-//! makes no allocation of 64 KiB or more. Every large buffer a step needs (the tape's values
+//! temperature models (four blocks, with and without two lag days), of the item-sequence
+//! models (baskets of many lengths, uni- and bidirectional) and of the synthetic model makes
+//! no allocation of 64 KiB or more. Every large buffer a step needs (the tape's values
 //! and gradients, the fused blocks' saved state and scratch, the gathers' index arrays, the
 //! micro-batches' inputs) comes from the worker's cache (`efa_num::pool`), filled by the first
 //! epoch.
@@ -11,11 +12,12 @@
 use efa_data::samples::Direction as SeqDir;
 use efa_data::temperature::{City, TempDay};
 use efa_model::{ModelConfig, Objective, Params, Samples};
+use efa_paper::movielens::items as movielens;
 use efa_paper::{synthetic, temperature, ModelKind};
 use efa_train::fit::{new_adam, train_epoch};
 use efa_train::{Batching, Evaluator, Threads, TrainConfig};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -119,13 +121,16 @@ fn days(n: usize, lags: usize) -> Vec<TempDay> {
 
 /// Large allocations in each of `epochs` epochs of training `model` on `train` (f32, Adam,
 /// two worker threads, minibatches of `batch` samples formed as `batching` says: with more
-/// than one micro-batch each, so the two workers run micro-batches side by side).
+/// than one micro-batch each, so the two workers run micro-batches side by side). With
+/// `same_order`, every epoch visits the samples in the first epoch's order (the same
+/// micro-batch shapes in the same sequence; the parameters still change).
 fn large_per_epoch(
     model: &ModelConfig,
     objective: &Objective,
     train: &Samples,
     (batch, batching): (usize, Batching),
     epochs: usize,
+    same_order: bool,
 ) -> Vec<u64> {
     // From an empty cache, so that the first epoch shows what the model needs.
     efa_num::pool::release();
@@ -148,6 +153,10 @@ fn large_per_epoch(
     for epoch in 0..epochs {
         if TRACE.load(Relaxed) {
             eprintln!("epoch {epoch}");
+        }
+        if same_order {
+            rng = StdRng::seed_from_u64(0);
+            order = (0..train.len()).collect();
         }
         let before = LARGE_COUNT.load(Relaxed);
         COUNTING.store(true, Relaxed);
@@ -193,11 +202,35 @@ fn a_steady_state_training_step_allocates_nothing_large() {
             &train,
             (512, Batching::Sequences),
             3,
+            false,
         );
         report.push((format!("temperature L={layers} lag {lag}"), counts));
     }
+    // Item sequences of many lengths (the MovieLens and Instacart item models): micro-batches
+    // of samples sorted by target position are trimmed to different widths, so the kernels
+    // see a different problem shape in nearly every micro-batch. Shuffled anew each epoch, a
+    // later epoch may bring a micro-batch wider than any before it (which allocates once);
+    // in the first epoch's order, the later epochs must reuse what the first one left.
+    for uni in [true, false] {
+        let (n_items, max_len) = (120, 40);
+        let mut rng = StdRng::seed_from_u64(7);
+        let baskets: Vec<Vec<usize>> = (0..240)
+            .map(|_| {
+                let u: f64 = rng.random();
+                let len = 2 + (38.0 * u * u * u) as usize;
+                (0..len).map(|_| rng.random_range(1..=n_items)).collect()
+            })
+            .collect();
+        let model = ModelConfig::Efa(movielens::item_efa_config(n_items, max_len, uni));
+        let train = movielens::item_input(&baskets, n_items, max_len, uni, true).unwrap();
+        let batches = (256, Batching::Samples);
+        let counts = large_per_epoch(&model, &Objective::CrossEntropy, &train, batches, 3, true);
+        let dir = if uni { "uni" } else { "bi" };
+        report.push((format!("item sequences {dir}"), counts));
+    }
     let (model, train) = synthetic::audit_batch(SeqDir::Uni, ModelKind::Efa, 1000).unwrap();
-    let counts = large_per_epoch(&model, &Objective::Mse, &train, (512, Batching::Samples), 3);
+    let batches = (512, Batching::Samples);
+    let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, false);
     report.push(("synthetic EFA uni".to_string(), counts));
     // The first epoch fills the caches: it must have allocated (or the models are too small
     // for this test to see anything); the later ones allocate nothing large.

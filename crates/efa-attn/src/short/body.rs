@@ -374,7 +374,7 @@ unsafe fn forward_body<V: SimdVec>(
     (m, l): (*mut V::Elem, *mut V::Elem),
 ) {
     // SAFETY: the dispatcher's caller (`group_forward`) guarantees `V`'s instruction set and
-    // the scratch of `Scratch::new`: `qt` `nq × d`, `kt` `c × d`, `vt` `c × dv`, `s` at least
+    // the scratch of `Scratch::fit`: `qt` `nq × d`, `kt` `c × d`, `vt` `c × dv`, `s` at least
     // `nq × c`, `acc` `nq × dv`, `m` and `l` `nq` lane-major elements (GROUP lanes each), and
     // `x`'s counts with `cnt(i) ≤ c`. Below, rows are `i < nq`, keys `j < cnt(i) ≤ c`, value
     // columns `e < dv`, and vectors start at lane `u`, a multiple of `LANES` below GROUP.
@@ -445,7 +445,7 @@ unsafe fn backward_body<V: SimdVec>(
     g: [*mut V::Elem; 3],
 ) {
     // SAFETY: the dispatcher's caller (`group_backward`) guarantees `V`'s instruction set and
-    // the scratch of `Scratch::new`: `qt`, `dq` `nq × d`, `kt`, `dk` `c × d`, `vt`, `dv`
+    // the scratch of `Scratch::fit`: `qt`, `dq` `nq × d`, `kt`, `dk` `c × d`, `vt`, `dv`
     // `c × dv`, `dot` `nq × dv`, `p` and `ds` at least `nq × c`, `lse` and `dd` `nq` lane-major
     // elements (GROUP lanes each), `dead` `nq` flags, and `x`'s counts with `cnt(i) ≤ c` and
     // `first(j) < nq`. Below, rows are `i < nq`, keys `j < cnt(i) ≤ c` (or `j < c` for the

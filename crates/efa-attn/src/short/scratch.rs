@@ -4,6 +4,7 @@
 use super::body::Dims;
 use super::{Group, GROUP};
 use crate::problem::Problem;
+use efa_num::pool::Buf;
 use efa_num::Real;
 
 /// Lane-major scratch of one task, sized for the problem: the packed inputs `qt` (Q), `kt`
@@ -12,42 +13,81 @@ use efa_num::Real;
 /// (forward) or `lse` and `D` (backward; `dlo` the rest of `D` in f64, see `d_rows`);
 /// `ds` = dP, then dS; `g` the dQ, dK, dV accumulators;
 /// `cnt` the keys each row sees and `first` the first row seeing each key.
+///
+/// The buffers come from the engine's cache ([`efa_num::pool`]) and go back to it when the
+/// scratch drops; [`Scratch::fit`] re-sizes a scratch made for one problem to another (a
+/// micro-batch trimmed to another width), so a thread's scratch serves every shape.
 pub(super) struct Scratch<T> {
-    pub cnt: Vec<usize>,
-    pub first: Vec<usize>,
-    pub qt: Vec<T>,
-    pub kt: Vec<T>,
-    pub vt: Vec<T>,
-    pub s: Vec<T>,
-    pub acc: Vec<T>,
-    pub m: Vec<T>,
-    pub l: Vec<T>,
-    pub dot: Vec<T>,
-    pub dlo: Vec<T>,
-    pub ds: Vec<T>,
-    pub g: [Vec<T>; 3],
+    pub cnt: Buf<usize>,
+    pub first: Buf<usize>,
+    pub qt: Buf<T>,
+    pub kt: Buf<T>,
+    pub vt: Buf<T>,
+    pub s: Buf<T>,
+    pub acc: Buf<T>,
+    pub m: Buf<T>,
+    pub l: Buf<T>,
+    pub dot: Buf<T>,
+    pub dlo: Buf<T>,
+    pub ds: Buf<T>,
+    pub g: [Buf<T>; 3],
+}
+
+/// `b` with exactly `n` elements: shortened, or lengthened with zeros; a buffer too small is
+/// replaced by one from the cache (`n` zeros; the old one goes back to the cache).
+fn set_len<U: Clone>(b: &mut Buf<U>, n: usize, zero: U) {
+    if b.capacity() < n {
+        *b = Buf::from_vec(efa_num::pool::filled(n, zero));
+    } else {
+        b.resize(n, zero);
+    }
 }
 
 impl<T: Real> Scratch<T> {
-    fn new(p: &Problem<T>, backward: bool) -> Self {
-        let z = |n: usize| vec![T::ZERO; n * GROUP];
-        let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
-        let b = |n: usize| if backward { z(n) } else { Vec::new() };
+    fn new() -> Self {
         Scratch {
-            cnt: vec![0; nq],
-            first: vec![0; nk],
-            qt: z(nq * d),
-            kt: z(nk * d),
-            vt: z(nk * dv),
-            s: z(nq * nk),
-            acc: z(if backward { 0 } else { nq * dv }),
-            m: z(nq),
-            l: z(nq),
-            dot: b(nq * dv),
-            dlo: b(nq),
-            ds: b(nq * nk),
-            g: [b(nq * d), b(nk * d), b(nk * dv)],
+            cnt: Buf::new(),
+            first: Buf::new(),
+            qt: Buf::new(),
+            kt: Buf::new(),
+            vt: Buf::new(),
+            s: Buf::new(),
+            acc: Buf::new(),
+            m: Buf::new(),
+            l: Buf::new(),
+            dot: Buf::new(),
+            dlo: Buf::new(),
+            ds: Buf::new(),
+            g: [Buf::new(), Buf::new(), Buf::new()],
         }
+    }
+
+    /// Every buffer at the length `p` needs (lanes-wide rows; the backward's buffers empty in
+    /// the forward). What a previous problem left in them is never read: every element a body
+    /// reads is written first in the same group.
+    fn fit(&mut self, p: &Problem<T>, backward: bool) {
+        let (nq, nk, d, dv) = (p.nq, p.nk, p.d, p.dv);
+        let b = |n: usize| if backward { n * GROUP } else { 0 };
+        set_len(&mut self.cnt, nq, 0);
+        set_len(&mut self.first, nk, 0);
+        for (buf, n) in [
+            (&mut self.qt, nq * d * GROUP),
+            (&mut self.kt, nk * d * GROUP),
+            (&mut self.vt, nk * dv * GROUP),
+            (&mut self.s, nq * nk * GROUP),
+            (&mut self.acc, if backward { 0 } else { nq * dv * GROUP }),
+            (&mut self.m, nq * GROUP),
+            (&mut self.l, nq * GROUP),
+            (&mut self.dot, b(nq * dv)),
+            (&mut self.dlo, b(nq)),
+            (&mut self.ds, b(nq * nk)),
+        ] {
+            set_len(buf, n, T::ZERO);
+        }
+        let [gq, gk, gv] = &mut self.g;
+        set_len(gq, b(nq * d), T::ZERO);
+        set_len(gk, b(nk * d), T::ZERO);
+        set_len(gv, b(nk * dv), T::ZERO);
     }
 
     /// The group's visible key counts per row and first rows per key (the same for every head
@@ -73,52 +113,46 @@ impl<T: Real> Scratch<T> {
     }
 }
 
-/// The shape a [`Scratch`] was sized for: queries, keys, head widths, backward or not.
-type ScratchKey = (usize, usize, usize, usize, bool);
-
 /// Most finished scratches a thread keeps for reuse.
 const SPARE_MAX: usize = 4;
 
 thread_local! {
-    /// Scratch of this thread's finished jobs (with the shape it was sized for), reused by its
-    /// next job of the same shape: a fresh one is about half a mebibyte zeroed per rayon job,
-    /// a few percent of a call at two threads. Every element a body reads is written first in
-    /// the same job, so what a previous job left there is never read.
-    static SPARE: std::cell::RefCell<Vec<(ScratchKey, Box<dyn std::any::Any>)>> =
+    /// Scratch of this thread's finished jobs, reused (re-sized) by its next jobs: a fresh
+    /// one is about half a mebibyte zeroed per rayon job, a few percent of a call at two
+    /// threads.
+    static SPARE: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A job's scratch, taken from this thread's spares or made, and given back when dropped.
 pub(super) struct Reused<T: Real> {
-    key: ScratchKey,
     sc: Option<Box<Scratch<T>>>,
 }
 
 impl<T: Real> Reused<T> {
     pub fn get(p: &Problem<T>, backward: bool) -> Self {
-        let key = (p.nq, p.nk, p.d, p.dv, backward);
         let spare = SPARE.with(|s| {
             let mut s = s.borrow_mut();
-            let at = s
-                .iter()
-                .position(|(k, b)| *k == key && b.is::<Scratch<T>>())?;
-            s.swap_remove(at).1.downcast::<Scratch<T>>().ok()
+            let at = s.iter().rposition(|b| b.is::<Scratch<T>>())?;
+            s.swap_remove(at).downcast::<Scratch<T>>().ok()
         });
-        let sc = spare.unwrap_or_else(|| Box::new(Scratch::new(p, backward)));
-        Reused { key, sc: Some(sc) }
+        let mut sc = spare.unwrap_or_else(|| Box::new(Scratch::new()));
+        sc.fit(p, backward);
+        Reused { sc: Some(sc) }
     }
 }
 
 impl<T: Real> Drop for Reused<T> {
     fn drop(&mut self) {
         if let Some(sc) = self.sc.take() {
-            // `try_with`: nothing is kept while the thread's locals are being destroyed.
+            // `try_with`: nothing is kept while the thread's locals are being destroyed (the
+            // scratch's buffers then go back to the cache as it drops).
             let _ = SPARE.try_with(|s| {
                 let mut s = s.borrow_mut();
                 if s.len() >= SPARE_MAX {
                     s.remove(0);
                 }
-                s.push((self.key, sc));
+                s.push(sc);
             });
         }
     }

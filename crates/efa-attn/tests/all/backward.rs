@@ -441,10 +441,11 @@ fn outputs_come_from_the_engines_cache() {
             "{what}: pick another shape"
         );
         let (v, _) = a.into_raw_vec_and_offset();
-        assert_eq!(
-            v.capacity() * 4,
-            class_bytes(bytes),
-            "{what}: not a cached buffer"
+        // The request's class, or a larger class lent by the cache (up to twice the size).
+        let cap = v.capacity() * 4;
+        assert!(
+            class_bytes(cap) == cap && cap >= class_bytes(bytes) && cap <= 2 * class_bytes(bytes),
+            "{what}: not a cached buffer ({cap} bytes for {bytes})"
         );
         efa_num::pool::give(v);
     }

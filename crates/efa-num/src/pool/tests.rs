@@ -129,3 +129,45 @@ fn blocks_sometimes_not_given_back_do_not_grow_the_cache() {
     .join()
     .unwrap();
 }
+
+/// A request whose class has no free block takes a free block of the smallest larger class
+/// up to twice its size (a micro-batch trimmed to a width not seen before), with that class's
+/// capacity, and the block goes back to its own class; nothing larger than twice is lent.
+#[test]
+fn a_larger_free_block_is_lent_up_to_twice_the_size() {
+    std::thread::spawn(|| {
+        // Sizes no other test of this crate uses (classes of 3.9, 2.6 and 1.0 MB of f32).
+        let big = 640 * 1024 * 3 / 2;
+        let mut a = take::<f32>(big);
+        a.resize(big, 1.0);
+        let (at, cap) = (a.as_ptr() as usize, a.capacity());
+        give(a);
+        let small = 640 * 1024;
+        let b = take::<f32>(small);
+        assert_eq!(
+            b.as_ptr() as usize,
+            at,
+            "the larger class's free block is lent"
+        );
+        assert_eq!(b.capacity(), cap, "with its own capacity");
+        give(b);
+        let c = take::<f32>(big);
+        assert_eq!(c.as_ptr() as usize, at, "it went back to its own class");
+        // Less than half the size: not lent.
+        let tiny = 640 * 1024 * 3 / 8;
+        give(c);
+        let d = take::<f32>(tiny);
+        assert_ne!(
+            d.as_ptr() as usize,
+            at,
+            "a block over twice the size is not lent"
+        );
+        assert_eq!(d.capacity() * 4, class_bytes(tiny * 4));
+        let e = take::<f32>(big);
+        assert_eq!(e.as_ptr() as usize, at);
+        give(d);
+        give(e);
+    })
+    .join()
+    .unwrap();
+}
