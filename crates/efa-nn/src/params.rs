@@ -273,7 +273,10 @@ impl<T: Real> ParamSink for Registrar<'_, T> {
         if have != name || value.shape() != shape {
             return Err(mismatch(Some((have.to_string(), value.shape().to_vec()))));
         }
-        let v = self.tape.param(name, value.clone())?;
+        // A copy in a buffer of the engine's cache, which the tape gives back when it drops.
+        let v = self
+            .tape
+            .param(name, efa_num::pool::map(value.view(), |&x| x))?;
         self.vars.push(v);
         Ok(v)
     }

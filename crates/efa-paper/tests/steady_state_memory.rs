@@ -103,16 +103,17 @@ fn cities() -> Vec<City> {
         .collect()
 }
 
-/// Thirty-two days of the cities' temperatures in °F, with `lags` previous days each.
-fn days(n: usize, lags: usize) -> Vec<TempDay> {
+/// `count` days of the cities' temperatures in °F, with `lags` previous days each.
+fn days(n: usize, lags: usize, count: u32) -> Vec<TempDay> {
     let t = |d: f64, k: f64| -> Vec<f64> {
+        let trend = 2.0 * ((d - 1.0) % 32.0 + 1.0);
         (0..n)
-            .map(|c| 55.0 + 12.0 * ((c as f64) * 1.3 + d * 0.7 + k * 0.4).sin() - 2.0 * d)
+            .map(|c| 55.0 + 12.0 * ((c as f64) * 1.3 + d * 0.7 + k * 0.4).sin() - trend)
             .collect()
     };
-    (1..=32u32)
+    (1..=count)
         .map(|day| TempDay {
-            date: (2010, 10 + day / 31, 1 + day % 31),
+            date: (2010 + (day / 336) as i32, 1 + (day / 28) % 12, 1 + day % 28),
             temps: t(day as f64, 0.0),
             lags: (1..=lags).map(|l| t(day as f64, -(l as f64))).collect(),
         })
@@ -120,8 +121,8 @@ fn days(n: usize, lags: usize) -> Vec<TempDay> {
 }
 
 /// Large allocations in each of `epochs` epochs of training `model` on `train` (f32, Adam,
-/// two worker threads, minibatches of `batch` samples formed as `batching` says: with more
-/// than one micro-batch each, so the two workers run micro-batches side by side). With
+/// the worker threads of `threads`, minibatches of `batch` samples formed as `batching` says:
+/// with more than one micro-batch each, so two workers run micro-batches side by side). With
 /// `same_order`, every epoch visits the samples in the first epoch's order (the same
 /// micro-batch shapes in the same sequence; the parameters still change).
 fn large_per_epoch(
@@ -130,12 +131,11 @@ fn large_per_epoch(
     train: &Samples,
     (batch, batching): (usize, Batching),
     epochs: usize,
-    same_order: bool,
+    (same_order, threads): (bool, &Threads),
 ) -> Vec<u64> {
     // From an empty cache, so that the first epoch shows what the model needs.
     efa_num::pool::release();
-    let threads = Threads::new(2).expect("two threads");
-    let eval = Evaluator::new(model, objective).with_threads(&threads);
+    let eval = Evaluator::new(model, objective).with_threads(threads);
     let mut params: Params<f32> = model.init(0);
     let cfg = TrainConfig {
         lr: 1e-4,
@@ -189,48 +189,66 @@ fn a_steady_state_training_step_allocates_nothing_large() {
     TRACE.store(std::env::var_os("EFA_ALLOC_TRACE").is_some(), Relaxed);
     let cities = cities();
     let mut report = Vec::new();
+    // The workers, for every model: a pool built per model would still be exiting (its
+    // threads giving their scratch back to the cache) while the next one is measured.
+    let (one, two) = (Threads::new(1).unwrap(), Threads::new(2).unwrap());
     for (layers, lag) in [(4, 0), (4, 2)] {
         let model = ModelConfig::Efa(temperature::efa_config(&cities, layers, lag));
-        let train = temperature::efa_samples(&days(cities.len(), lag), cities.len()).unwrap();
+        let train = temperature::efa_samples(&days(cities.len(), lag, 32), cities.len()).unwrap();
         // Whole days per minibatch: the micro-batches' shapes, which for these models
-        // include how many distinct inputs and days they hold, recur every epoch (with the
-        // samples shuffled one by one, a micro-batch may hold more distinct inputs than any
-        // before it and allocate that once; see docs/design.md §3b).
-        let counts = large_per_epoch(
-            &model,
-            &Objective::Mse,
-            &train,
-            (512, Batching::Sequences),
-            3,
-            false,
-        );
+        // include how many distinct inputs and days they hold, recur every epoch.
+        let batches = (512, Batching::Sequences);
+        let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, (false, &two));
         report.push((format!("temperature L={layers} lag {lag}"), counts));
     }
-    // Item sequences of many lengths (the MovieLens and Instacart item models): micro-batches
-    // of samples sorted by target position are trimmed to different widths, so the kernels
-    // see a different problem shape in nearly every micro-batch. Shuffled anew each epoch, a
-    // later epoch may bring a micro-batch wider than any before it (which allocates once);
-    // in the first epoch's order, the later epochs must reuse what the first one left.
-    for uni in [true, false] {
-        let (n_items, max_len) = (120, 40);
-        let mut rng = StdRng::seed_from_u64(7);
-        let baskets: Vec<Vec<usize>> = (0..240)
-            .map(|_| {
-                let u: f64 = rng.random();
-                let len = 2 + (38.0 * u * u * u) as usize;
-                (0..len).map(|_| rng.random_range(1..=n_items)).collect()
-            })
-            .collect();
-        let model = ModelConfig::Efa(movielens::item_efa_config(n_items, max_len, uni));
-        let train = movielens::item_input(&baskets, n_items, max_len, uni, true).unwrap();
+    // Samples shuffled one by one (the lag models' default batching): a micro-batch holds
+    // some of many days and contexts (the shared-context plan), of another size every time.
+    // Shuffled anew each epoch, a later micro-batch may hold more distinct inputs than any
+    // before it and allocate that once; in the first epoch's order, nothing new. One worker:
+    // with two, which worker first meets the largest of these shapes (and grows its own
+    // scratch, or brings both workers' peaks of a size together) changes from run to run,
+    // so a later epoch may still allocate a few blocks once.
+    {
+        let model = ModelConfig::Efa(temperature::efa_config(&cities, 2, 1));
+        // Enough days that a micro-batch's contexts (one per day it holds) make index arrays
+        // and gathers of more than 64 KiB.
+        let train = temperature::efa_samples(&days(cities.len(), 1, 160), cities.len()).unwrap();
+        let batches = (128, Batching::Samples);
+        let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, (true, &one));
+        report.push(("temperature L=2 lag 1, samples".to_string(), counts));
+    }
+    // Item sequences of many lengths (the MovieLens and Instacart item models, EFA and FM):
+    // micro-batches of samples sorted by target position are trimmed to different widths, so
+    // the kernels see a different problem shape in nearly every micro-batch. Shuffled anew
+    // each epoch, a later epoch may bring a micro-batch wider than any before it (which
+    // allocates once); in the first epoch's order, the later epochs must reuse what the first
+    // one left (one worker, as above). Enough items for the tables' gradients to be large.
+    let (n_items, max_len) = (600, 40);
+    let mut rng = StdRng::seed_from_u64(7);
+    let baskets: Vec<Vec<usize>> = (0..240)
+        .map(|_| {
+            let u: f64 = rng.random();
+            let len = 2 + (38.0 * u * u * u) as usize;
+            (0..len).map(|_| rng.random_range(1..=n_items)).collect()
+        })
+        .collect();
+    for (uni, efa) in [(true, true), (false, true), (true, false), (false, false)] {
+        let model = if efa {
+            ModelConfig::Efa(movielens::item_efa_config(n_items, max_len, uni))
+        } else {
+            ModelConfig::Fm(movielens::item_fm_config(n_items, uni))
+        };
+        let train = movielens::item_input(&baskets, n_items, max_len, uni, efa).unwrap();
         let batches = (256, Batching::Samples);
-        let counts = large_per_epoch(&model, &Objective::CrossEntropy, &train, batches, 3, true);
+        let order = (true, &one);
+        let counts = large_per_epoch(&model, &Objective::CrossEntropy, &train, batches, 3, order);
         let dir = if uni { "uni" } else { "bi" };
-        report.push((format!("item sequences {dir}"), counts));
+        let kind = if efa { "EFA" } else { "FM" };
+        report.push((format!("item sequences {kind} {dir}"), counts));
     }
     let (model, train) = synthetic::audit_batch(SeqDir::Uni, ModelKind::Efa, 1000).unwrap();
     let batches = (512, Batching::Samples);
-    let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, false);
+    let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, (false, &two));
     report.push(("synthetic EFA uni".to_string(), counts));
     // The first epoch fills the caches: it must have allocated (or the models are too small
     // for this test to see anything); the later ones allocate nothing large.

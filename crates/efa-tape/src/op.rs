@@ -102,6 +102,28 @@ pub(crate) enum Op<T: Real> {
 }
 
 impl<T: Real> Op<T> {
+    /// Gives the arrays the op saved for its backward back to the engine's cache
+    /// ([`efa_num::pool`]), as the tape does with its nodes' values (a fused op gives back its
+    /// own state when it drops).
+    pub(crate) fn give_back(self) {
+        use efa_num::pool::{give, give_array};
+        match self {
+            Op::Embedding { ids } => give_array(ids),
+            Op::GatherPositions { pos } => give(pos),
+            Op::MaskedFill { mask } => give_array(mask),
+            Op::LayerNorm { xhat, rstd } => {
+                give_array(xhat);
+                give(rstd);
+            }
+            Op::SoftmaxCrossEntropy { probs, targets } => {
+                give_array(probs);
+                give(targets);
+            }
+            Op::Mse { diff } => give_array(diff),
+            _ => {}
+        }
+    }
+
     /// Short name for dumps and errors.
     pub(crate) fn name(&self) -> String {
         match self {

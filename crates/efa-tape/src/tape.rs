@@ -59,11 +59,13 @@ pub(crate) enum Storage {
 
 /// The recorded values' buffers go back to the thread's cache ([`efa_num::pool`]), where the
 /// next tape's ops take them: a training step that records the same shapes as the last one
-/// allocates nothing large. Fused ops' own state goes back as they drop.
+/// allocates nothing large. So do the arrays the ops saved for the backward
+/// (`Op::give_back`); fused ops' own state goes back as they drop.
 impl<T: Real> Drop for Tape<T> {
     fn drop(&mut self) {
         for node in self.nodes.drain(..) {
             efa_num::pool::give_array(node.value);
+            node.op.give_back();
         }
         efa_num::pool::give(std::mem::take(&mut self.nodes));
     }

@@ -233,8 +233,10 @@ impl<T: Real> FusedOp<T> for GatherSumOp {
             let mut g = vec![T::ZERO; self.width];
             for (c, dc) in d.iter().enumerate() {
                 if let Some(dc) = dc {
-                    let all: Vec<usize> = (0..dc.len() / cw.max(1)).collect();
+                    let rows = dc.len() / cw.max(1);
+                    let all = efa_num::pool::collect(rows, 0..rows);
                     sum_rows(isa, &mut g[c * cw..(c + 1) * cw], dc, &all, cw);
+                    efa_num::pool::give(all);
                 }
             }
             grads.push(Some(

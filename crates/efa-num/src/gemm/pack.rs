@@ -18,15 +18,30 @@ use std::cell::RefCell;
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// A growable, 64-byte aligned scratch buffer.
+/// A growable, 64-byte aligned scratch buffer; a thread's own ones (`.1`) take [`ROOM_BYTES`]
+/// when they first grow large.
 #[derive(Default)]
-pub(super) struct Buf(Vec<Line>);
+pub(super) struct Buf(Vec<Line>, bool);
+
+/// Room a thread's buffer takes when it first grows large: the largest packed block of the
+/// blocked products (an `MC × KC` block of `A`; a `KC × NC` block of `B` is smaller), so that
+/// it does not grow again when a later product is larger than the ones before it (which two
+/// worker threads meet in an order that changes from run to run). Address space until
+/// written: only the elements a product packs are touched. A one-off buffer (see
+/// [`with_bufs`]) takes only what its product needs.
+const ROOM_BYTES: usize = super::driver::MC * super::driver::KC_BYTES;
 
 impl Buf {
     /// A pointer to at least `len` elements of `E` (contents unspecified; grown as needed).
     pub(super) fn get<E: Real>(&mut self, len: usize) -> *mut E {
         let lines = (len * std::mem::size_of::<E>()).div_ceil(64);
         if self.0.len() < lines {
+            // Room as soon as the buffer is large anyway (a small one stays small: many
+            // threads only ever pack small blocks).
+            if self.1 && self.0.capacity() < lines && lines * 64 >= crate::pool::LARGE {
+                let room = lines.max(ROOM_BYTES / 64);
+                self.0.reserve_exact(room - self.0.len());
+            }
             self.0.resize(lines, Line([0; 64]));
         }
         self.0.as_mut_ptr().cast()
@@ -36,7 +51,8 @@ impl Buf {
 thread_local! {
     /// This thread's packing buffers for `A` and `B`, kept between calls so that repeated
     /// products do not allocate (or fault in fresh pages) each time.
-    static BUFS: RefCell<(Buf, Buf)> = RefCell::new((Buf::default(), Buf::default()));
+    static BUFS: RefCell<(Buf, Buf)> =
+        const { RefCell::new((Buf(Vec::new(), true), Buf(Vec::new(), true))) };
 }
 
 /// Runs `f` with this thread's two packing buffers (fresh ones if they are in use, which

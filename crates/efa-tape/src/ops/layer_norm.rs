@@ -40,9 +40,9 @@ impl<T: Real> Tape<T> {
             gv.as_slice().expect("standard"),
             bv.as_slice().expect("standard"),
         );
-        let mut xhat = vec![T::ZERO; xs.len()];
-        let mut y = vec![T::ZERO; xs.len()];
-        let mut rstd = Vec::new();
+        let mut xhat = efa_num::pool::filled(xs.len(), T::ZERO);
+        let mut y = efa_num::pool::filled(xs.len(), T::ZERO);
+        let mut rstd = efa_num::pool::take(xs.len() / d.max(1));
         if d > 0 {
             let inv_d = T::ONE / T::from_usize(d);
             for ((row, xh), yr) in xs

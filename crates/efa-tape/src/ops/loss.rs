@@ -89,7 +89,7 @@ impl<T: Real> Tape<T> {
                 ),
             ));
         }
-        let diff = p - target;
+        let diff = efa_num::pool::zip_map(p.view(), target.view(), |&a, &b| a - b);
         let n = T::from_usize(diff.len());
         let loss = ArrayD::from_elem(IxDyn(&[]), diff.iter().map(|&d| d * d).sum::<T>() / n);
         Ok(self.push(Op::Mse { diff }, vec![ip], loss))

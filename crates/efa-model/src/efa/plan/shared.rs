@@ -114,7 +114,8 @@ impl Contexts {
                 .enumerate()
                 .map(|(r, &s)| x[[s, r % n]]);
             let targets = pred_idx.iter().enumerate().map(|(s, &t)| x[[s, t]]);
-            let all: Vec<usize> = base.chain(targets).collect();
+            let all =
+                efa_num::pool::collect(self.base_from.len() + pred_idx.len(), base.chain(targets));
             Array2::from_shape_vec((all.len(), 1), all).expect("one column")
         };
         InputIds {

@@ -34,7 +34,7 @@ impl<T: Real> FusedOp<T> for BagSumOp<T> {
         let t = t.as_standard_layout();
         let t = t.as_slice().expect("standard layout");
         let (b, n) = self.ids.dim();
-        let mut out = vec![T::ZERO; b * f];
+        let mut out = efa_num::pool::filled(b * f, T::ZERO);
         for bi in 0..b {
             let dst = &mut out[bi * f..(bi + 1) * f];
             for j in 0..n {
@@ -76,7 +76,7 @@ impl<T: Real> FusedOp<T> for BagSumOp<T> {
             return Ok(vec![None]);
         }
         let (r_max, f) = (inputs[0].shape()[0], inputs[0].shape()[1]);
-        let mut g = vec![T::ZERO; r_max * f];
+        let mut g = efa_num::pool::filled(r_max * f, T::ZERO);
         if let Some(d) = d_outputs[0] {
             let d = d.as_standard_layout();
             let d = d.as_slice().expect("standard layout");
