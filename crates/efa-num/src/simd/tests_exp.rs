@@ -164,3 +164,87 @@ fn exp_side_by_side_is_exp_one_at_a_time_bitwise() {
         side_by_side::<Avx512F64>(Isa::Avx512, -762.0, 712.0);
     }
 }
+
+/// The lower clamp `EXP_LO` (see [`SimdElem::EXP_LO`]): its `n = round(EXP_LO·log₂e)` splits
+/// into two halves whose biased exponents are 0, so both scaling factors are +0 and `exp` of
+/// `EXP_LO` and of −∞ is a product with zero; and every argument from the smallest one with a
+/// zero result down to −∞ gives +0 on the scalar path and every vector type.
+fn exp_lo<T: SimdElem>(bias: i64)
+where
+    Lane<T>: SimdVec<Elem = T>,
+{
+    let n = (T::EXP_LO.to_f64() * T::LOG2E.to_f64()).round() as i64;
+    let n1 = n.div_euclid(2);
+    assert_eq!((n1 + bias, n - n1 + bias), (0, 0), "{}: n = {n}", T::NAME);
+    // SAFETY: the scalar lane needs no instruction set.
+    let zero = unsafe {
+        Lane(T::from_f64(n as f64))
+            .mul(Lane(T::HALF))
+            .floor()
+            .pow2i()
+            .0
+    };
+    assert_eq!(zero.to_f64().to_bits(), 0.0f64.to_bits(), "{}", T::NAME);
+    // Below half the smallest subnormal: the true exponential of these rounds to +0.
+    let first_zero = (T::MIN_POSITIVE.to_f64() * T::EPSILON.to_f64() / 2.0).ln();
+    let mut x: Vec<T> = (0..4000)
+        .map(|i| T::from_f64(first_zero - 0.5 - i as f64 * (1.1 * -T::EXP_LO.to_f64() / 4000.0)))
+        .chain([T::EXP_LO, T::NEG_INFINITY, T::from_f64(-1e30)])
+        .collect();
+    // Whole vectors of every width (at most 16 lanes).
+    x.resize(x.len().div_ceil(16) * 16, T::NEG_INFINITY);
+    let mut isas = vec![Isa::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    isas.extend([Isa::Avx2, Isa::Avx512]);
+    for isa in isas.into_iter().filter(|i| i.is_supported()) {
+        let mut got = x.clone();
+        // SAFETY: the instruction set is supported; the body reads and writes `got`.
+        unsafe { exp_slice::<T>(isa, &mut got) };
+        for (a, g) in x.iter().zip(&got) {
+            assert!(
+                g.to_f64().to_bits() == 0.0f64.to_bits(),
+                "{} {}: exp({a}) = {g}",
+                isa.name(),
+                T::NAME
+            );
+        }
+    }
+}
+
+/// `exp` of every element in place with `isa`'s vectors.
+///
+/// # Safety
+/// `isa` must be supported, and `x.len()` a multiple of its lanes.
+unsafe fn exp_slice<T: SimdElem>(isa: Isa, x: &mut [T])
+where
+    Lane<T>: SimdVec<Elem = T>,
+{
+    /// # Safety
+    /// `V`'s instruction set must be supported and `x.len()` a multiple of its lanes.
+    unsafe fn run<V: SimdVec>(x: &mut [V::Elem]) {
+        // SAFETY: the caller guarantees the instruction set, and every vector from `c` is
+        // inside `x` (its length a multiple of the lanes).
+        unsafe {
+            for c in (0..x.len()).step_by(V::LANES) {
+                V::load(x[c..].as_ptr()).exp().store(x[c..].as_mut_ptr());
+            }
+        }
+    }
+    // SAFETY: the caller guarantees `isa` is supported (each arm runs its vector type) and
+    // that `x.len()` is a multiple of its lanes.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => run::<T::Avx2>(x),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => run::<T::Avx512>(x),
+            _ => run::<T::One>(x),
+        }
+    }
+}
+
+#[test]
+fn exp_lo_scales_by_exact_zeros() {
+    exp_lo::<f32>(127);
+    exp_lo::<f64>(1023);
+}
