@@ -105,8 +105,13 @@ pub enum TrainError {
     /// Training produced a non-finite value (names the epoch, batch and, where known, the
     /// sample).
     NonFinite(String),
-    /// The optimizer refused its state or a step (names the parameter).
-    Optim(String),
+    /// The optimizer refused its configuration, a checkpoint's state or a step.
+    Optim {
+        /// What was being done: `configuration`, `checkpoint optimizer state` or `step`.
+        during: &'static str,
+        /// The optimizer's own error (it names the parameter, its shape and lengths).
+        source: efa_optim::OptimError,
+    },
     /// A worker thread pool could not be started.
     Threads(String),
     /// The multi-process transport (MPI, feature `mpi`) could not start or refused a
@@ -263,7 +268,7 @@ impl fmt::Display for TrainError {
                 path.display()
             ),
             TrainError::NonFinite(s) => write!(f, "non-finite value: {s}"),
-            TrainError::Optim(s) => write!(f, "optimizer: {s}"),
+            TrainError::Optim { during, source } => write!(f, "optimizer ({during}): {source}"),
             TrainError::Threads(s) => write!(f, "cannot start the worker threads: {s}"),
             TrainError::Transport(s) => write!(f, "{s}"),
             TrainError::Rank { rank, message } => write!(f, "rank {rank}: {message}"),
@@ -278,6 +283,7 @@ impl std::error::Error for TrainError {
             TrainError::Data(e) => Some(e),
             TrainError::Io { source, .. } => Some(source),
             TrainError::ResumeFrom { source, .. } => Some(source.as_ref()),
+            TrainError::Optim { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -315,8 +315,12 @@ pub fn train_epoch(
 
 /// A fresh Adam with the paper's settings (Keras ε placement) and `cfg.lr`.
 pub fn new_adam(cfg: &TrainConfig) -> Result<efa_optim::Adam<f32>, TrainError> {
-    efa_optim::Adam::<f32>::new(efa_optim::AdamConfig::keras(cfg.lr))
-        .map_err(|e| TrainError::Optim(e.to_string()))
+    efa_optim::Adam::<f32>::new(efa_optim::AdamConfig::keras(cfg.lr)).map_err(|source| {
+        TrainError::Optim {
+            during: "configuration",
+            source,
+        }
+    })
 }
 
 /// One Adam step over every parameter, addressed by name.
@@ -325,14 +329,14 @@ fn adam_step(
     params: &mut Params<f32>,
     grads: &[ArrayD<f32>],
 ) -> Result<(), TrainError> {
+    let step = |source| TrainError::Optim {
+        during: "step",
+        source,
+    };
     let mut list = Vec::with_capacity(grads.len());
     for ((name, value), grad) in params.iter_mut().zip(grads) {
-        list.push(
-            efa_optim::Param::from_array(name, value, Some(grad))
-                .map_err(|e| TrainError::Optim(e.to_string()))?,
-        );
+        list.push(efa_optim::Param::from_array(name, value, Some(grad)).map_err(step)?);
     }
-    adam.step(&mut list)
-        .map_err(|e| TrainError::Optim(e.to_string()))?;
+    adam.step(&mut list).map_err(step)?;
     Ok(())
 }

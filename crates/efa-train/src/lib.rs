@@ -34,6 +34,8 @@ pub mod run;
 pub mod threads;
 pub mod userdata;
 
+/// The optimizer's error, which [`TrainError::Optim`] carries as its source.
+pub use efa_optim::OptimError;
 pub use error::TrainError;
 pub use evaluator::Evaluator;
 pub use fit::{fit, FitOptions};

@@ -163,8 +163,10 @@ fn replay(
             i.role
         )));
     }
-    let adam = efa_optim::Adam::<f32>::load(&ck.adam)
-        .map_err(|e| TrainError::Optim(format!("checkpoint optimizer state: {e}")))?;
+    let adam = efa_optim::Adam::<f32>::load(&ck.adam).map_err(|source| TrainError::Optim {
+        during: "checkpoint optimizer state",
+        source,
+    })?;
     let fresh = new_adam(cfg)?;
     if adam.config != fresh.config {
         return Err(refuse(format!(

@@ -311,6 +311,26 @@ fn a_run_unlike_the_checkpoints_is_refused_and_writes_nothing() {
         )) && e.contains("beta1: 0.5"),
         "{e}"
     );
+    // An optimizer state cut short: the optimizer's own decoding error, kept whole as the
+    // error's source (what was being done, the byte offset and the field).
+    let mut c = ck.clone();
+    c.adam.truncate(20);
+    let e = resume(&cfg, &train, &val, &cfg.train, c, inputs.clone(), &path).unwrap_err();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    match &e {
+        TrainError::Optim {
+            during: "checkpoint optimizer state",
+            source: efa_train::OptimError::Decode { offset, .. },
+        } => assert!(*offset <= 20, "{e}"),
+        other => panic!("expected the optimizer's decoding error, got {other:?}"),
+    }
+    let source = std::error::Error::source(&e).expect("the optimizer's error as the source");
+    assert!(
+        e.to_string()
+            .starts_with("optimizer (checkpoint optimizer state): optimizer state, byte")
+            && e.to_string().ends_with(&source.to_string()),
+        "{e}"
+    );
     // The unchanged run resumes.
     resume(&cfg, &train, &val, &cfg.train, ck, inputs, &path).unwrap();
 }
