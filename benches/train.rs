@@ -10,7 +10,8 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use efa_data::samples::Direction;
 use efa_paper::{synthetic, ModelKind};
-use efa_train::fit::{new_adam, train_epoch};
+use efa_train::fit::train_epoch;
+use efa_train::schedule::new_adam;
 use efa_train::{Threads, TrainConfig};
 use rand::SeedableRng;
 use std::hint::black_box;

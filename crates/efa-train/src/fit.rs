@@ -1,23 +1,25 @@
 //! Minibatch training with Adam, per-epoch validation, Keras-3 early stopping with restore of
 //! the best weights, checkpoints and bit-exact resume.
 //!
-//! The losses and gradients come from [`Evaluator`]; the settings from [`crate::recipe`]; the
-//! history and early stopping from [`crate::history`]; resuming from [`crate::resume`].
+//! The losses and gradients come from [`Evaluator`]; the settings from [`crate::recipe`]; each
+//! epoch's minibatches and the starting optimizer from [`crate::schedule`]; the history and
+//! early stopping from [`crate::history`]; resuming from [`crate::resume`].
 
 use crate::checkpoint::{Checkpoint, CheckpointPolicy, InputDigest, TrainState};
 use crate::collective::Collective;
 use crate::evaluator::Evaluator;
 use crate::fsio::crc32::{to_hex, Crc32};
 use crate::history::{EarlyStopping, EpochLog, FitResult, Verdict};
-use crate::recipe::{Batching, TrainConfig};
+use crate::recipe::TrainConfig;
 use crate::resume::resume;
+use crate::schedule::check_batching;
+use crate::schedule::{epoch_batches, new_adam};
 use crate::TrainError;
 use efa_model::batch::SampleSet;
 use efa_model::ForwardPlan;
 use efa_nn::params::Params;
 use ndarray::ArrayD;
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -213,63 +215,6 @@ fn check_agreement(
     }
 }
 
-/// The minibatches of one epoch: `order` (all sample indices, the persistent shuffle state)
-/// is shuffled with `rng`, then cut as `cfg.batching` says. Sequence batches need sequence ids
-/// (`Samples::group`); without them the request is an error, not a silent fallback.
-pub fn epoch_batches(
-    train: &dyn SampleSet,
-    cfg: &TrainConfig,
-    rng: &mut StdRng,
-    order: &mut [usize],
-) -> Result<Vec<Vec<usize>>, TrainError> {
-    check_batching(train, cfg)?;
-    order.shuffle(rng);
-    let bs = cfg.batch_size.max(1);
-    Ok(match cfg.batching {
-        Batching::Samples => order.chunks(bs).map(|c| c.to_vec()).collect(),
-        Batching::Sequences => {
-            // Sequences in the order of their first sample in the shuffled order; within a
-            // sequence, samples by target position.
-            let group = |i: usize| train.sequence(i).unwrap_or(i);
-            let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            let mut seq_order = Vec::new();
-            for &i in order.iter() {
-                let m = members.entry(group(i)).or_default();
-                if m.is_empty() {
-                    seq_order.push(group(i));
-                }
-                m.push(i);
-            }
-            let mut batches: Vec<Vec<usize>> = Vec::new();
-            let mut cur: Vec<usize> = Vec::new();
-            for g in seq_order {
-                let mut m = members.remove(&g).unwrap_or_default();
-                m.sort_by_key(|&i| (train.target_position(i), i));
-                if !cur.is_empty() && cur.len() + m.len() > bs {
-                    batches.push(std::mem::take(&mut cur));
-                }
-                cur.extend(m);
-            }
-            if !cur.is_empty() {
-                batches.push(cur);
-            }
-            batches
-        }
-    })
-}
-
-/// `Batching::Sequences` needs sequence ids on the training samples.
-fn check_batching(train: &dyn SampleSet, cfg: &TrainConfig) -> Result<(), TrainError> {
-    if cfg.batching == Batching::Sequences && !train.has_sequences() {
-        return Err(TrainError::config(
-            "train.batching",
-            "\"sequences\" needs sequence ids on the training samples (Samples::group), and \
-             these samples have none",
-        ));
-    }
-    Ok(())
-}
-
 /// One training epoch: minibatches from [`epoch_batches`], a gradient and an Adam step each.
 /// Returns the sample-weighted mean of the minibatch losses and how many micro-batches each
 /// forward plan computed.
@@ -311,16 +256,6 @@ pub fn train_epoch(
         }
     }
     Ok((sum / train.len() as f64, plans))
-}
-
-/// A fresh Adam with the paper's settings (Keras ε placement) and `cfg.lr`.
-pub fn new_adam(cfg: &TrainConfig) -> Result<efa_optim::Adam<f32>, TrainError> {
-    efa_optim::Adam::<f32>::new(efa_optim::AdamConfig::keras(cfg.lr)).map_err(|source| {
-        TrainError::Optim {
-            during: "configuration",
-            source,
-        }
-    })
 }
 
 /// One Adam step over every parameter, addressed by name.

@@ -31,6 +31,7 @@ pub mod precision;
 pub mod recipe;
 pub mod resume;
 pub mod run;
+pub mod schedule;
 pub mod threads;
 pub mod userdata;
 

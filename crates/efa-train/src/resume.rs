@@ -2,9 +2,9 @@
 //! stored epochs' shuffles replayed so the run continues bit for bit.
 
 use crate::checkpoint::{Checkpoint, InputDigest};
-use crate::fit::{epoch_batches, new_adam};
 use crate::history::{EarlyStopping, EpochLog};
 use crate::recipe::TrainConfig;
+use crate::schedule::{epoch_batches, new_adam};
 use crate::TrainError;
 use efa_model::batch::SampleSet;
 use efa_nn::params::Params;

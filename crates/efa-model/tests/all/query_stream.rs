@@ -11,7 +11,7 @@ use efa_model::{
 };
 use efa_paper::movielens::{item_efa_config, item_input};
 use efa_train::audit::audit_model;
-use efa_train::fit::epoch_batches;
+use efa_train::schedule::epoch_batches;
 use efa_train::Evaluator;
 use efa_train::{Batching, TrainConfig};
 use ndarray::{Array2, ArrayD};
