@@ -71,7 +71,12 @@ pub fn paper(e: efa_paper::PaperError) -> CliError {
             field,
             value,
             reason,
-        } => CliError::new(format!("--{} {value}: {reason}", field.replace('_', "-"))),
+        } => {
+            // A field is the option's name (`seeds`, `k`); one written as the flag already
+            // (`--variant`) is named once, not as `----variant`.
+            let flag = field.trim_start_matches('-').replace('_', "-");
+            CliError::new(format!("--{flag} {value}: {reason}"))
+        }
         PaperError::NoDataDir { given: Some(p) } => {
             CliError::new(format!("--data {}: not a directory", p.display()))
         }
@@ -121,4 +126,18 @@ pub fn batching_parser() -> impl clap::builder::TypedValueParser<Value = efa_tra
             s.parse::<Batching>()
                 .expect("clap passes only the names of Batching::ALL")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paper;
+    use efa_paper::PaperError;
+
+    #[test]
+    fn a_setting_error_names_the_flag_once() {
+        for field in ["max_len", "--max-len", "-max_len"] {
+            let e = paper(PaperError::setting(field, 0, "must be at least 1"));
+            assert_eq!(e.to_string(), "--max-len 0: must be at least 1", "{field}");
+        }
+    }
 }

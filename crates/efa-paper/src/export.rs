@@ -219,7 +219,7 @@ fn check_rating_rows(data: &RatingData, source: &Path) -> Result<CompactRatingTa
 /// The error for a variant without a user layout (every one but v1).
 pub fn variant_error(variant: Variant) -> PaperError {
     PaperError::Setting {
-        field: "--variant",
+        field: "variant",
         value: variant.name().into(),
         reason: "only v1 exports: v2's loss reads the rating (1..3) while the user layout \
                  embeds context values on row value + 1, which needs the counts 0..2 to keep \

@@ -377,7 +377,7 @@ fn export_settings_out_of_range_are_errors_naming_the_flag() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--variant") && err.contains("only v1"),
+        err.contains("error: --variant v2: only v1") && !err.contains("---"),
         "{err}"
     );
     let o = efa(&["export", "temperature"]);
