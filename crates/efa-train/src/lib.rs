@@ -4,7 +4,8 @@
 //! * [`Evaluator`]: losses, gradients and predictions over fixed micro-batches summed in
 //!   order, so results are bitwise independent of the thread count;
 //! * [`fit`](mod@fit): minibatch Adam with per-epoch validation, Keras-3 early stopping with
-//!   best-weight restore, checkpoints and bit-exact resume ([`resume`]);
+//!   best-weight restore, checkpoints and bit-exact resume ([`resume`]); [`schedule`]: each
+//!   epoch's minibatches and the optimizer a run starts with, which both of them replay;
 //! * [`checkpoint`]: checkpoints and model files (safetensors with per-tensor CRC-32);
 //!   [`fsio`]: atomic writes, checksums and the run lock of an output directory;
 //! * [`run`]: the run directory — its layout, the model file's metadata, loading a saved model,
