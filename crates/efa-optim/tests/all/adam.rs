@@ -206,6 +206,8 @@ fn schedules_report_rates() {
     .unwrap();
     let (mut w, g) = (vec![1.0], vec![1.0]);
     for t in 0..12u64 {
+        // What the next step will use is known before it is taken.
+        assert_eq!(adam.next_lr(), s.rate(t));
         let info = adam.step(&mut [Param::new("w", &mut w, Some(&g))]).unwrap();
         assert_eq!(info.lr, s.rate(t));
         assert_eq!(info.step, t + 1);
