@@ -8,11 +8,11 @@
 //!
 //! Run: `cargo run --example train_from_code`.
 
-use efa::model::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
+use efa::model::efa::{ContinuousInputs, EfaConfig, Norm, Visibility};
 use efa::model::ModelConfig;
 use efa::train::run::{load_saved, RunDir};
 use efa::train::userdata::{
-    build, report::predict_rows, Families, FamilyRange, FamilySpec, Row, SeqDirection, UserConfig,
+    build, report::predict_rows, Direction, Families, FamilyRange, FamilySpec, Row, UserConfig,
     UserData, UserLoss,
 };
 use efa::train::{fit, Batching, Evaluator, FitOptions, Threads, TrainConfig};
@@ -49,7 +49,7 @@ fn config(coords: &[(f64, f64)]) -> UserConfig {
             head_hidden: vec![32],
             out_dim: 2,
             out_bias: true,
-            direction: Direction::default(),
+            direction: Visibility::default(),
             continuous: Some(ContinuousInputs {
                 hidden: 32,
                 dim: 8,
@@ -64,7 +64,7 @@ fn config(coords: &[(f64, f64)]) -> UserConfig {
             range(1, FamilySpec::Bernoulli {}),
             range(2, FamilySpec::Poisson {}),
         ]),
-        direction: SeqDirection::Bi,
+        direction: Direction::Bi,
         train: TrainConfig {
             lr: 3e-3,
             batch_size: 32,

@@ -13,7 +13,7 @@ use crate::alloc;
 use crate::bench_cmd::{pct_of_peak, sgemm_ceiling_n};
 use crate::CliError;
 use clap::Args;
-use efa_model::{Direction, ForwardPlan, ModelConfig};
+use efa_model::{ForwardPlan, ModelConfig, Visibility};
 use efa_paper::{ExperimentOptions, RunSettings, RunSpec};
 use efa_train::fit::train_epoch;
 use efa_train::schedule::new_adam;
@@ -79,7 +79,7 @@ struct Row {
 /// `uni` for a causal model or a unidirectional setting, else `bi`.
 fn direction(spec: &RunSpec) -> &'static str {
     let causal = matches!(&spec.model,
-        ModelConfig::Efa(c) if c.direction != Direction::Padding);
+        ModelConfig::Efa(c) if c.direction != Visibility::Padding);
     if causal || spec.key.is_uni() {
         "uni"
     } else {

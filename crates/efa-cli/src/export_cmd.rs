@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use efa_paper::movielens::Variant;
 use efa_paper::options::resolve_data_dir;
 use efa_paper::{DataSet, Protocol};
-use efa_train::userdata::SeqDirection;
+use efa_train::userdata::Direction;
 use std::path::PathBuf;
 
 /// Arguments of `efa export`.
@@ -107,8 +107,8 @@ pub fn run(a: ExportArgs) -> Result<(), CliError> {
             protocol,
         } => {
             let direction = match direction {
-                ExportDirection::Bi => SeqDirection::Bi,
-                ExportDirection::Uni => SeqDirection::Uni,
+                ExportDirection::Bi => Direction::Bi,
+                ExportDirection::Uni => Direction::Uni,
             };
             efa_paper::export::movielens_ratings(
                 &dir, variant, direction, protocol, a.epochs, a.seed,

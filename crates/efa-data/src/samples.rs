@@ -7,6 +7,7 @@
 
 use crate::rng::train_test_split;
 use crate::DataError;
+use serde::{Deserialize, Serialize};
 
 /// A user's ratings in time order: `(movie id ≥ 1, rating)`.
 pub type Sequence = Vec<(usize, f64)>;
@@ -22,12 +23,16 @@ pub enum Split {
     Test,
 }
 
-/// Context direction of a sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Context direction of a sample: which rows of its sequence a target sees. Written `"bi"` /
+/// `"uni"` in configuration files (the `direction` key of `efa train`'s `model.toml`, default
+/// `"bi"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Direction {
-    /// Bidirectional: the whole sequence is context.
+    /// Bidirectional: the whole sequence (every other row) is context.
+    #[default]
     Bi,
-    /// Unidirectional: only positions before the target (plus the target's movie for EFA).
+    /// Unidirectional: only positions before the target (plus the target's item for EFA).
     Uni,
 }
 

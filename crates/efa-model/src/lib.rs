@@ -11,7 +11,7 @@
 //! * [`Objective`]: the paper's losses and the fully normalised nll of any family.
 //!
 //! ```
-//! use efa_model::{Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Positions};
+//! use efa_model::{Visibility, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Positions};
 //! use efa_model::{Samples, Targets};
 //! use efa_tape::Tape;
 //! // The paper's item EFA (docs/paper.md §3.4) for 4 items and baskets of up to 3, bidirectional:
@@ -22,7 +22,7 @@
 //!     positions: Some(Positions { max_len: 3, only_valid: true }),
 //!     layers: 2, heads: 2, key_dim: 16, ffn: None, norm: Norm::None, ln_eps: 1e-3,
 //!     head_hidden: vec![], out_dim: 4, out_bias: false,
-//!     direction: Direction::Padding, continuous: None,
+//!     direction: Visibility::Padding, continuous: None,
 //! });
 //! let params = model.init::<f64>(0);
 //! let batch = Samples {
@@ -58,7 +58,7 @@ pub mod objective;
 pub mod size;
 
 pub use batch::{SampleSet, Samples, Targets};
-pub use efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
+pub use efa::{EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable, Visibility};
 pub use efa_nn::params::Params;
 pub use efa_num::Real;
 pub use error::ModelError;
@@ -69,7 +69,9 @@ pub use objective::Objective;
 /// Models, plans and objectives in one import: `use efa_model::prelude::*;`.
 pub mod prelude {
     pub use crate::batch::{SampleSet, Samples, Targets};
-    pub use crate::efa::{Direction, EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable};
+    pub use crate::efa::{
+        EfaConfig, EfaVars, ForwardPlan, Norm, Positions, ValueTable, Visibility,
+    };
     pub use crate::fm::{FmConfig, FmVars};
     pub use crate::model::{ModelConfig, ModelVars, Registered};
     pub use crate::objective::Objective;

@@ -376,7 +376,7 @@ pub fn plan_of(model: &ModelConfig, settings: &RunSettings) -> Option<ForwardPla
 /// batches.
 pub fn batching_for(requested: Batching, spec: &RunSpec) -> Batching {
     let causal_efa = matches!(&spec.model,
-        ModelConfig::Efa(c) if c.direction == efa_model::efa::Direction::Causal);
+        ModelConfig::Efa(c) if c.direction == efa_model::efa::Visibility::Causal);
     if causal_efa && spec.train.group.is_some() {
         requested
     } else {

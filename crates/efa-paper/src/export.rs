@@ -29,7 +29,7 @@ use efa_data::samples::{CompactRatingTable, Direction, RatingData, Split};
 use efa_data::temperature::TempDay;
 use efa_model::ModelConfig;
 use efa_train::recipe::TrainConfig;
-use efa_train::userdata::{Families, FamilySpec, SeqDirection, UserConfig, UserLoss};
+use efa_train::userdata::{Families, FamilySpec, UserConfig, UserLoss};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -125,7 +125,7 @@ pub fn temperature(
     let cfg = UserConfig {
         model: ModelConfig::Efa(model),
         family: Families::All(FamilySpec::GaussianKnownVar { s2: 1.0 }),
-        direction: SeqDirection::Bi,
+        direction: Direction::Bi,
         train: efa_train_config(lag, epochs, seed),
         init_seed: seed,
         loss: UserLoss::Mse,
@@ -236,7 +236,7 @@ pub fn variant_error(variant: Variant) -> PaperError {
 pub fn movielens_ratings(
     data_dir: &Path,
     variant: Variant,
-    direction: SeqDirection,
+    direction: Direction,
     protocol: Protocol,
     epochs: Option<usize>,
     seed: u64,
@@ -244,10 +244,6 @@ pub fn movielens_ratings(
     if variant != Variant::V1 {
         return Err(variant_error(variant));
     }
-    let dir = match direction {
-        SeqDirection::Bi => Direction::Bi,
-        SeqDirection::Uni => Direction::Uni,
-    };
     let data = exp2_data(data_dir, protocol)?;
     let table = check_rating_rows(&data, &data_dir.join("movielens/u.data"))?;
     let model = crate::synthetic::efa_config(51, table.rows(), data.max_ctx);
@@ -260,7 +256,7 @@ pub fn movielens_ratings(
         loss: UserLoss::PoissonV1,
     };
     let toml = cfg.to_toml()?;
-    let name = match dir {
+    let name = match direction {
         Direction::Bi => "bi",
         Direction::Uni => "uni",
     };
@@ -272,9 +268,9 @@ pub fn movielens_ratings(
     );
     Ok(Export {
         files: vec![
-            ("train.csv", ratings_csv(&data, Split::Train, dir)),
-            ("valid.csv", ratings_csv(&data, Split::Val, dir)),
-            ("test.csv", ratings_csv(&data, Split::Test, dir)),
+            ("train.csv", ratings_csv(&data, Split::Train, direction)),
+            ("valid.csv", ratings_csv(&data, Split::Val, direction)),
+            ("test.csv", ratings_csv(&data, Split::Test, direction)),
             ("model.toml", head + &toml),
         ],
     })

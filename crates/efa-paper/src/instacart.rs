@@ -11,7 +11,7 @@ use crate::{
 };
 use efa_data::fingerprint::Mismatch;
 use efa_data::instacart::{load_instacart, Item};
-use efa_data::samples::Direction as DataDir;
+use efa_data::samples::Direction;
 use efa_model::{ModelConfig, ModelError};
 use efa_nn::params::Params;
 use efa_train::recipe::TrainConfig;
@@ -81,12 +81,12 @@ pub fn load(dir: &Path) -> Result<InstacartExperiment, PaperError> {
 }
 
 /// The paper's test cross-entropy per (direction, model) (§5.3).
-pub fn paper_value(dir: DataDir, model: ModelKind) -> f64 {
+pub fn paper_value(dir: Direction, model: ModelKind) -> f64 {
     match (dir, model) {
-        (DataDir::Bi, ModelKind::Fm) => 3.476,
-        (DataDir::Bi, ModelKind::Efa) => 3.420,
-        (DataDir::Uni, ModelKind::Fm) => 3.715,
-        (DataDir::Uni, ModelKind::Efa) => 3.706,
+        (Direction::Bi, ModelKind::Fm) => 3.476,
+        (Direction::Bi, ModelKind::Efa) => 3.420,
+        (Direction::Uni, ModelKind::Fm) => 3.715,
+        (Direction::Uni, ModelKind::Efa) => 3.706,
     }
 }
 
@@ -107,7 +107,7 @@ pub fn train_config(epochs: usize, seed: u64) -> TrainConfig {
 /// The run of one (direction, model).
 pub fn spec(
     exp: &InstacartExperiment,
-    dir: DataDir,
+    dir: Direction,
     kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,

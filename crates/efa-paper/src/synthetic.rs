@@ -2,12 +2,10 @@
 //! seed 42, every position a masked target, EFA and FM, unidirectional and bidirectional.
 
 use crate::{Directions, Experiment, ModelKind, Models, PaperError, RunKey, RunSettings, RunSpec};
-use efa_data::samples::{
-    CompactRatingTable, Direction as DataDir, EfaSample, FmSample, RatingData, Split,
-};
+use efa_data::samples::{CompactRatingTable, Direction, EfaSample, FmSample, RatingData, Split};
 use efa_data::synthetic::{generate_synthetic, sequences_by_user, SyntheticConfig};
 use efa_model::batch::{Samples, Targets};
-use efa_model::efa::{Direction, EfaConfig, Positions, ValueTable};
+use efa_model::efa::{EfaConfig, Positions, ValueTable, Visibility};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
 use efa_model::ModelConfig;
@@ -20,12 +18,12 @@ pub const TRAINVAL_USERS: usize = 7500;
 pub const MOVIES: usize = 5;
 
 /// The paper's test MSE per (direction, model) (docs/paper.md §2.5).
-pub fn paper_value(dir: DataDir, model: ModelKind) -> f64 {
+pub fn paper_value(dir: Direction, model: ModelKind) -> f64 {
     match (dir, model) {
-        (DataDir::Uni, ModelKind::Fm) => 4.519,
-        (DataDir::Uni, ModelKind::Efa) => 1.033,
-        (DataDir::Bi, ModelKind::Fm) => 2.636,
-        (DataDir::Bi, ModelKind::Efa) => 1.038,
+        (Direction::Uni, ModelKind::Fm) => 4.519,
+        (Direction::Uni, ModelKind::Efa) => 1.033,
+        (Direction::Bi, ModelKind::Fm) => 2.636,
+        (Direction::Bi, ModelKind::Efa) => 1.038,
     }
 }
 
@@ -133,7 +131,7 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
         head_hidden: vec![32],
         out_dim: 1,
         out_bias: true,
-        direction: Direction::Padding,
+        direction: Visibility::Padding,
         continuous: None,
     }
 }
@@ -141,7 +139,7 @@ pub fn efa_config(items: usize, value_rows: usize, max_len: usize) -> EfaConfig 
 /// Builds the run for one (direction, model) of the synthetic experiment.
 pub fn spec(
     data: &RatingData,
-    dir: DataDir,
+    dir: Direction,
     kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,
@@ -190,7 +188,7 @@ pub fn spec(
 /// A small seeded batch of the synthetic experiment for gradient audits: the first `n`
 /// training samples of the given direction and model, from 40 generated users.
 pub fn audit_batch(
-    dir: DataDir,
+    dir: Direction,
     kind: ModelKind,
     n: usize,
 ) -> Result<(ModelConfig, Samples), PaperError> {

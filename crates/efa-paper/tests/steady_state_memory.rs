@@ -9,7 +9,7 @@
 //! Its own test binary: the counting allocator below is this binary's global allocator, and
 //! no other test runs beside this one.
 
-use efa_data::samples::Direction as SeqDir;
+use efa_data::samples::Direction;
 use efa_data::temperature::{City, TempDay};
 use efa_model::{ModelConfig, Objective, Params, Samples};
 use efa_paper::movielens::items as movielens;
@@ -247,7 +247,7 @@ fn a_steady_state_training_step_allocates_nothing_large() {
         let kind = if efa { "EFA" } else { "FM" };
         report.push((format!("item sequences {kind} {dir}"), counts));
     }
-    let (model, train) = synthetic::audit_batch(SeqDir::Uni, ModelKind::Efa, 1000).unwrap();
+    let (model, train) = synthetic::audit_batch(Direction::Uni, ModelKind::Efa, 1000).unwrap();
     let batches = (512, Batching::Samples);
     let counts = large_per_epoch(&model, &Objective::Mse, &train, batches, 3, (false, &two));
     report.push(("synthetic EFA uni".to_string(), counts));

@@ -3,7 +3,7 @@
 //! what the targets can reach, and the attention masks.
 
 use super::continuous::{self, Sharing};
-use super::{Direction, EfaConfig, EfaVars, InputVars};
+use super::{EfaConfig, EfaVars, InputVars, Visibility};
 use crate::batch::Samples;
 use crate::ModelError;
 use efa_nn::layers::AttentionVars;
@@ -97,14 +97,14 @@ impl EfaConfig {
     pub(super) fn reach(&self, batch: &Samples) -> usize {
         let max_pred = batch.pred_idx.iter().max().map_or(0, |p| p + 1);
         let w = match self.direction {
-            Direction::Padding => batch
+            Visibility::Padding => batch
                 .lengths
                 .iter()
                 .copied()
                 .max()
                 .unwrap_or(0)
                 .max(max_pred),
-            Direction::Causal | Direction::CausalPadding => max_pred,
+            Visibility::Causal | Visibility::CausalPadding => max_pred,
         };
         w.max(1)
     }
@@ -306,9 +306,9 @@ impl EfaConfig {
     /// The keys every position sees in a full (not target-only) block.
     pub(super) fn mask(&self, batch: &Samples) -> Mask {
         match self.direction {
-            Direction::Padding => Mask::none().key_lengths(&batch.lengths),
-            Direction::Causal => Mask::causal(),
-            Direction::CausalPadding => Mask::causal().key_lengths(&batch.lengths),
+            Visibility::Padding => Mask::none().key_lengths(&batch.lengths),
+            Visibility::Causal => Mask::causal(),
+            Visibility::CausalPadding => Mask::causal().key_lengths(&batch.lengths),
         }
     }
 
@@ -317,9 +317,9 @@ impl EfaConfig {
     pub(super) fn target_mask(&self, batch: &Samples) -> Mask {
         let causal = || batch.pred_idx.iter().map(|&p| p + 1);
         let lengths = match self.direction {
-            Direction::Padding => batch.lengths.clone(),
-            Direction::Causal => causal().collect(),
-            Direction::CausalPadding => causal()
+            Visibility::Padding => batch.lengths.clone(),
+            Visibility::Causal => causal().collect(),
+            Visibility::CausalPadding => causal()
                 .zip(&batch.lengths)
                 .map(|(c, &l)| c.min(l))
                 .collect(),

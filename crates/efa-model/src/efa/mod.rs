@@ -64,10 +64,14 @@ pub enum Norm {
     Post,
 }
 
-/// How attention is restricted.
+/// Which keys a query of the model's attention sees (written as the `direction` key of
+/// `[model.efa]`: `"padding"`, `"causal"`, `"causal_padding"`). Not to be confused with a
+/// sample's context direction (`efa_data::samples::Direction`, bi / uni), which decides the
+/// rows a sample holds; a unidirectional rating model holds only the earlier rows and still
+/// attends with `Padding`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Direction {
+pub enum Visibility {
     /// Keys at positions `< length` (bidirectional pseudo-likelihood, or the rating models'
     /// truncated "unidirectional" contexts).
     #[default]
@@ -156,9 +160,9 @@ pub struct EfaConfig {
     /// Bias on the output layer.
     #[serde(default)]
     pub out_bias: bool,
-    /// Attention restriction.
+    /// Which keys each query sees (the `direction` key; default `padding`).
     #[serde(default)]
-    pub direction: Direction,
+    pub direction: Visibility,
     /// Continuous inputs instead of the item table (temperature model); `item_dim` is then the
     /// width of the fused representation and `items` is unused.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,11 +3,11 @@
 //! `loop_reference`), plus exact evaluation and training smoke runs.
 
 use crate::loop_reference::{efa_reference, mat, temperature_reference};
-use efa_data::samples::Direction as SeqDir;
+use efa_data::samples::Direction;
 use efa_model::batch::{Samples, Targets};
 use efa_model::{
-    Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Positions,
-    ValueTable,
+    EfaConfig, FmConfig, ForwardPlan, ModelConfig, Objective, Params, Positions, ValueTable,
+    Visibility,
 };
 use efa_paper::synthetic;
 use efa_paper::ModelKind;
@@ -66,9 +66,9 @@ fn tape_eta(model: &ModelConfig, p: &Params<f64>, batch: &Samples) -> ArrayD<f64
 fn efa_forward_matches_loop_reference_for_every_direction() {
     let batch = tiny_rating_batch();
     for direction in [
-        Direction::Padding,
-        Direction::Causal,
-        Direction::CausalPadding,
+        Visibility::Padding,
+        Visibility::Causal,
+        Visibility::CausalPadding,
     ] {
         let cfg = EfaConfig {
             items: 5,
@@ -136,9 +136,9 @@ fn item_efa_forward_matches_loop_reference_with_zeroed_padding() {
         group: None,
     };
     for direction in [
-        Direction::Padding,
-        Direction::Causal,
-        Direction::CausalPadding,
+        Visibility::Padding,
+        Visibility::Causal,
+        Visibility::CausalPadding,
     ] {
         let cfg = EfaConfig {
             direction,
@@ -232,7 +232,7 @@ fn item_fm_ignores_padding_and_sums_context_rows() {
 
 #[test]
 fn evaluation_is_the_exact_mean_whatever_the_batch_size() {
-    let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 23).unwrap();
+    let (model, batch) = synthetic::audit_batch(Direction::Bi, ModelKind::Efa, 23).unwrap();
     let p = model.init::<f64>(1);
     let eta = Evaluator::new(&model, &Objective::Mse)
         .predict(&p, &batch, 5)
@@ -270,7 +270,7 @@ fn training_lowers_the_loss_and_restores_the_best_weights() {
             eval_batch: 128,
             batching: Default::default(),
         };
-        let spec = synthetic::spec(&data, SeqDir::Bi, kind(efa), cfg.clone(), 9).unwrap();
+        let spec = synthetic::spec(&data, Direction::Bi, kind(efa), cfg.clone(), 9).unwrap();
         let mut p = spec.model.init::<f32>(9);
         let before = spec.evaluator().evaluate(&p, &spec.val, 128).unwrap();
         let fit = fit(
@@ -308,7 +308,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
         eval_batch: 64,
         batching: Default::default(),
     };
-    let spec = synthetic::spec(&data, SeqDir::Uni, ModelKind::Efa, cfg.clone(), 4).unwrap();
+    let spec = synthetic::spec(&data, Direction::Uni, ModelKind::Efa, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 1));
 }
 
@@ -316,7 +316,7 @@ fn training_is_bitwise_deterministic_for_a_seed() {
 fn micro_batched_gradients_equal_the_mean_of_per_sample_gradients() {
     // 300 samples run as micro-batches of 128, 128 and 44 in parallel; the loss and every
     // gradient must equal the mean over single-sample tapes (f64, up to round-off).
-    let (model, batch) = synthetic::audit_batch(SeqDir::Bi, ModelKind::Efa, 300).unwrap();
+    let (model, batch) = synthetic::audit_batch(Direction::Bi, ModelKind::Efa, 300).unwrap();
     assert!(batch.len() > MICRO_BATCH);
     let p = model.init::<f64>(2);
     let (loss, grads) = Evaluator::new(&model, &Objective::Mse)
@@ -362,7 +362,7 @@ fn training_gives_the_same_bits_with_one_and_two_threads() {
         eval_batch: 100,
         batching: Default::default(),
     };
-    let spec = synthetic::spec(&data, SeqDir::Bi, ModelKind::Efa, cfg.clone(), 4).unwrap();
+    let spec = synthetic::spec(&data, Direction::Bi, ModelKind::Efa, cfg.clone(), 4).unwrap();
     assert_eq!(trained_bits(&spec, &cfg, 1), trained_bits(&spec, &cfg, 2));
 }
 

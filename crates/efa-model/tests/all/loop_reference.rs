@@ -2,7 +2,7 @@
 //! from the paper's description (docs/paper.md §2.3–§2.4 and §6.2–§6.3), independent of the
 //! tape: the references of `forward_reference`.
 
-use efa_model::{Direction, EfaConfig, Params};
+use efa_model::{EfaConfig, Params, Visibility};
 use ndarray::Array2;
 
 /// The 2-D parameter `name` of `p`.
@@ -54,9 +54,9 @@ pub fn efa_reference(
         .collect();
     for l in 0..cfg.layers {
         let a = attention_reference(cfg, p, l, &x, |i, j| match cfg.direction {
-            Direction::Padding => j < len,
-            Direction::Causal => j <= i,
-            Direction::CausalPadding => j <= i && j < len,
+            Visibility::Padding => j < len,
+            Visibility::Causal => j <= i,
+            Visibility::CausalPadding => j <= i && j < len,
         });
         for (xi, ai) in x.iter_mut().zip(a) {
             for (v, w) in xi.iter_mut().zip(ai) {

@@ -4,11 +4,11 @@
 //! variants); the automatic choice is documented and checked; a parameter that does not
 //! reach the loss is an error naming it and the plan, in every plan, unless allowed.
 
-use efa_data::samples::Direction as SeqDir;
+use efa_data::samples::Direction;
 use efa_model::batch::{Samples, Targets};
 use efa_model::{
-    Direction, EfaConfig, FmConfig, ForwardPlan, ModelConfig, ModelError, ModelVars, Norm,
-    Objective, Params, Positions, ValueTable,
+    EfaConfig, FmConfig, ForwardPlan, ModelConfig, ModelError, ModelVars, Norm, Objective, Params,
+    Positions, ValueTable, Visibility,
 };
 use efa_paper::movielens::{item_efa_config, item_input};
 use efa_paper::ModelKind;
@@ -21,7 +21,7 @@ use rand::{Rng, SeedableRng};
 use crate::common::{baskets, cities, days, scaled, Case};
 
 /// A causal (or bidirectional) rating-style model with every block option.
-fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Direction) -> Case {
+fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Visibility) -> Case {
     let cfg = EfaConfig {
         items: 6,
         item_dim: 5,
@@ -86,7 +86,7 @@ fn rich(norm: Norm, layers: usize, ffn: Option<usize>, direction: Direction) -> 
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     // The paper's synthetic EFAs (two blocks, value table, positions everywhere).
-    for (uni, dir) in [(true, SeqDir::Uni), (false, SeqDir::Bi)] {
+    for (uni, dir) in [(true, Direction::Uni), (false, Direction::Bi)] {
         let (model, batch) = synthetic::audit_batch(dir, ModelKind::Efa, 10).unwrap();
         out.push(Case {
             name: format!("synthetic uni={uni}"),
@@ -175,15 +175,15 @@ fn cases() -> Vec<Case> {
         });
     }
     // Norm, feed-forward and depth variants, causal and bidirectional.
-    out.push(rich(Norm::None, 2, None, Direction::Causal));
-    out.push(rich(Norm::Post, 2, Some(7), Direction::Causal));
-    out.push(rich(Norm::Pre, 3, Some(7), Direction::Causal));
-    out.push(rich(Norm::Pre, 1, None, Direction::CausalPadding));
-    out.push(rich(Norm::Post, 2, None, Direction::Padding));
+    out.push(rich(Norm::None, 2, None, Visibility::Causal));
+    out.push(rich(Norm::Post, 2, Some(7), Visibility::Causal));
+    out.push(rich(Norm::Pre, 3, Some(7), Visibility::Causal));
+    out.push(rich(Norm::Pre, 1, None, Visibility::CausalPadding));
+    out.push(rich(Norm::Post, 2, None, Visibility::Padding));
     // Post-norm with feed-forward and key padding (sequences of 2–6 of 6 positions).
-    out.push(rich(Norm::Post, 3, Some(7), Direction::Padding));
-    out.push(rich(Norm::Post, 1, Some(7), Direction::Padding));
-    out.push(rich(Norm::None, 0, None, Direction::Padding));
+    out.push(rich(Norm::Post, 3, Some(7), Visibility::Padding));
+    out.push(rich(Norm::Post, 1, Some(7), Visibility::Padding));
+    out.push(rich(Norm::None, 0, None, Visibility::Padding));
     out
 }
 
@@ -468,7 +468,7 @@ fn a_disconnected_parameter_is_an_error_naming_it_and_the_plan_in_every_plan() {
         assert!(planted_in.contains(&plan), "no case exercised {plan}");
     }
     // The factor model's single forward: ρ read where α should be.
-    let (model, batch) = synthetic::audit_batch(SeqDir::Uni, ModelKind::Fm, 8).unwrap();
+    let (model, batch) = synthetic::audit_batch(Direction::Uni, ModelKind::Fm, 8).unwrap();
     let fm = Case {
         name: "fm".into(),
         model,

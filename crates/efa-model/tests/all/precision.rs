@@ -11,7 +11,7 @@
 //! cities and days, short baskets), so the double-double reference stays cheap.
 
 use crate::common::{baskets, Case};
-use efa_data::samples::Direction as SeqDir;
+use efa_data::samples::Direction;
 use efa_data::temperature::{City, TempDay};
 use efa_model::ForwardPlan;
 use efa_model::{ModelConfig, Objective, Params};
@@ -65,7 +65,7 @@ fn days(lags: usize) -> Vec<TempDay> {
 /// the temperature EFA with 1, 2 and 4 blocks and with lags 1 and 2.
 fn paper_cases() -> Vec<Case> {
     let mut out = Vec::new();
-    for dir in [SeqDir::Uni, SeqDir::Bi] {
+    for dir in [Direction::Uni, Direction::Bi] {
         for kind in [ModelKind::Efa, ModelKind::Fm] {
             let (model, batch) = synthetic::audit_batch(dir, kind, 12).unwrap();
             out.push(Case {

@@ -7,7 +7,7 @@
 use efa_check::{CheckOptions, Mode};
 use efa_model::batch::{Samples, Targets};
 use efa_model::{
-    Direction, EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions, ValueTable,
+    EfaConfig, ForwardPlan, ModelConfig, Norm, Objective, Params, Positions, ValueTable, Visibility,
 };
 use efa_paper::movielens::{item_efa_config, item_input};
 use efa_train::audit::audit_model;
@@ -120,7 +120,7 @@ fn rich(norm: Norm, layers: usize) -> (ModelConfig, Samples) {
         head_hidden: vec![4],
         out_dim: 1,
         out_bias: true,
-        direction: Direction::Causal,
+        direction: Visibility::Causal,
         continuous: None,
     };
     let mut rng = StdRng::seed_from_u64(4);

@@ -6,7 +6,7 @@
 use efa_model::efa::ContinuousInputs;
 use efa_model::size::{count_params, MAX_LAYERS, MAX_PARAM_VALUES};
 use efa_model::ValueTable;
-use efa_model::{Direction, EfaConfig, FmConfig, ModelConfig, ModelError, Norm, Positions};
+use efa_model::{EfaConfig, FmConfig, ModelConfig, ModelError, Norm, Positions, Visibility};
 
 /// The small EFA of the `efa train` fixtures: 6 items × 8, values 10 × 4, positions 5, one
 /// block of 2 heads × 4, head [8], one output.
@@ -29,7 +29,7 @@ fn base() -> EfaConfig {
         head_hidden: vec![8],
         out_dim: 1,
         out_bias: false,
-        direction: Direction::Padding,
+        direction: Visibility::Padding,
         continuous: None,
     }
 }

@@ -12,9 +12,9 @@ use efa_data::item_samples::{
     item_efa_samples, item_fm_bi_samples, item_fm_uni_samples, ItemEfaSample, ItemFmSample,
 };
 use efa_data::movielens::{exp1_baskets, MlExperiment};
-use efa_data::samples::Direction as DataDir;
+use efa_data::samples::Direction;
 use efa_model::batch::{Samples, Targets};
-use efa_model::efa::{Direction, EfaConfig, Norm, Positions};
+use efa_model::efa::{EfaConfig, Norm, Positions, Visibility};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
 use efa_model::ModelConfig;
@@ -39,12 +39,12 @@ pub fn exp1_data(dir: &Path, protocol: Protocol) -> Result<ItemData, PaperError>
 }
 
 /// The paper's exp-1 test cross-entropy per (direction, model) (§3.5).
-pub fn exp1_paper_value(dir: DataDir, model: ModelKind) -> f64 {
+pub fn exp1_paper_value(dir: Direction, model: ModelKind) -> f64 {
     match (dir, model) {
-        (DataDir::Uni, ModelKind::Fm) => 3.534,
-        (DataDir::Uni, ModelKind::Efa) => 3.444,
-        (DataDir::Bi, ModelKind::Fm) => 3.566,
-        (DataDir::Bi, ModelKind::Efa) => 3.483,
+        (Direction::Uni, ModelKind::Fm) => 3.534,
+        (Direction::Uni, ModelKind::Efa) => 3.444,
+        (Direction::Bi, ModelKind::Fm) => 3.566,
+        (Direction::Bi, ModelKind::Efa) => 3.483,
     }
 }
 
@@ -72,9 +72,9 @@ pub fn item_efa_config(n_items: usize, max_len: usize, uni: bool) -> EfaConfig {
         out_dim: n_items,
         out_bias: false,
         direction: if uni {
-            Direction::Causal
+            Visibility::Causal
         } else {
-            Direction::Padding
+            Visibility::Padding
         },
         continuous: None,
     }
@@ -154,14 +154,14 @@ pub fn item_input(
 /// The run of one (direction, model) of a categorical item experiment (cross-entropy).
 pub fn item_spec(
     data: &ItemData,
-    dir: DataDir,
+    dir: Direction,
     kind: ModelKind,
     paper: f64,
     train_config: TrainConfig,
     init_seed: u64,
 ) -> Result<RunSpec, PaperError> {
     let (n, m) = (data.n_items, data.max_len);
-    let (uni, efa) = (dir == DataDir::Uni, kind == ModelKind::Efa);
+    let (uni, efa) = (dir == Direction::Uni, kind == ModelKind::Efa);
     let model = if efa {
         ModelConfig::Efa(item_efa_config(n, m, uni))
     } else {

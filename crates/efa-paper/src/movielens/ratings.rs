@@ -10,7 +10,7 @@ use crate::{
 use efa_data::fingerprint::Mismatch;
 use efa_data::movielens::MlExperiment;
 use efa_data::rng::train_test_split;
-use efa_data::samples::{Direction as DataDir, RatingData, SampleRef, Split};
+use efa_data::samples::{Direction, RatingData, SampleRef, Split};
 use efa_model::batch::{Samples, Targets};
 use efa_model::fm::FmConfig;
 use efa_model::objective::Objective;
@@ -51,8 +51,8 @@ impl Variant {
 }
 
 /// The paper's exp-2 test loss per (variant, direction, model) (§4.4).
-pub fn exp2_paper_value(v: Variant, dir: DataDir, model: ModelKind) -> f64 {
-    let (uni, efa) = (dir == DataDir::Uni, model == ModelKind::Efa);
+pub fn exp2_paper_value(v: Variant, dir: Direction, model: ModelKind) -> f64 {
+    let (uni, efa) = (dir == Direction::Uni, model == ModelKind::Efa);
     match (v, uni, efa) {
         (Variant::V1, false, false) => 0.971,
         (Variant::V1, false, true) => 0.945,
@@ -66,8 +66,8 @@ pub fn exp2_paper_value(v: Variant, dir: DataDir, model: ModelKind) -> f64 {
 }
 
 /// The notebooks' mean predicted rating for true ratings 1 / 2 / 3 (§4.4, Table 2).
-pub fn exp2_paper_means(v: Variant, dir: DataDir, model: ModelKind) -> [f64; 3] {
-    let (uni, efa) = (dir == DataDir::Uni, model == ModelKind::Efa);
+pub fn exp2_paper_means(v: Variant, dir: Direction, model: ModelKind) -> [f64; 3] {
+    let (uni, efa) = (dir == Direction::Uni, model == ModelKind::Efa);
     match (v, uni, efa) {
         (Variant::V1, false, false) => [2.0597, 2.1014, 2.2145],
         (Variant::V1, false, true) => [1.9282, 2.0613, 2.2993],
@@ -115,7 +115,7 @@ pub fn exp2_data(dir: &Path, protocol: Protocol) -> Result<RatingData, PaperErro
 pub fn exp2_spec(
     data: &RatingData,
     v: Variant,
-    dir: DataDir,
+    dir: Direction,
     kind: ModelKind,
     train_config: TrainConfig,
     init_seed: u64,
@@ -288,7 +288,7 @@ impl Experiment for Ratings {
         for r in runs {
             let (m, n) = mean_prediction_by_rating(&r.spec.evaluator(), r.params, &r.spec.test)?;
             let key = &r.spec.key;
-            let dir = key.direction.unwrap_or(DataDir::Bi);
+            let dir = key.direction.unwrap_or(Direction::Bi);
             let paper = exp2_paper_means(v, dir, key.model);
             let f = |x: &[f64; 3]| {
                 x.iter()

@@ -17,7 +17,7 @@ use crate::{
 };
 use efa_data::fingerprint::Mismatch;
 use efa_data::temperature::{load_temperature, City, TempDay, TemperatureData};
-use efa_model::efa::{ContinuousInputs, Direction, EfaConfig, Norm};
+use efa_model::efa::{ContinuousInputs, EfaConfig, Norm, Visibility};
 use efa_model::objective::Objective;
 use efa_model::size::MAX_LAYERS;
 use efa_model::{ModelConfig, Samples, Targets};
@@ -102,7 +102,7 @@ pub fn efa_config(cities: &[City], layers: usize, lag: usize) -> EfaConfig {
         head_hidden: vec![128, 16],
         out_dim: 1,
         out_bias: true,
-        direction: Direction::Padding,
+        direction: Visibility::Padding,
         continuous: Some(ContinuousInputs {
             hidden: 128,
             dim: 32,

@@ -46,6 +46,7 @@ mod set;
 
 pub use build::{build, build_samples, check_job_memory, UserSamples};
 pub use efa_data::item_csv::{read_item_csv, ItemTable};
+pub use efa_data::Direction;
 pub use family::{Families, FamilyRange, FamilySpec};
 pub use items::check_items_match;
 pub use loss::UserLoss;
@@ -61,17 +62,6 @@ use efa_nn::params::ParamCount;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Which rows are context for a target.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SeqDirection {
-    /// Every other row of the sequence.
-    #[default]
-    Bi,
-    /// The rows before the target.
-    Uni,
-}
-
 /// The TOML configuration of `efa train` (unknown keys are errors).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,7 +72,7 @@ pub struct UserConfig {
     pub family: Families,
     /// `"bi"` (default) or `"uni"`.
     #[serde(default)]
-    pub direction: SeqDirection,
+    pub direction: Direction,
     /// `[train]`: lr, batch_size, max_epochs, patience, seed (shuffles), eval_batch.
     pub train: TrainConfig,
     /// Seed of the parameter initialisation.

@@ -2,7 +2,7 @@
 //! support, value-table rows, lags, targets, item features), each failure naming the file,
 //! line and field.
 
-use super::{SeqDirection, UserConfig};
+use super::{Direction, UserConfig};
 use efa_data::item_csv::ItemTable;
 use efa_data::user_csv::{read_user_csv, UserRow, UserSequence};
 use efa_data::DataError;
@@ -129,7 +129,7 @@ impl<'a> Checks<'a> {
                 _ => None,
             },
             lag_rows: cfg.lag_rows(),
-            uni: cfg.direction == SeqDirection::Uni,
+            uni: cfg.direction == Direction::Uni,
             fm: matches!(cfg.model, ModelConfig::Fm(_)),
         }
     }

@@ -1,7 +1,7 @@
 //! [`UserSet`]: the samples of a user CSV kept as its sequences (each row stored once), each
 //! minibatch built on demand at the width of its own longest member.
 
-use super::{SeqDirection, UserConfig, UserData};
+use super::{Direction, UserConfig, UserData};
 use efa_expfam::Family;
 use efa_model::batch::{SampleSet, Samples, Targets};
 use efa_model::model::ModelConfig;
@@ -58,7 +58,7 @@ impl UserSet {
     /// The samples of `data` under `cfg`: one per target row ([`super::Row::target`]), in
     /// file order of sequences and then by `order`.
     pub fn new(data: &UserData, cfg: &UserConfig) -> Self {
-        let uni = cfg.direction == SeqDirection::Uni;
+        let uni = cfg.direction == Direction::Uni;
         let layout = match &cfg.model {
             ModelConfig::Efa(c) => match &c.continuous {
                 Some(ci) => Layout::Continuous {

@@ -1,6 +1,6 @@
 //! The CSV layout of `efa train` becomes exactly the samples documented in `userdata`.
 
-use efa_train::userdata::{build, read_csv, Families, FamilySpec, SeqDirection, UserConfig};
+use efa_train::userdata::{build, read_csv, Direction, Families, FamilySpec, UserConfig};
 use ndarray::array;
 use std::path::Path;
 
@@ -51,7 +51,7 @@ fn efa_samples_bidirectional_and_unidirectional() {
     );
 
     let cfg = config(&EFA.replace("DIR", "uni"));
-    assert_eq!(cfg.direction, SeqDirection::Uni);
+    assert_eq!(cfg.direction, Direction::Uni);
     let u = build(&read_csv(&path, &cfg).unwrap(), &cfg);
     let s = u.samples.dense();
     assert_eq!(s.tokens, array![[1, 2, 0], [1, 2, 3], [4, 5, 0]]);

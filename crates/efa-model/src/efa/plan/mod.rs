@@ -28,7 +28,7 @@ mod tabled;
 
 pub use general::LayerTrace;
 
-use super::{Direction, EfaConfig, EfaVars, Norm};
+use super::{EfaConfig, EfaVars, Norm, Visibility};
 use crate::batch::Samples;
 use crate::ModelError;
 use efa_num::Real;
@@ -204,7 +204,7 @@ impl EfaConfig {
                 Ok(())
             }
             ForwardPlan::QueryStream => {
-                if self.direction != Direction::Causal {
+                if self.direction != Visibility::Causal {
                     return no(format!(
                         "it needs direction = causal, the model has {:?}",
                         self.direction
@@ -222,7 +222,7 @@ impl EfaConfig {
                 if self.norm != Norm::Post || self.ffn.is_none() {
                     return no("it needs norm = post and a feed-forward block (ffn)".into());
                 }
-                if self.direction != Direction::Padding {
+                if self.direction != Visibility::Padding {
                     return no(format!(
                         "it needs direction = padding, the model has {:?}",
                         self.direction
