@@ -131,3 +131,142 @@ fn values_that_round_onto_a_support_bound_in_f32_are_errors_naming_the_line() {
         }
     }
 }
+
+#[test]
+fn a_step_to_non_finite_model_outputs_names_the_epoch_batch_and_sample() {
+    // lr = 1e30 is a finite positive f32: the first Adam step leaves finite but huge weights,
+    // and the next batch's model output is NaN. The loss op refused that η as outside the
+    // family's domain, naming neither epoch, batch nor sample ("fused:nll[poisson]: poisson:
+    // natural parameter eta[0] = NaN at row 0 is outside the domain").
+    let dir = scratch::scratch("efa-badval-step");
+    let cfg = config(&dir, "lr.toml", &[("lr = 0.01", "lr = 1e30")]);
+    let data = fixture("counts_train.csv");
+    let o = efa(&[
+        "train",
+        "--quiet",
+        "--config",
+        s(&cfg),
+        "--data",
+        s(&data),
+        "--out",
+        s(&dir.join("run")),
+    ]);
+    let err = fails(
+        &o,
+        "non-finite value: epoch 1, model output NaN at batch 2 of 11; the first training \
+         sample with a non-finite loss at these weights is ",
+    );
+    assert!(
+        err.contains(&format!(
+            "{}:2: seq `u0`, item 3, value 1 (family poisson): loss NaN, model output [NaN]",
+            data.display()
+        )),
+        "{err}"
+    );
+    // Data that drive the weights there: a gamma target of 1e38 (finite in f32). The
+    // validation pass (here the training data) meets the NaN first.
+    let gamma = config(
+        &dir,
+        "gamma.toml",
+        &[
+            ("kind = \"poisson\"", "kind = \"gamma\""),
+            ("out_dim = 1 ", "out_dim = 2 "),
+            ("values = { rows = 10, dim = 4 }", ""),
+        ],
+    );
+    let csv = dir.join("gamma.csv");
+    std::fs::write(
+        &csv,
+        "seq,order,item,value\na,1,2,1\na,2,3,1e38\nb,1,2,1\nb,2,1,1\n",
+    )
+    .unwrap();
+    let o = efa(&[
+        "train",
+        "--quiet",
+        "--config",
+        s(&gamma),
+        "--data",
+        s(&csv),
+        "--out",
+        s(&dir.join("run")),
+    ]);
+    let err = fails(&o, "non-finite value: epoch ");
+    assert!(err.contains(", validation: model output NaN; the first training sample with a non-finite loss at these weights is "), "{err}");
+    assert!(!dir.join("run").join("model.safetensors").exists());
+}
+
+#[test]
+fn a_validation_test_or_evaluation_loss_that_is_not_finite_is_an_error_naming_the_sample() {
+    // A Gaussian target of 1e38 is finite in f32 but its nll is not. As validation data,
+    // early stopping never saw an improvement: training "succeeded" with best epoch 0 (the
+    // initial weights) and `null` for every validation loss in result.json; as test data or
+    // under `efa evaluate`, the mean nll was written as `null` with exit status 0.
+    let dir = scratch::scratch("efa-badval-split");
+    let cfg = config(
+        &dir,
+        "gaussian.toml",
+        &[
+            ("kind = \"poisson\"", "kind = \"gaussian\""),
+            ("out_dim = 1 ", "out_dim = 2 "),
+            ("values = { rows = 10, dim = 4 }", ""),
+        ],
+    );
+    let (train, huge) = (dir.join("train.csv"), dir.join("huge.csv"));
+    std::fs::write(
+        &train,
+        "seq,order,item,value\na,1,2,1\na,2,3,1\nb,1,2,1\nb,2,1,1\nc,1,2,1\nc,2,1,1\n",
+    )
+    .unwrap();
+    std::fs::write(&huge, "seq,order,item,value\na,1,2,1\na,2,3,1e38\n").unwrap();
+    let sample = format!(
+        "{}:3: seq `a`, item 3, value 1{} (family gaussian): loss inf, model output [",
+        huge.display(),
+        "0".repeat(38)
+    );
+    let run = |split: &str, out: &Path| {
+        efa(&[
+            "train",
+            "--quiet",
+            "--config",
+            s(&cfg),
+            "--data",
+            s(&train),
+            split,
+            s(&huge),
+            "--out",
+            s(out),
+        ])
+    };
+    let out = dir.join("valid");
+    let err = fails(
+        &run("--valid", &out),
+        "non-finite value: epoch 1, validation loss inf; the first validation sample with a \
+         non-finite loss at these weights is ",
+    );
+    assert!(err.contains(&sample), "{err}");
+    assert!(!out.join("model.safetensors").exists() && !out.join("result.json").exists());
+    let out = dir.join("test");
+    let err = fails(
+        &run("--test", &out),
+        &format!(
+            "non-finite value: test loss inf over {}; the first test sample with a non-finite \
+             loss at these weights is ",
+            huge.display()
+        ),
+    );
+    assert!(err.contains(&sample), "{err}");
+    assert!(!out.join("result.json").exists());
+    // The model trained (and saved before the test split) evaluates finitely elsewhere.
+    let o = efa(&["evaluate", "--model", s(&out), "--data", s(&train)]);
+    ok(&o);
+    let o = efa(&["evaluate", "--model", s(&out), "--data", s(&huge)]);
+    let err = fails(
+        &o,
+        &format!(
+            "non-finite value: evaluation loss inf over {}; the first evaluation sample with a \
+             non-finite loss at these weights is ",
+            huge.display()
+        ),
+    );
+    assert!(err.contains(&sample), "{err}");
+}
