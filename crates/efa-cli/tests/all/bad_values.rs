@@ -270,3 +270,97 @@ fn a_validation_test_or_evaluation_loss_that_is_not_finite_is_an_error_naming_th
     );
     assert!(err.contains(&sample), "{err}");
 }
+
+#[test]
+fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_error() {
+    // Continuous inputs have no padding row, so item 0 is an item like any other: a table
+    // giving it other features than training did was accepted (the comparison skipped row
+    // 0), and an item the table lacks was reported at line 0 as field `item` = "0".
+    let dir = scratch::scratch("efa-badval-items");
+    let text = std::fs::read_to_string(fixture("mixed_sites.toml"))
+        .unwrap()
+        .replace("max_epochs = 150", "max_epochs = 1");
+    let cfg = dir.join("sites.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (items, run) = (fixture("mixed_sites_items.csv"), dir.join("run"));
+    let test = fixture("mixed_sites_test.csv");
+    ok(&efa(&[
+        "train",
+        "--quiet",
+        "--config",
+        s(&cfg),
+        "--items",
+        s(&items),
+        "--data",
+        s(&fixture("mixed_sites_train.csv")),
+        "--out",
+        s(&run),
+    ]));
+    let table = std::fs::read_to_string(&items).unwrap();
+    assert!(
+        !table.lines().any(|l| l.starts_with("0,")),
+        "item 0 unlisted"
+    );
+    let lines = table.lines().count();
+    let with0 = dir.join("with0.csv");
+    std::fs::write(&with0, format!("{table}0,40.5,-100.25\n")).unwrap();
+    let without3 = dir.join("without3.csv");
+    let kept: Vec<&str> = table.lines().filter(|l| !l.starts_with("3,")).collect();
+    std::fs::write(&without3, kept.join("\n") + "\n").unwrap();
+    let row3 = table.lines().find(|l| l.starts_with("3,")).unwrap();
+    let trained3 = row3
+        .split(',')
+        .skip(1)
+        .map(|x| x.parse::<f64>().unwrap().to_string());
+    for cmd in ["evaluate", "predict"] {
+        let o = efa(&[
+            cmd,
+            "--model",
+            s(&run),
+            "--items",
+            s(&with0),
+            "--data",
+            s(&test),
+        ]);
+        let err = fails(&o, "");
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "error: {}:{}: field `latitude` = \"40.5\": item 0: the model was trained with \
+                 0 here (the item-feature table must be the training one)",
+                with0.display(),
+                lines + 1
+            )
+        );
+        let o = efa(&[
+            cmd,
+            "--model",
+            s(&run),
+            "--items",
+            s(&without3),
+            "--data",
+            s(&test),
+        ]);
+        let err = fails(&o, "");
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "error: {}: item 3 is not listed, but the model was trained with the features \
+                 latitude,longitude = {} for it (the item-feature table must be the training \
+                 one)",
+                without3.display(),
+                trained3.clone().collect::<Vec<_>>().join(",")
+            )
+        );
+    }
+    // The training table itself still matches.
+    ok(&efa(&[
+        "evaluate",
+        "--model",
+        s(&run),
+        "--items",
+        s(&items),
+        "--data",
+        s(&test),
+    ]));
+}
