@@ -364,3 +364,34 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
         s(&test),
     ]));
 }
+
+#[test]
+fn reproduce_refuses_an_output_directory_it_cannot_create_before_the_runs() {
+    // The directory was created after every run had trained, so a mistyped --out cost the
+    // whole experiment (hours for the paper's data) before the error.
+    let dir = scratch::scratch("efa-badval-out");
+    let file = dir.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let out = file.join("sub");
+    let o = efa(&[
+        "reproduce",
+        "synthetic",
+        "--users",
+        "8",
+        "--epochs",
+        "1",
+        "--quiet",
+        "--out",
+        s(&out),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim_end().ends_with(&format!(
+            "error: cannot create output directory {}: Not a directory (os error 20)",
+            out.display()
+        )),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "no run was trained or reported");
+}
