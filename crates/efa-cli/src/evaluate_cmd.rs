@@ -5,6 +5,7 @@ use crate::common::threads;
 use crate::CliError;
 use clap::Args;
 use efa_train::run::{load_saved, load_split, read_items, SavedModel};
+use efa_train::userdata::diagnose::check_split_loss;
 use efa_train::userdata::report::family_reports;
 use efa_train::Evaluator;
 use std::path::PathBuf;
@@ -45,6 +46,8 @@ pub fn run(args: EvaluateArgs) -> Result<(), CliError> {
     let objective = cfg.objective();
     let eval = Evaluator::new(&cfg.model, &objective).with_threads(&threads);
     let nll = eval.evaluate(&params, &data.samples, cfg.train.eval_batch)?;
+    // A mean that is not finite would be written as JSON `null`: an error naming the sample.
+    let nll = check_split_loss(nll, "evaluation", &eval, &params, &data, &cfg)?;
     let z = eval.predict(&params, &data.samples, cfg.train.eval_batch)?;
     let preds = crate::predict_cmd::predictions(&args.data, &cfg, &data.targets, &z)?;
     let families = family_reports(&cfg, &data.targets, &preds);

@@ -170,6 +170,16 @@ struct History<'a> {
     epochs: Vec<Losses>,
 }
 
+/// Creates the output directory `out` (and its parents) if needed; the error names it.
+pub fn create_out_dir(out: &Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(out).map_err(|e| {
+        CliError::new(format!(
+            "cannot create output directory {}: {e}",
+            out.display()
+        ))
+    })
+}
+
 /// Writes `results.json` (with the analysis, and marked `"paper_data": false` with the files
 /// in `other` when they are not the paper's; no wall-clock times: those are in
 /// `timings.json`, see [`efa_train::run::write_timings`]), `loss_curves.svg` and the analysis
@@ -183,12 +193,7 @@ pub fn write_outputs<C: Serialize>(
     log_y: bool,
     other: &[Mismatch],
 ) -> Result<(), CliError> {
-    std::fs::create_dir_all(out).map_err(|e| {
-        CliError::new(format!(
-            "cannot create output directory {}: {e}",
-            out.display()
-        ))
-    })?;
+    create_out_dir(out)?;
     let results = Results {
         experiment,
         paper_data: (!other.is_empty()).then_some(false),

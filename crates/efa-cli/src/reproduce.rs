@@ -5,7 +5,7 @@
 
 use crate::cluster::Job;
 use crate::common::check_threads;
-use crate::report::{print_table, write_outputs, Bars};
+use crate::report::{create_out_dir, print_table, write_outputs, Bars};
 use crate::CliError;
 use clap::{Args, Subcommand};
 use efa_model::ForwardPlan;
@@ -218,6 +218,14 @@ pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
                 describe(exp.as_ref());
             }
             let specs = exp.runs(&settings(&a))?;
+            let out = a
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("out").join(exp.name()));
+            // An output directory that cannot be created fails now, not after the runs.
+            if job.leads() {
+                create_out_dir(&out)?;
+            }
             let how = distribute(&a, Distribute::Batches);
             let done = run_all_in(
                 &specs,
@@ -229,10 +237,6 @@ pub fn run(a: ReproduceArgs, job: &Job) -> Result<(), CliError> {
             if !job.leads() {
                 return Ok(());
             }
-            let out = a
-                .out
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("out").join(exp.name()));
             finish(&a, job, exp.as_ref(), options, &specs, &done, &out)?;
             Ok(())
         }
@@ -323,6 +327,13 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
         specs.extend(runs);
         exps.push(exp);
     }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
+    // Output directories that cannot be created fail now, not after hours of runs.
+    if job.leads() {
+        for exp in &exps {
+            create_out_dir(&out.join(exp.name()))?;
+        }
+    }
     let size = job.group().size();
     if job.leads() {
         errln!(
@@ -342,7 +353,6 @@ fn reproduce_all(a: &ReproduceArgs, all: &AllArgs, job: &Job) -> Result<(), CliE
     if !job.leads() {
         return Ok(());
     }
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/all"));
     let mut summary = Vec::new();
     let mut experiments = Vec::new();
     let mut other = Vec::new();

@@ -1,5 +1,6 @@
-//! The one CSV reader of the loaders (Instacart, temperature): a fixed header, then records of
-//! exactly that many fields, each error naming file, line and field.
+//! The one CSV reader of the loaders (Instacart, temperature, item-feature tables): a fixed
+//! header, then records of exactly that many fields, each error naming file, line and field;
+//! and the line numbers of all CSV readers ([`LineIndex`]).
 
 use crate::DataError;
 use std::path::Path;
@@ -13,14 +14,15 @@ pub(crate) type Record = (usize, Vec<String>);
 /// [`DataError::Parse`] naming the line and the field (the header, the first missing column,
 /// the column holding invalid UTF-8, or the whole file when it has no record).
 pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, DataError> {
-    let f = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let lines = LineIndex::new(&bytes);
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
-        .from_reader(f);
+        .from_reader(bytes.as_slice());
     let h = r
         .headers()
-        .map_err(|e| csv_error(path, 1, want, e))?
+        .map_err(|e| csv_error(path, 1, want, &lines, e))?
         .clone();
     if h.iter().map(str::trim).collect::<Vec<_>>() != want {
         return Err(DataError::parse(
@@ -34,8 +36,8 @@ pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, Da
     let mut out: Vec<Record> = Vec::new();
     for rec in r.records() {
         let after = out.last().map_or(2, |x| x.0 + 1);
-        let rec = rec.map_err(|e| csv_error(path, after, want, e))?;
-        let line = rec.position().map_or(after, |p| p.line() as usize);
+        let rec = rec.map_err(|e| csv_error(path, after, want, &lines, e))?;
+        let line = rec.position().map_or(after, |p| lines.line_of(p.byte()));
         if rec.len() != want.len() {
             let (field, what) = match want.get(rec.len()) {
                 Some(missing) => (*missing, format!("`{missing}` is missing")),
@@ -70,11 +72,51 @@ pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, Da
 
 /// A csv-crate error as a [`DataError::Parse`]: its own line if it has one (else `fallback`),
 /// and the column name when the error points into a field (invalid UTF-8).
-fn csv_error(path: &Path, fallback: usize, names: &[&str], e: csv::Error) -> DataError {
-    let line = e.position().map_or(fallback, |p| p.line() as usize);
+fn csv_error(
+    path: &Path,
+    fallback: usize,
+    names: &[&str],
+    lines: &LineIndex,
+    e: csv::Error,
+) -> DataError {
+    let line = e.position().map_or(fallback, |p| lines.line_of(p.byte()));
     let field = match e.kind() {
         csv::ErrorKind::Utf8 { err, .. } => names.get(err.field()).copied().unwrap_or(""),
         _ => "",
     };
     DataError::parse(path, line, field, "", e.to_string())
+}
+
+/// Line numbers of byte offsets in a CSV file. The csv crate's own count (`Position::line`)
+/// is one short for a record after a blank line and for every record of a CRLF file: a
+/// record's position there is the previous terminator's `\n`, or the blank line.
+pub(crate) struct LineIndex<'a> {
+    /// The file's bytes.
+    bytes: &'a [u8],
+    /// Offsets of the file's `\n` bytes.
+    newlines: Vec<u64>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Indexes the newlines of `bytes`.
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        let newlines = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i as u64)
+            .collect();
+        Self { bytes, newlines }
+    }
+
+    /// The 1-based line of the record starting at `byte`.
+    pub(crate) fn line_of(&self, byte: u64) -> usize {
+        // A record position may point at the rest of the previous record's terminator (the
+        // `\n` of a CRLF) or at blank lines before the record; it starts after them.
+        let mut b = byte as usize;
+        while b < self.bytes.len() && matches!(self.bytes[b], b'\r' | b'\n') {
+            b += 1;
+        }
+        self.newlines.partition_point(|&nl| nl < b as u64) + 1
+    }
 }

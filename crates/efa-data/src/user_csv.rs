@@ -18,6 +18,7 @@
 //! model can use (item range, the family's support, sequence lengths) is checked by the model
 //! crate against its configuration, with the lines kept here.
 
+use crate::csvfile::LineIndex;
 use crate::{parse_real, DataError};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -159,39 +160,6 @@ fn read_header(path: &Path, headers: &csv::StringRecord) -> Result<(bool, bool),
         ));
     }
     Ok((seen_cols[4], seen_cols[5]))
-}
-
-/// Line numbers of byte offsets in the file (the csv crate's own line count skips blank
-/// lines).
-struct LineIndex<'a> {
-    /// The file's bytes.
-    bytes: &'a [u8],
-    /// Offsets of the file's `\n` bytes.
-    newlines: Vec<u64>,
-}
-
-impl<'a> LineIndex<'a> {
-    /// Indexes the newlines of `bytes`.
-    fn new(bytes: &'a [u8]) -> Self {
-        let newlines = bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, &b)| b == b'\n')
-            .map(|(i, _)| i as u64)
-            .collect();
-        Self { bytes, newlines }
-    }
-
-    /// The 1-based line of the record starting at `byte`.
-    fn line_of(&self, byte: u64) -> usize {
-        // A record position may point at the rest of the previous record's terminator (the
-        // `\n` of a CRLF); the record starts after it (blank lines are rejected first).
-        let mut b = byte as usize;
-        while b < self.bytes.len() && matches!(self.bytes[b], b'\r' | b'\n') {
-            b += 1;
-        }
-        self.newlines.partition_point(|&nl| nl < b as u64) + 1
-    }
 }
 
 /// Reads the records after the header, in file order, into sequences in order of first

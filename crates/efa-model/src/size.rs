@@ -36,13 +36,7 @@ pub fn count_params(model: &ModelConfig) -> Result<ParamCount, ModelError> {
     let v =
         serde_json::to_value(model).map_err(|e| ModelError::config("(whole)", e.to_string()))?;
     if let Some((field, x)) = first_large(&v, "", MAX_PARAM_VALUES) {
-        return Err(ModelError::config(
-            field.trim_start_matches('.'),
-            format!(
-                "{x} is beyond the limit of {MAX_PARAM_VALUES} (the most parameter values a \
-                 model may have)"
-            ),
-        ));
+        return Err(beyond_limit(field.trim_start_matches('.'), x));
     }
     if let ModelConfig::Efa(c) = model {
         if c.layers > MAX_LAYERS {
@@ -65,6 +59,27 @@ pub fn count_params(model: &ModelConfig) -> Result<ParamCount, ModelError> {
     let mut counter = Counter::new(MAX_PARAM_VALUES, &field_of);
     model.declare(&mut counter)?;
     Ok(counter.into_count())
+}
+
+/// Checks one size before it is used to allocate (e.g. the rows of a table built from the
+/// field): `x` at most [`MAX_PARAM_VALUES`], else the error [`count_params`] gives for a
+/// field beyond the limit, naming `field` (its path below the model, `efa.items`).
+pub fn check_size(field: &str, x: u64) -> Result<(), ModelError> {
+    match x > MAX_PARAM_VALUES {
+        true => Err(beyond_limit(field, x)),
+        false => Ok(()),
+    }
+}
+
+/// The error of the size field `field` whose value `x` is beyond [`MAX_PARAM_VALUES`].
+fn beyond_limit(field: &str, x: u64) -> ModelError {
+    ModelError::config(
+        field,
+        format!(
+            "{x} is beyond the limit of {MAX_PARAM_VALUES} (the most parameter values a model \
+             may have)"
+        ),
+    )
 }
 
 /// The first integer in `v` (depth first, in field order) greater than `limit`, with its path

@@ -180,6 +180,26 @@ impl<'a> Evaluator<'a> {
         Ok((self.objective.loss(tape, eta, &batch.targets)?, plan))
     }
 
+    /// [`Evaluator::build`] for training and evaluation: a model output that is not finite
+    /// (weights driven to overflow by a step) is a [`TrainError::NonFinite`], as a
+    /// non-finite loss is, rather than the objective's refusal of η outside its family's
+    /// domain.
+    fn build_checked<T: Real>(
+        &self,
+        tape: &mut Tape<T>,
+        reg: &Registered,
+        batch: &Samples,
+    ) -> Result<(Var, ForwardPlan), TrainError> {
+        let (eta, plan) = self.model.forward_with(tape, &reg.vars, batch, self.plan)?;
+        if let Some(v) = tape.value(eta).iter().find(|v| !v.is_finite()) {
+            return Err(TrainError::NonFinite(format!(
+                "model output {}",
+                v.to_f64()
+            )));
+        }
+        Ok((self.objective.loss(tape, eta, &batch.targets)?, plan))
+    }
+
     /// Every registered parameter's gradient from `grads`, in declaration order. A parameter
     /// that does not reach the loss is an error naming it and `plan`, unless unused
     /// parameters are allowed (then its gradient is zero).
@@ -220,7 +240,7 @@ impl<'a> Evaluator<'a> {
         }
         tape.set_relu_kink_flip(self.relu_kink_flip);
         let reg = self.model.register(&mut tape, params)?;
-        let built = self.build(&mut tape, &reg, batch);
+        let built = self.build_checked(&mut tape, &reg, batch);
         // In anomaly mode, the first non-finite value explains any later failure best.
         if let Some(e) = tape.anomaly() {
             return Err(TrainError::Model(ModelError::Tape(e.clone())));
@@ -395,7 +415,7 @@ impl<'a> Evaluator<'a> {
     ) -> Result<f64, TrainError> {
         let mut tape = Tape::new();
         let reg = self.model.register(&mut tape, params)?;
-        let (loss, _) = self.build(&mut tape, &reg, batch)?;
+        let (loss, _) = self.build_checked(&mut tape, &reg, batch)?;
         Ok(scalar(&tape, loss))
     }
 

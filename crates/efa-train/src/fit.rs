@@ -115,7 +115,21 @@ pub fn fit(
         for (plan, n) in plans {
             *plan_counts.entry(plan).or_default() += n;
         }
-        let val_loss = eval.evaluate(params, val, cfg.eval_batch)?;
+        let val_loss = eval
+            .evaluate(params, val, cfg.eval_batch)
+            .map_err(|e| match e {
+                TrainError::NonFinite(m) => {
+                    TrainError::NonFinite(format!("epoch {epoch}, validation: {m}"))
+                }
+                e => e,
+            })?;
+        // Early stopping cannot compare a loss that is not finite: it would never improve on
+        // the weights before the first epoch, and training would end with them.
+        if !val_loss.is_finite() {
+            return Err(TrainError::NonFinite(format!(
+                "epoch {epoch}, validation loss {val_loss}"
+            )));
+        }
         check_agreement(eval.group, params, &[], &format!("after epoch {epoch}"))?;
         let seconds = t0.elapsed().as_secs_f64();
         let log = EpochLog {
@@ -231,13 +245,17 @@ pub fn train_epoch(
     let mut sum = 0.0;
     let mut plans: BTreeMap<ForwardPlan, usize> = BTreeMap::new();
     for (b, chunk) in batches.iter().enumerate() {
-        let g = eval.loss_and_grads_at(params, train, chunk).map_err(|e| {
-            if eval.detect_anomaly {
-                TrainError::NonFinite(format!("batch {} of {n_batches}: {e}", b + 1))
-            } else {
-                e
-            }
-        })?;
+        let g = eval
+            .loss_and_grads_at(params, train, chunk)
+            .map_err(|e| match e {
+                TrainError::NonFinite(m) => {
+                    TrainError::NonFinite(format!("{m} at batch {} of {n_batches}", b + 1))
+                }
+                e if eval.detect_anomaly => {
+                    TrainError::NonFinite(format!("batch {} of {n_batches}: {e}", b + 1))
+                }
+                e => e,
+            })?;
         let (loss, grads) = (g.loss, g.grads);
         for (plan, n) in g.plans {
             *plans.entry(plan).or_default() += n;

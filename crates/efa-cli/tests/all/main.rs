@@ -2,6 +2,7 @@
 //! generic code instead of one per file); each file is a module.
 
 mod audit;
+mod bad_values;
 mod codegen;
 mod common;
 mod domain_families;

@@ -228,6 +228,58 @@ fn huge_config_dims_and_degenerate_settings_are_errors_when_the_config_is_read()
     assert!(!out.exists(), "nothing was written");
 }
 
+#[test]
+fn an_item_count_beyond_the_limit_with_an_item_table_is_refused_before_the_table_is_built() {
+    // With `--items`, the site table gets a row per item id of `model.efa.items` before the
+    // configuration's sizes were checked: 10¹² items aborted on allocation (24 TB of rows).
+    let dir = scratch::scratch("efa-sizes-sites");
+    let base = std::fs::read_to_string(fixture("mixed_sites.toml")).unwrap();
+    let (items, data) = (
+        fixture("mixed_sites_items.csv"),
+        fixture("mixed_sites_train.csv"),
+    );
+    let out = dir.join("out");
+    let run = |name: &str, rows: u64, table: &Path, cmd: &str| {
+        let p = dir.join(name);
+        let text = base.replace("items = 25 ", &format!("items = {rows} "));
+        assert_ne!(text, base);
+        std::fs::write(&p, text).unwrap();
+        let mut args = vec![cmd, "--config", s(&p), "--items", s(table)];
+        args.extend(["--data", s(&data)]);
+        if cmd == "train" {
+            args.extend(["--out", s(&out), "--quiet"]);
+        }
+        let o = efa(&args);
+        (p, o)
+    };
+    for cmd in ["train", "audit"] {
+        let (p, o) = run("huge.toml", 1_000_000_000_000, &items, cmd);
+        fails(
+            &o,
+            &format!(
+                "{}: field `model.efa.items`: 1000000000000 is beyond the limit of 268435456",
+                p.display()
+            ),
+            "",
+        );
+    }
+    // Within the limit of one size, but not as a table: 2²⁷ rows × 3 feature columns.
+    let wide = dir.join("wide.csv");
+    std::fs::write(&wide, "item,a,b,c\n1,0.5,1.5,2.5\n").unwrap();
+    let (p, o) = run("wide.toml", 1 << 27, &wide, "train");
+    fails(
+        &o,
+        &format!(
+            "{}: field `model.efa.items`: 134217728 item rows × 3 feature columns of {} = \
+             402653184 site-table values, beyond the limit of 268435456",
+            p.display(),
+            wide.display()
+        ),
+        "",
+    );
+    assert!(!out.exists(), "nothing was written");
+}
+
 /// Rewrites the `efa.config` metadata of a safetensors file with `edit` (the header is
 /// re-padded with spaces to a multiple of 8 bytes).
 fn edit_config(file: &Path, edit: impl Fn(&mut serde_json::Value)) {

@@ -2,6 +2,7 @@
 //! generic code instead of one per file); each file is a module.
 
 mod common;
+mod csv_lines;
 mod instacart;
 mod malformed_instacart;
 mod malformed_movielens;

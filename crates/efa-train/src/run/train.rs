@@ -9,7 +9,7 @@ use crate::checkpoint::{Checkpoint, InputDigest};
 use crate::collective::{Collective, Solo};
 use crate::fit::{fit, EpochHook, FitOptions};
 use crate::history::FitResult;
-use crate::userdata::diagnose::explain_nonfinite;
+use crate::userdata::diagnose::{check_split_loss, explain_nonfinite};
 use crate::userdata::{ItemTable, UserConfig, UserSamples};
 use crate::{Evaluator, Threads, TrainError};
 use efa_nn::params::{ParamCount, Params};
@@ -186,13 +186,16 @@ impl Run {
             &cfg.train,
             fit_opts,
         )
-        .map_err(|e| explain_nonfinite(e, &eval, &params, train, cfg))?;
+        .map_err(|e| explain_nonfinite(e, &eval, &params, (train, val), cfg))?;
         if lead {
             opts.out.save_model(cfg, &params)?;
         }
         // Every rank evaluates its share of the test set.
         let test_nll = match &self.test {
-            Some(t) => Some(eval.evaluate(&params, &t.samples, cfg.train.eval_batch)?),
+            Some(t) => {
+                let nll = eval.evaluate(&params, &t.samples, cfg.train.eval_batch)?;
+                Some(check_split_loss(nll, "test", &eval, &params, t, cfg)?)
+            }
             None => None,
         };
         if lead {

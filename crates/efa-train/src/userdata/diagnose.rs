@@ -8,42 +8,92 @@ use efa_nn::params::Params;
 use efa_tape::Tape;
 use ndarray::ArrayD;
 
-/// `err` with, when it is a [`TrainError::NonFinite`], the first sample of `train` (in file
-/// order) whose loss is non-finite at `params` (the weights training stopped at: the failing
-/// step is not taken): its target row's file, line, sequence, item and value, its family and
-/// loss, and the model output. Each sample's loss is the objective on its own output row in
-/// the training dtype. Other errors are returned unchanged.
+/// `err` with, when it is a [`TrainError::NonFinite`], the first sample (in file order)
+/// whose loss is non-finite at `params` (the weights training stopped at: the failing step is
+/// not taken): of `train`, else of `valid` (a validation loss that is not finite while every
+/// training sample's is): its target row's file, line, sequence, item and value, its family
+/// and loss, and the model output. Each sample's loss is the objective on its own output row
+/// in the training dtype. Other errors are returned unchanged.
 pub fn explain_nonfinite(
     err: TrainError,
     eval: &Evaluator<'_>,
     params: &Params<f32>,
-    train: &UserSamples,
+    (train, valid): (&UserSamples, &UserSamples),
     cfg: &UserConfig,
 ) -> TrainError {
     let TrainError::NonFinite(msg) = err else {
         return err;
     };
-    let found = first_nonfinite(eval, params, train, cfg.train.eval_batch);
-    let detail = match found {
-        Ok(Some((i, loss, z))) => {
-            let r = &train.targets[i];
-            let family = cfg.family.list()[r.family].family().name();
-            format!(
-                "; the first training sample with a non-finite loss at these weights is {}:{}: \
-                 seq `{}`, item {}, value {} (family {family}): loss {loss}, model output {z:?}",
-                train.file.display(),
-                r.line,
-                r.seq,
-                r.item,
-                r.value
-            )
+    let batch = cfg.train.eval_batch;
+    let mut detail = String::new();
+    for (split, what) in [(train, "training"), (valid, "validation")] {
+        if what == "validation" && std::ptr::eq(split, train) {
+            break;
         }
-        Ok(None) => "; no single training sample has a non-finite loss at these weights (the \
-                     minibatch's sum or a gradient overflowed)"
-            .to_string(),
-        Err(e) => format!("; looking for the sample behind it failed: {e}"),
-    };
+        match first_nonfinite(eval, params, split, batch) {
+            Ok(Some(found)) => {
+                detail = describe(found, split, what, cfg);
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                detail = format!("; looking for the sample behind it failed: {e}");
+                break;
+            }
+        }
+    }
+    if detail.is_empty() {
+        detail = "; no single training sample has a non-finite loss at these weights (the \
+                  minibatch's sum or a gradient overflowed)"
+            .to_string();
+    }
     TrainError::NonFinite(format!("{msg}{detail}"))
+}
+
+/// Checks that `nll`, the mean loss of the split `split` (`what`: `"test"`, `"evaluation"`)
+/// at `params`, is finite; otherwise a [`TrainError::NonFinite`] naming the split's first
+/// sample whose loss is not finite (as [`explain_nonfinite`] does), instead of a mean written
+/// as JSON `null`.
+pub fn check_split_loss(
+    nll: f64,
+    what: &str,
+    eval: &Evaluator<'_>,
+    params: &Params<f32>,
+    split: &UserSamples,
+    cfg: &UserConfig,
+) -> Result<f64, TrainError> {
+    if nll.is_finite() {
+        return Ok(nll);
+    }
+    let detail = match first_nonfinite(eval, params, split, cfg.train.eval_batch)? {
+        Some(found) => describe(found, split, what, cfg),
+        None => format!("; no single {what} sample has a non-finite loss (the sum overflowed)"),
+    };
+    Err(TrainError::NonFinite(format!(
+        "{what} loss {nll} over {}{detail}",
+        split.file.display()
+    )))
+}
+
+/// `; the first {what} sample with a non-finite loss at these weights is file:line: …` for
+/// the sample `found` of `split` ([`first_nonfinite`]).
+fn describe(
+    (i, loss, z): (usize, f64, Vec<f64>),
+    split: &UserSamples,
+    what: &str,
+    cfg: &UserConfig,
+) -> String {
+    let r = &split.targets[i];
+    let family = cfg.family.list()[r.family].family().name();
+    format!(
+        "; the first {what} sample with a non-finite loss at these weights is {}:{}: seq `{}`, \
+         item {}, value {} (family {family}): loss {loss}, model output {z:?}",
+        split.file.display(),
+        r.line,
+        r.seq,
+        r.item,
+        r.value
+    )
 }
 
 /// The first sample of `train` whose loss is non-finite at `params`, with that loss and the

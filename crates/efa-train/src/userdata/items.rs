@@ -37,20 +37,29 @@ pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), Trai
         )
         .into());
     }
-    for (item, (g, s)) in given.iter().zip(sites).enumerate().skip(1) {
+    // Every row, item 0 included: continuous inputs have no padding row.
+    for (item, (g, s)) in given.iter().zip(sites).enumerate() {
         if g == s {
             continue;
         }
-        let row = table.get(item);
-        let k = g.iter().zip(s).position(|(a, b)| a != b).unwrap_or(0);
-        let (line, field) = match row {
-            Some(r) => (r.line, table.features[k].as_str()),
-            None => (0, "item"),
+        let Some(row) = table.get(item) else {
+            let trained: Vec<String> = s.iter().map(f64::to_string).collect();
+            return Err(DataError::in_file(
+                &table.file,
+                format!(
+                    "item {item} is not listed, but the model was trained with the features \
+                     {} = {} for it (the item-feature table must be the training one)",
+                    table.features.join(","),
+                    trained.join(",")
+                ),
+            )
+            .into());
         };
+        let k = g.iter().zip(s).position(|(a, b)| a != b).unwrap_or(0);
         return Err(DataError::parse(
             &table.file,
-            line,
-            field,
+            row.line,
+            &table.features[k],
             &g[k].to_string(),
             format!(
                 "item {item}: the model was trained with {} here (the item-feature table must \

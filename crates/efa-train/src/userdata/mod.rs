@@ -117,10 +117,12 @@ impl UserConfig {
     }
 
     /// Fills the site table of `model.efa.continuous` from an item-feature table: row `i` is
-    /// item `i`'s features (row 0, padding, and items the table lacks are zeros; a data row of
-    /// an item the table lacks is an error when read with it, [`read_csv_with`]). Errors name
-    /// the field (`model.efa.continuous`: a model without continuous inputs, or a table already
-    /// given in the configuration) or the table's file, line and field.
+    /// item `i`'s features (continuous inputs have no padding row; items the table lacks are
+    /// zeros, and a data row of such an item is an error when read with it,
+    /// [`read_csv_with`]). Errors name the field (`model.efa.continuous`: a model without
+    /// continuous inputs, or a table already given in the configuration; `model.efa.items`:
+    /// a table beyond the size limit, checked before it is built) or the table's file, line
+    /// and field.
     pub fn set_items(&mut self, table: &ItemTable) -> Result<(), TrainError> {
         let items = self.items();
         let ModelConfig::Efa(c) = &mut self.model else {
@@ -141,6 +143,22 @@ impl UserConfig {
             return Err(TrainError::config(
                 "model.efa.continuous.sites",
                 "is given in the configuration and as an item-feature table; give one",
+            ));
+        }
+        // The table gets a row per item id: its size is checked before it is built, as the
+        // configuration's sizes are (`items` comes from the TOML file unchecked).
+        efa_model::size::check_size("efa.items", items as u64)?;
+        let values = (items as u64).saturating_mul(table.features.len() as u64);
+        if values > efa_model::size::MAX_PARAM_VALUES {
+            return Err(TrainError::config(
+                "model.efa.items",
+                format!(
+                    "{items} item rows × {} feature columns of {} = {values} site-table values, \
+                     beyond the limit of {}",
+                    table.features.len(),
+                    table.file.display(),
+                    efa_model::size::MAX_PARAM_VALUES
+                ),
             ));
         }
         ci.sites = table.table(items)?;

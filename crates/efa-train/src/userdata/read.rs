@@ -6,7 +6,7 @@ use super::{Direction, UserConfig};
 use efa_data::item_csv::ItemTable;
 use efa_data::user_csv::{read_user_csv, UserRow, UserSequence};
 use efa_data::DataError;
-use efa_expfam::ExpfamError;
+use efa_expfam::{ExpfamError, Family};
 use efa_model::ModelConfig;
 use std::path::{Path, PathBuf};
 
@@ -164,19 +164,7 @@ impl<'a> Checks<'a> {
                 ),
             ));
         };
-        if let Err(e) = spec.family().check_obs(&[r.value], 0) {
-            let why = match e {
-                ExpfamError::Support {
-                    family, expected, ..
-                } if cfg.family.is_mixed() => format!(
-                    "outside the support of {family} ({expected}), the family of item {}",
-                    r.item
-                ),
-                ExpfamError::Support {
-                    family, expected, ..
-                } => format!("outside the support of {family} ({expected})"),
-                other => other.to_string(),
-            };
+        if let Err(why) = self.support(spec.family(), r) {
             return Err(err(n, "value", &fv, why));
         }
         if let Some(rows) = self.value_rows {
@@ -223,6 +211,30 @@ impl<'a> Checks<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Checks that the value of `r` is in the support of its family `family`, as read (f64)
+    /// and as training sees it: rounded to f32, the training dtype, where a value just inside
+    /// a bound (a beta's 0.9999999999, a gamma's 1e-50) can land on it or beyond. Returns why
+    /// not.
+    fn support(&self, family: Family, r: &UserRow) -> Result<(), String> {
+        let why = |e: ExpfamError| match e {
+            ExpfamError::Support {
+                family, expected, ..
+            } if self.cfg.family.is_mixed() => format!(
+                "outside the support of {family} ({expected}), the family of item {}",
+                r.item
+            ),
+            ExpfamError::Support {
+                family, expected, ..
+            } => format!("outside the support of {family} ({expected})"),
+            other => other.to_string(),
+        };
+        family.check_obs(&[r.value], 0).map_err(why)?;
+        let in_f32 = r.value as f32;
+        family
+            .check_obs(&[in_f32], 0)
+            .map_err(|e| format!("rounds to {in_f32} in f32 (the training dtype), {}", why(e)))
     }
 
     /// The rows of the sequence `s` (its rows checked one by one already), after checking its
