@@ -33,8 +33,8 @@ pub struct TrainBenchArgs {
     /// Print one JSON object per model, one per line.
     #[arg(long, global = true)]
     json: bool,
-    /// Timed epochs per model (default: as many as fill about 3 s, at least 3), after one
-    /// warm-up epoch.
+    /// Timed epochs per model, at most 1000 (default: as many as fill about 3 s, at least 3),
+    /// after one warm-up epoch.
     #[arg(long, global = true)]
     epochs: Option<usize>,
     /// How minibatches are formed (sequences: where the query-stream plan applies).
@@ -167,6 +167,11 @@ fn time_model(
     })
 }
 
+/// Most timed epochs per model of one `efa bench train` run: 1,000 (hours on the paper's
+/// data; the median of more epochs says nothing new, and a mistyped count should not run
+/// for days).
+const MAX_BENCH_EPOCHS: usize = 1000;
+
 /// Runs `efa bench train`.
 pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
     let threads = a.threads.unwrap_or_else(|| {
@@ -175,8 +180,10 @@ pub fn run(a: TrainBenchArgs) -> Result<(), CliError> {
             .unwrap_or(1)
     });
     crate::common::check_threads(threads, "efa bench train: ")?;
-    if a.epochs == Some(0) {
-        return Err(CliError::new("efa bench train: --epochs must be positive"));
+    if let Some(e) = a.epochs.filter(|&e| e == 0 || e > MAX_BENCH_EPOCHS) {
+        return Err(CliError::new(format!(
+            "efa bench train: --epochs {e}: must be in 1..={MAX_BENCH_EPOCHS}"
+        )));
     }
     if a.sgemm_size > MAX_SGEMM_SIZE {
         return Err(CliError::new(format!(

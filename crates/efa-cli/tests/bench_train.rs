@@ -153,3 +153,39 @@ fn attention_flops_count_visible_pairs_under_the_mask() {
     // causal and lengths [3, 1]: (1 + 2 + 3) + (1 + 1 + 1)
     assert_eq!(run(Mask::causal().key_lengths([3, 1])), (9 * 32, 9 * 80));
 }
+
+#[test]
+fn an_epoch_count_out_of_range_is_refused_before_any_training() {
+    for (epochs, expect) in [
+        ("0", "--epochs 0: must be in 1..=1000"),
+        ("1001", "--epochs 1001: must be in 1..=1000"),
+        (
+            "1000000000000",
+            "--epochs 1000000000000: must be in 1..=1000",
+        ),
+    ] {
+        let start = std::time::Instant::now();
+        let o = efa(&[
+            "bench",
+            "train",
+            "synthetic",
+            "--epochs",
+            epochs,
+            "--threads",
+            "1",
+        ]);
+        assert!(
+            !o.status.success() && o.status.code() != Some(101),
+            "{:?}",
+            o.status
+        );
+        let err = stderr(&o);
+        assert!(err.contains(expect), "{err}");
+        assert!(
+            o.stdout.is_empty(),
+            "nothing trained: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(start.elapsed().as_secs() < 30, "refused at once");
+    }
+}
