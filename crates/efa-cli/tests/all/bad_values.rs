@@ -39,6 +39,19 @@ fn config(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
     p
 }
 
+/// The fixture's model for the two-parameter family `kind` (beta, gamma, gaussian: two
+/// outputs, no value embedding) with `edits` applied after.
+fn two_parameter_config(dir: &Path, name: &str, kind: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let family = format!("kind = \"{kind}\"");
+    let mut all = vec![
+        ("kind = \"poisson\"", family.as_str()),
+        ("out_dim = 1 ", "out_dim = 2 "),
+        ("values = { rows = 10, dim = 4 }", ""),
+    ];
+    all.extend_from_slice(edits);
+    config(dir, name, &all)
+}
+
 #[test]
 fn values_that_round_onto_a_support_bound_in_f32_are_errors_naming_the_line() {
     // 0.9999999999 is inside (0, 1) in f64 but 1 in f32, the dtype training uses; 1e-50 is
@@ -46,15 +59,11 @@ fn values_that_round_onto_a_support_bound_in_f32_are_errors_naming_the_line() {
     // loss op, naming neither file nor line ("beta: observation y[0] = 1 at row 1 is outside
     // the support").
     let dir = scratch::scratch("efa-badval-f32");
-    let beta = config(
+    let beta = two_parameter_config(
         &dir,
         "beta.toml",
-        &[
-            ("kind = \"poisson\"", "kind = \"beta\""),
-            ("out_dim = 1 ", "out_dim = 2 "),
-            ("values = { rows = 10, dim = 4 }", ""),
-            ("max_epochs = 6", "max_epochs = 1"),
-        ],
+        "beta",
+        &[("max_epochs = 6", "max_epochs = 1")],
     );
     let gamma = std::fs::read_to_string(&beta)
         .unwrap()
@@ -165,15 +174,7 @@ fn a_step_to_non_finite_model_outputs_names_the_epoch_batch_and_sample() {
     );
     // Data that drive the weights there: a gamma target of 1e38 (finite in f32). The
     // validation pass (here the training data) meets the NaN first.
-    let gamma = config(
-        &dir,
-        "gamma.toml",
-        &[
-            ("kind = \"poisson\"", "kind = \"gamma\""),
-            ("out_dim = 1 ", "out_dim = 2 "),
-            ("values = { rows = 10, dim = 4 }", ""),
-        ],
-    );
+    let gamma = two_parameter_config(&dir, "gamma.toml", "gamma", &[]);
     let csv = dir.join("gamma.csv");
     std::fs::write(
         &csv,
@@ -202,15 +203,7 @@ fn a_validation_test_or_evaluation_loss_that_is_not_finite_is_an_error_naming_th
     // initial weights) and `null` for every validation loss in result.json; as test data or
     // under `efa evaluate`, the mean nll was written as `null` with exit status 0.
     let dir = scratch::scratch("efa-badval-split");
-    let cfg = config(
-        &dir,
-        "gaussian.toml",
-        &[
-            ("kind = \"poisson\"", "kind = \"gaussian\""),
-            ("out_dim = 1 ", "out_dim = 2 "),
-            ("values = { rows = 10, dim = 4 }", ""),
-        ],
-    );
+    let cfg = two_parameter_config(&dir, "gaussian.toml", "gaussian", &[]);
     let (train, huge) = (dir.join("train.csv"), dir.join("huge.csv"));
     std::fs::write(
         &train,
