@@ -65,7 +65,12 @@ impl Export {
     /// Writes every file into `out` (created if missing); returns the paths written.
     pub fn write(&self, out: &Path) -> Result<Vec<PathBuf>, PaperError> {
         let io = |p: &Path, e: std::io::Error| PaperError::Data(efa_data::DataError::io(p, e));
-        std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
+        std::fs::create_dir_all(out).map_err(|e| {
+            PaperError::Data(efa_data::DataError::in_file(
+                out,
+                format!("cannot create the output directory: {e}"),
+            ))
+        })?;
         let mut written = Vec::new();
         for (name, text) in &self.files {
             let p = out.join(name);
@@ -279,6 +284,23 @@ pub fn movielens_ratings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_directory_that_cannot_be_created_is_named_as_such() {
+        // A path that is a file, and one below a file: the error said only "File exists" /
+        // "Not a directory" after the path, not that it was the output directory.
+        let file = std::env::temp_dir().join(format!("efa-export-out-{}", std::process::id()));
+        std::fs::write(&file, "x").unwrap();
+        let export = Export {
+            files: vec![("a.csv", "x\n".to_string())],
+        };
+        for out in [file.clone(), file.join("sub")] {
+            let e = export.write(&out).unwrap_err().to_string();
+            let want = format!("{}: cannot create the output directory: ", out.display());
+            assert!(e.starts_with(&want), "{e}");
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
 
     fn data(ratings: &[f64]) -> RatingData {
         let seq: Vec<(usize, f64)> = ratings
