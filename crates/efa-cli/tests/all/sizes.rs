@@ -229,6 +229,70 @@ fn huge_config_dims_and_degenerate_settings_are_errors_when_the_config_is_read()
 }
 
 #[test]
+fn a_model_without_attention_blocks_is_refused_naming_the_field_and_range() {
+    // `layers = 0` trained before: with no attention block a target's representation is its
+    // own [MASK] embedding, blind to its context. Every size of the model is at least 1.
+    let dir = scratch::scratch("efa-sizes-layers0");
+    let base = std::fs::read_to_string(fixture("efa_poisson.toml")).unwrap();
+    let csv = fixture("counts_train.csv");
+    let out = dir.join("out");
+    let p = dir.join("layers0.toml");
+    let text = base.replace("layers = 1", "layers = 0");
+    assert_ne!(text, base);
+    std::fs::write(&p, text).unwrap();
+    for cmd in ["train", "audit"] {
+        let mut args = vec![cmd, "--config", s(&p), "--data", s(&csv)];
+        if cmd == "train" {
+            args.extend(["--out", s(&out), "--quiet"]);
+        }
+        fails(
+            &efa(&args),
+            &format!(
+                "{}: field `model.efa.layers`: 0 blocks; must be in 1..=1024",
+                p.display()
+            ),
+            "",
+        );
+    }
+    // The other sizes of the model keep their refusal.
+    for (from, to, field) in [
+        ("heads = 2", "heads = 0", "model.efa.heads/key_dim`: must"),
+        ("item_dim = 8", "item_dim = 0", "model.efa.item_dim`: must"),
+        ("out_dim = 1 ", "out_dim = 0 ", "model.efa.out_dim`: must"),
+        (
+            "head_hidden = [8]",
+            "head_hidden = [0]",
+            "model.efa.head_hidden/ffn`: widths must",
+        ),
+        (
+            "max_len = 5",
+            "max_len = 0",
+            "model.efa.positions.max_len`: must",
+        ),
+    ] {
+        let text = base.replace(from, to);
+        assert_ne!(text, base);
+        std::fs::write(&p, text).unwrap();
+        let o = efa(&[
+            "train",
+            "--config",
+            s(&p),
+            "--data",
+            s(&csv),
+            "--out",
+            s(&out),
+            "--quiet",
+        ]);
+        fails(
+            &o,
+            &format!("{}: field `{field} be at least 1", p.display()),
+            "",
+        );
+    }
+    assert!(!out.exists(), "nothing was written");
+}
+
+#[test]
 fn an_item_count_beyond_the_limit_with_an_item_table_is_refused_before_the_table_is_built() {
     // With `--items`, the site table gets a row per item id of `model.efa.items` before the
     // configuration's sizes were checked: 10¹² items aborted on allocation (24 TB of rows).

@@ -137,7 +137,8 @@ pub struct EfaConfig {
     /// Learned positions.
     #[serde(default)]
     pub positions: Option<Positions>,
-    /// Attention blocks.
+    /// Attention blocks, 1..=[`crate::size::MAX_LAYERS`] (without one a target sees no
+    /// context).
     pub layers: usize,
     /// Heads per block.
     pub heads: usize,
@@ -212,6 +213,16 @@ impl EfaConfig {
         }
         if self.item_dim == 0 {
             return bad("item_dim", "must be at least 1");
+        }
+        if self.layers == 0 {
+            return Err(ModelError::config(
+                "efa.layers",
+                format!(
+                    "0 blocks; must be in 1..={} (without an attention block a target's \
+                     representation is its own [MASK] embedding: it sees no context)",
+                    crate::size::MAX_LAYERS
+                ),
+            ));
         }
         if self.heads == 0 || self.key_dim == 0 {
             return bad("heads/key_dim", "must be at least 1");
