@@ -7,7 +7,7 @@
 //! tape at a time), and per tape `N` positions and `B` targets:
 //!
 //! ```text
-//! total    = 4·P·5 + W · max(train, eval)                      (bytes)
+//! total    = 4·P·5 + S + W · max(train, eval)                  (bytes)
 //! train    = 4·3·P + 2·4·(N_train·F + B_train·F_t + R)          (values and their gradients)
 //! eval     = 4·P   +   4·(N_eval·F  + B_eval·F_t  + R)          (forward only)
 //! ```
@@ -22,7 +22,12 @@
 //! * `F_t`, floats per target: `2·d + 2·Σ head_hidden + out_dim` (factor models `4·dim +
 //!   classes`).
 //! * `R`: the first block's projected tables, `(items + values.rows + max_len)·3·H·K` (the
-//!   tabled plan projects whole tables).
+//!   tabled plan projects whole tables). With continuous inputs the site rows replace `items`
+//!   there, and every tape runs the site MLP over every site: `R` adds
+//!   `sites·(features + 2·hidden + dim)`.
+//! * `S`, the site table of continuous inputs outside the tapes: `sites·(96 + 88·features)`
+//!   bytes, the table's f64 rows with the copy the size check walks (the configuration as
+//!   JSON values) and its text in the model file ([`site_table_bytes`]).
 //!
 //! The estimate is deliberately rough (round figures of what the tape keeps); it exists to
 //! turn an allocation failure, an overflowing shape or a job that cannot fit into an error
@@ -39,6 +44,14 @@ pub const FALLBACK_MEMORY: u64 = 8 << 30;
 
 /// Bytes per parameter and activation value (training runs in f32).
 const BYTES: u64 = 4;
+
+/// Bytes per row of a site table outside the tapes: a row's vector header and allocation,
+/// and as JSON values an array and its allocation (round figures).
+const SITE_ROW_BYTES: u64 = 96;
+
+/// Bytes per value of a site table outside the tapes: the f64, its JSON value, and its text
+/// in the serialised configuration and in the model file (up to 24 characters each).
+const SITE_VALUE_BYTES: u64 = 88;
 
 /// What one job asks of the machine: worker threads and the largest tapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +101,11 @@ pub struct MemoryEstimate {
     pub params: ParamCount,
     /// `4·P·5`: parameters, best parameters, Adam moments and the summed gradient.
     pub resident: u64,
+    /// The site table of continuous inputs outside the tapes (`S`, 0 without).
+    pub site_table: u64,
+    /// The part of `total` that grows with the sites of continuous inputs: `site_table` and
+    /// the site MLP of every tape.
+    pub sites: u64,
     /// One training tape.
     pub train_tape: u64,
     /// One evaluation tape.
@@ -96,7 +114,7 @@ pub struct MemoryEstimate {
     /// rest grows with the parameters): `threads · max(train, eval)` without the parameter
     /// copies and tables.
     pub positions: u64,
-    /// `resident + threads · max(train_tape, eval_tape)`.
+    /// `resident + site_table + threads · max(train_tape, eval_tape)`.
     pub total: u64,
 }
 
@@ -149,6 +167,41 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64) {
     }
 }
 
+/// The sites of `model`'s continuous inputs, their feature columns, and the floats a tape
+/// keeps for the site branch: the site MLP over every site ([`site_floats`]); zeros without
+/// continuous inputs.
+fn sites_of(model: &ModelConfig) -> (u64, u64, u64) {
+    match model {
+        ModelConfig::Efa(c) => c.continuous.as_ref().map_or((0, 0, 0), |ci| {
+            let (sites, features) = (
+                ci.sites.len() as u64,
+                ci.sites.first().map_or(0, Vec::len) as u64,
+            );
+            let floats = site_floats(sites, features, ci.hidden as u64, ci.dim as u64);
+            (sites, features, floats)
+        }),
+        _ => (0, 0, 0),
+    }
+}
+
+/// Floats a tape keeps for the site branch of continuous inputs, which runs over every one
+/// of `sites` rows of `features` columns: the input rows, the hidden layer before and after
+/// its activation (`hidden` wide) and the output (`dim` wide). Saturates.
+pub fn site_floats(sites: u64, features: u64, hidden: u64, dim: u64) -> u64 {
+    sites.saturating_mul(
+        features
+            .saturating_add(hidden.saturating_mul(2))
+            .saturating_add(dim),
+    )
+}
+
+/// Bytes a site table of `sites` rows × `features` columns takes outside the tapes (`S` of
+/// the module docs): its f64 rows, the JSON values the size check walks, and its text in the
+/// serialised configuration and the model file. Saturates.
+pub fn site_table_bytes(sites: u64, features: u64) -> u64 {
+    sites.saturating_mul(SITE_ROW_BYTES.saturating_add(features.saturating_mul(SITE_VALUE_BYTES)))
+}
+
 /// The memory estimate of `job` for `model` with the parameter count `params` that
 /// [`ModelConfig::validate`] returned (formulas in the module docs). The estimate saturates
 /// instead of overflowing.
@@ -156,6 +209,9 @@ pub fn estimate(model: &ModelConfig, params: &ParamCount, job: &Job) -> MemoryEs
     let params = params.clone();
     let p = params.elements.saturating_mul(BYTES);
     let (f, ft, tables) = per_position(model);
+    let (sites, features, site_floats) = sites_of(model);
+    let tables = tables.saturating_add(site_floats);
+    let site_table = site_table_bytes(sites, features);
     // Bytes of the per-position and per-target values of a tape (without the tables).
     let values = |positions: usize, targets: usize| {
         (positions as u64)
@@ -173,10 +229,15 @@ pub fn estimate(model: &ModelConfig, params: &ParamCount, job: &Job) -> MemoryEs
     let eval_tape = p.saturating_add(eval_values).saturating_add(tables);
     let resident = p.saturating_mul(5);
     let threads = job.threads as u64;
-    let total = resident.saturating_add(threads.saturating_mul(train_tape.max(eval_tape)));
+    let total = resident
+        .saturating_add(site_table)
+        .saturating_add(threads.saturating_mul(train_tape.max(eval_tape)));
+    let site_tape = site_floats.saturating_mul(BYTES).saturating_mul(2);
     MemoryEstimate {
         params,
         resident,
+        site_table,
+        sites: site_table.saturating_add(threads.saturating_mul(site_tape)),
         train_tape,
         eval_tape,
         positions: threads.saturating_mul(train_values.max(eval_values)),
@@ -245,8 +306,26 @@ pub fn check_memory_against(
         return Ok(est);
     }
     let (field, n) = est.params.largest().unwrap_or(("(none)", 0));
-    let tapes = est.total - est.resident;
-    let dominant = if est.positions <= est.total / 2 {
+    let tapes = est.total - est.resident - est.site_table;
+    let (sites, features, _) = sites_of(model);
+    let table = match est.site_table {
+        0 => String::new(),
+        b => format!(
+            "; {} for the site table ({sites} rows × {features} features) and its copies",
+            human_bytes(b)
+        ),
+    };
+    let dominant = if est.sites > est.total / 2 {
+        let hidden = match model {
+            ModelConfig::Efa(c) => c.continuous.as_ref().map_or(0, |ci| ci.hidden),
+            _ => 0,
+        };
+        format!(
+            "the largest part is the site table of field model.efa.items ({sites} rows × \
+             {features} features), with the site MLP every tape runs over every site \
+             (model.efa.continuous.hidden = {hidden})"
+        )
+    } else if est.positions <= est.total / 2 {
         format!(
             "the largest part is field {field} ({n} of the {} parameters)",
             est.params.elements
@@ -263,8 +342,8 @@ pub fn check_memory_against(
         available,
         detail: format!(
             "the job needs about {} ({} parameters: {} for parameters, best \
-         parameters, Adam moments and gradient; {} for {} worker tape(s) of up to {} training \
-         and {} evaluation positions), but {} is available ({source}); {dominant}",
+         parameters, Adam moments and gradient{table}; {} for {} worker tape(s) of up to {} \
+         training and {} evaluation positions), but {} is available ({source}); {dominant}",
             human_bytes(est.total),
             est.params.elements,
             human_bytes(est.resident),
@@ -275,4 +354,51 @@ pub fn check_memory_against(
             human_bytes(available),
         ),
     })
+}
+
+/// Checks, before a site table of `items` rows × `features` columns (from `file`) is built
+/// for the continuous inputs `ci`, that it and one training tape's site MLP over every site
+/// fit in [`available_memory`]; the error names field `model.efa.items` and the estimate.
+/// The rest of the job is checked by [`check_memory`] once the configuration is complete.
+pub fn check_site_table(
+    items: usize,
+    features: usize,
+    ci: &efa_model::efa::ContinuousInputs,
+    file: &std::path::Path,
+) -> Result<(), TrainError> {
+    check_site_table_against(items, features, ci, file, available_memory())
+}
+
+/// [`check_site_table`] against a given `(bytes, source)` of available memory.
+pub fn check_site_table_against(
+    items: usize,
+    features: usize,
+    ci: &efa_model::efa::ContinuousInputs,
+    file: &std::path::Path,
+    (available, source): (u64, &str),
+) -> Result<(), TrainError> {
+    let (sites, width) = (items as u64, features as u64);
+    let table = site_table_bytes(sites, width);
+    let floats = site_floats(sites, width, ci.hidden as u64, ci.dim as u64);
+    // A training tape keeps the values and their gradients.
+    let tape = floats.saturating_mul(BYTES).saturating_mul(2);
+    let need = table.saturating_add(tape);
+    if need <= available {
+        return Ok(());
+    }
+    Err(TrainError::config(
+        "model.efa.items",
+        format!(
+            "{items} item rows × {features} feature columns of {}: the site table needs about \
+             {} ({} for the table and its copies in the size check and the model file; {} for \
+             the site MLP a training tape runs over every site, \
+             `model.efa.continuous.hidden` = {}), but {} is available ({source})",
+            file.display(),
+            human_bytes(need),
+            human_bytes(table),
+            human_bytes(tape),
+            ci.hidden,
+            human_bytes(available)
+        ),
+    ))
 }

@@ -344,6 +344,48 @@ fn an_item_count_beyond_the_limit_with_an_item_table_is_refused_before_the_table
     assert!(!out.exists(), "nothing was written");
 }
 
+#[test]
+fn a_site_table_that_cannot_fit_in_memory_is_refused_before_it_is_built() {
+    // 10⁷ items × 2 features passes the size check (2·10⁷ values), but the memory estimate
+    // left the site table out: the table, its copies, and the site MLP each tape runs over
+    // every site (10⁷ × 2·4096 floats here, with gradients). The job passed the memory check
+    // and aborted on allocation. Run under a 4 GiB address space, so that it fails instead
+    // of exhausting the machine.
+    let dir = scratch::scratch("efa-sizes-site-memory");
+    let base = std::fs::read_to_string(fixture("mixed_sites.toml")).unwrap();
+    let text = base
+        .replace("items = 25 ", "items = 10000000 ")
+        .replace("hidden = 32", "hidden = 4096")
+        .replace("item_embedding = true", "item_embedding = false")
+        .replace("max_epochs = 150", "max_epochs = 1");
+    let cfg = dir.join("sites.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (items, data) = (
+        fixture("mixed_sites_items.csv"),
+        fixture("mixed_sites_train.csv"),
+    );
+    let out = dir.join("out");
+    for cmd in ["train", "audit"] {
+        let mut args = vec![cmd, "--config", s(&cfg), "--items", s(&items)];
+        args.extend(["--data", s(&data)]);
+        if cmd == "train" {
+            args.extend(["--out", s(&out), "--quiet"]);
+        }
+        let o = efa_limited(4 << 20, &args);
+        fails(
+            &o,
+            &format!(
+                "{}: field `model.efa.items`: 10000000 item rows × 2 feature columns of {}: \
+                 the site table needs about ",
+                cfg.display(),
+                items.display()
+            ),
+            "`model.efa.continuous.hidden` = 4096), but ",
+        );
+    }
+    assert!(!out.exists(), "nothing was written");
+}
+
 /// Rewrites the `efa.config` metadata of a safetensors file with `edit` (the header is
 /// re-padded with spaces to a multiple of 8 bytes).
 fn edit_config(file: &Path, edit: impl Fn(&mut serde_json::Value)) {

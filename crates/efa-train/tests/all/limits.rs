@@ -3,7 +3,7 @@
 //! configuration is read, each error naming the field or flag.
 
 use efa_model::{EfaConfig, FmConfig, ModelConfig};
-use efa_train::memory::{check_memory_against, estimate, Job};
+use efa_train::memory::{check_memory_against, check_site_table_against, estimate, Job};
 use efa_train::userdata::UserConfig;
 use efa_train::TrainConfig;
 use std::path::Path;
@@ -274,4 +274,56 @@ fn degenerate_settings_are_errors_naming_the_field_when_the_config_is_read() {
         Path::new("c.toml"),
     )
     .unwrap();
+}
+
+#[test]
+fn the_site_table_and_the_site_mlp_over_every_site_count_in_the_memory_estimate() {
+    // Continuous inputs keep a site table and run the site MLP over every site in every tape;
+    // the estimate left both out, so 10⁷ sites passed the check and aborted on allocation.
+    let text = |sites: usize| {
+        let rows = vec!["[0.5, 1.5]"; sites].join(", ");
+        format!(
+            "[family]\nkind = \"gaussian\"\n[model.efa]\nitems = {sites}\nitem_dim = 8\n\
+             layers = 1\nheads = 2\nkey_dim = 4\nout_dim = 2\n[model.efa.continuous]\n\
+             hidden = 16\ndim = 4\nfuse = 8\nsites = [{rows}]\n[train]\nlr = 0.01\n\
+             batch_size = 16\nmax_epochs = 6\npatience = 3\nseed = 7\neval_batch = 64\n"
+        )
+    };
+    let (a, b) = (
+        ModelConfig::Efa(efa(&text(10))),
+        ModelConfig::Efa(efa(&text(1010))),
+    );
+    let job = Job::new(&TrainConfig::paper(1, 0), 100, 5, 2);
+    let (ea, eb) = (
+        estimate(&a, &a.validate().unwrap(), &job),
+        estimate(&b, &b.validate().unwrap(), &job),
+    );
+    assert_eq!(ea.params, eb.params, "no parameter grows with the sites");
+    // 1000 more sites of 2 features: S grows by 1000·(96 + 88·2) bytes; a training tape by
+    // 1000·(3·H·K + 2 + 2·hidden + dim) floats, values and gradients.
+    assert_eq!(eb.site_table - ea.site_table, 1000 * (96 + 88 * 2));
+    assert_eq!(
+        eb.train_tape - ea.train_tape,
+        2 * 4 * 1000 * (3 * 2 * 4 + 2 + 2 * 16 + 4)
+    );
+    assert_eq!(
+        eb.total - ea.total,
+        (eb.site_table - ea.site_table) + 2 * (eb.train_tape - ea.train_tape)
+    );
+    // Before the table is built: refused naming the field, against the memory given.
+    let c = efa(&text(10));
+    let ci = c.continuous.as_ref().unwrap();
+    let need = 1000 * (96 + 88 * 2) + 2 * 4 * 1000 * (2 + 2 * 16 + 4);
+    let f = Path::new("items.csv");
+    assert!(check_site_table_against(1000, 2, ci, f, (need, "test")).is_ok());
+    let err = check_site_table_against(1000, 2, ci, f, (need - 1, "test"))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "field `model.efa.items`: 1000 item rows × 2 feature columns of items.csv: the site \
+         table needs about 576.0 kB (272.0 kB for the table and its copies in the size check \
+         and the model file; 304.0 kB for the site MLP a training tape runs over every site, \
+         `model.efa.continuous.hidden` = 16), but 576.0 kB is available (test)"
+    );
 }
