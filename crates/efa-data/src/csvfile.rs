@@ -1,6 +1,7 @@
 //! The one CSV reader of the loaders (Instacart, temperature, item-feature tables): a fixed
 //! header, then records of exactly that many fields, each error naming file, line and field;
-//! and the line numbers of all CSV readers ([`LineIndex`]).
+//! the line numbers of all CSV readers ([`LineIndex`]); and the blank lines the readers of a
+//! user's files refuse ([`first_blank_line`]).
 
 use crate::DataError;
 use std::path::Path;
@@ -15,11 +16,20 @@ pub(crate) type Record = (usize, Vec<String>);
 /// the column holding invalid UTF-8, or the whole file when it has no record).
 pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, DataError> {
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    let lines = LineIndex::new(&bytes);
+    records_of(path, &bytes, want)
+}
+
+/// [`read_records`] of the contents `bytes` of `path`.
+pub(crate) fn records_of(
+    path: &Path,
+    bytes: &[u8],
+    want: &[&str],
+) -> Result<Vec<Record>, DataError> {
+    let lines = LineIndex::new(bytes);
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
-        .from_reader(bytes.as_slice());
+        .from_reader(bytes);
     let h = r
         .headers()
         .map_err(|e| csv_error(path, 1, want, &lines, e))?
@@ -119,4 +129,26 @@ impl<'a> LineIndex<'a> {
         }
         self.newlines.partition_point(|&nl| nl < b as u64) + 1
     }
+}
+
+/// The first blank line (empty or whitespace only) outside quoted fields, if any; the end of
+/// the file after a final newline is not a line. The csv crate skips blank lines silently
+/// (and leaves them out of its line count), so they are found here first.
+pub(crate) fn first_blank_line(bytes: &[u8]) -> Option<usize> {
+    let (mut in_quotes, mut line, mut start) = (false, 1, 0);
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'"' => in_quotes = !in_quotes,
+            b'\n' if !in_quotes => {
+                if bytes[start..i].iter().all(u8::is_ascii_whitespace) {
+                    return Some(line);
+                }
+                line += 1;
+                start = i + 1;
+            }
+            b'\n' => line += 1,
+            _ => {}
+        }
+    }
+    (start < bytes.len() && bytes[start..].iter().all(u8::is_ascii_whitespace)).then_some(line)
 }

@@ -4,10 +4,11 @@
 //! A header `item,<feature>,…` (the first column is `item`, at least one feature column,
 //! names non-empty and distinct), then one record per item: `item` a non-negative integer
 //! (continuous inputs have no padding row: item 0 is an item like any other), listed once;
-//! every feature a number finite in f64 and in the f32 training dtype ([`crate::parse_real`]). Every error names the file, the line and the
-//! column.
+//! every feature a number finite in f64 and in the f32 training dtype ([`crate::parse_real`]).
+//! Blank lines are errors, not skipped, as in the data CSV ([`crate::user_csv`]). Every error
+//! names the file, the line and the column.
 
-use crate::csvfile::read_records;
+use crate::csvfile::{first_blank_line, records_of};
 use crate::{parse_real, DataError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -66,11 +67,26 @@ impl ItemTable {
 
 /// Reads an item-feature table (layout in the module docs).
 pub fn read_item_csv(path: &Path) -> Result<ItemTable, DataError> {
-    let f = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    // Blank lines are errors, as in the data CSV: the csv crate would skip them silently.
+    match first_blank_line(&bytes) {
+        Some(1) => {
+            return Err(DataError::parse(
+                path,
+                1,
+                "header",
+                "",
+                "empty file: expected `item` followed by at least one feature column (e.g. \
+                 item,latitude,longitude)",
+            ))
+        }
+        Some(line) => return Err(DataError::parse(path, line, "", "", "empty line")),
+        None => {}
+    }
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
-        .from_reader(f);
+        .from_reader(bytes.as_slice());
     let header: Vec<String> = r
         .headers()
         .map_err(|e| DataError::parse(path, 1, "header", "", e.to_string()))?
@@ -102,7 +118,7 @@ pub fn read_item_csv(path: &Path) -> Result<ItemTable, DataError> {
     let names: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut rows: Vec<ItemRow> = Vec::new();
     let mut seen: HashMap<usize, usize> = HashMap::new();
-    for (line, f) in read_records(path, &names)? {
+    for (line, f) in records_of(path, &bytes, &names)? {
         let item: usize = match f[0].parse() {
             Ok(i) => i,
             Err(_) => {

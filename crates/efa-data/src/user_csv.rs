@@ -18,7 +18,7 @@
 //! model can use (item range, the family's support, sequence lengths) is checked by the model
 //! crate against its configuration, with the lines kept here.
 
-use crate::csvfile::LineIndex;
+use crate::csvfile::{first_blank_line, LineIndex};
 use crate::{parse_real, DataError};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -316,28 +316,6 @@ fn assemble(
         has_lag,
         has_target,
     })
-}
-
-/// The first blank line (empty or whitespace only) outside quoted fields, if any; the end of
-/// the file after a final newline is not a line. The csv crate skips blank lines silently
-/// (and leaves them out of its line count), so they are found here first.
-fn first_blank_line(bytes: &[u8]) -> Option<usize> {
-    let (mut in_quotes, mut line, mut start) = (false, 1, 0);
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'"' => in_quotes = !in_quotes,
-            b'\n' if !in_quotes => {
-                if bytes[start..i].iter().all(u8::is_ascii_whitespace) {
-                    return Some(line);
-                }
-                line += 1;
-                start = i + 1;
-            }
-            b'\n' => line += 1,
-            _ => {}
-        }
-    }
-    (start < bytes.len() && bytes[start..].iter().all(u8::is_ascii_whitespace)).then_some(line)
 }
 
 /// The `value` field: a number (`not a number` otherwise), finite (NaN and ±∞ are not data),

@@ -268,7 +268,8 @@ fn a_validation_test_or_evaluation_loss_that_is_not_finite_is_an_error_naming_th
 fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_error() {
     // Continuous inputs have no padding row, so item 0 is an item like any other: a table
     // giving it other features than training did was accepted (the comparison skipped row
-    // 0), and an item the table lacks was reported at line 0 as field `item` = "0".
+    // 0), and an item the table lacks was reported at line 0 as field `item` = "0". A table
+    // with a blank line was read as if the line were not there.
     let dir = scratch::scratch("efa-badval-items");
     let text = std::fs::read_to_string(fixture("mixed_sites.toml"))
         .unwrap()
@@ -297,6 +298,11 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
     let lines = table.lines().count();
     let with0 = dir.join("with0.csv");
     std::fs::write(&with0, format!("{table}0,40.5,-100.25\n")).unwrap();
+    // A blank line: skipped without a word before, as the data CSV refuses it.
+    let blank = dir.join("blank.csv");
+    let mut with_blank: Vec<&str> = table.lines().collect();
+    with_blank.insert(3, "");
+    std::fs::write(&blank, with_blank.join("\n") + "\n").unwrap();
     let without3 = dir.join("without3.csv");
     let kept: Vec<&str> = table.lines().filter(|l| !l.starts_with("3,")).collect();
     std::fs::write(&without3, kept.join("\n") + "\n").unwrap();
@@ -344,6 +350,20 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
                 without3.display(),
                 trained3.clone().collect::<Vec<_>>().join(",")
             )
+        );
+        let o = efa(&[
+            cmd,
+            "--model",
+            s(&run),
+            "--items",
+            s(&blank),
+            "--data",
+            s(&test),
+        ]);
+        let err = fails(&o, "");
+        assert_eq!(
+            err.trim_end(),
+            format!("error: {}:4: field ``: empty line", blank.display())
         );
     }
     // The training table itself still matches.

@@ -1,7 +1,8 @@
 //! The line an error names is the line of the file, in CRLF files and after blank lines too,
 //! for every reader built on the shared CSV reader (item-feature tables, Instacart items,
 //! temperature cities and readings). The csv crate's own line count put a CRLF file's every
-//! record, and a record after a blank line, one line early.
+//! record, and a record after a blank line, one line early. Item-feature tables, like the
+//! data CSV of `efa train`, refuse blank lines.
 
 use crate::common;
 
@@ -9,6 +10,7 @@ use common::{assert_at, scratch::scratch, write};
 use efa_data::instacart::load_items;
 use efa_data::item_csv::read_item_csv;
 use efa_data::temperature::{load_cities, load_temperature_table};
+use efa_data::user_csv::read_user_csv;
 
 /// `text` with every `\n` written as `\r\n`.
 fn crlf(text: &str) -> String {
@@ -37,13 +39,19 @@ fn errors_name_the_file_line_in_crlf_files_and_after_blank_lines() {
             &format!("items-{tag}.csv"),
             edit(&format!("{items}2,41.4,abc\n")),
         );
-        assert_at(read_item_csv(&p), &p, line, "longitude", "cannot parse");
-        let p = write(
+        let short = write(
             &d,
             &format!("short-{tag}.csv"),
             edit(&format!("{items}2,41.4\n")),
         );
-        assert_at(read_item_csv(&p), &p, line, "longitude", "found 2");
+        if tag.contains("blank") {
+            // An item table refuses blank lines (the first is line 2), as the data CSV does.
+            assert_at(read_item_csv(&p), &p, 2, "", "empty line");
+            assert_at(read_item_csv(&short), &short, 2, "", "empty line");
+        } else {
+            assert_at(read_item_csv(&p), &p, line, "longitude", "cannot parse");
+            assert_at(read_item_csv(&short), &short, line, "longitude", "found 2");
+        }
         let p = write(
             &d,
             &format!("cities-{tag}.csv"),
@@ -70,4 +78,56 @@ fn errors_name_the_file_line_in_crlf_files_and_after_blank_lines() {
             "cannot parse",
         );
     }
+}
+
+#[test]
+fn item_tables_refuse_blank_lines_as_the_data_csv_does() {
+    // The csv crate skips blank lines; the data CSV refuses them (no line of a user's file is
+    // silently ignored), and an item-feature table skipped them without a word.
+    let d = scratch("efa-data-item-blank");
+    let data = "seq,order,item,value\na,1,1,0.5\n";
+    for (tag, items, line) in [
+        ("middle", "item,a\n1,0.5\n\n2,1.5\n", 3),
+        ("spaces", "item,a\n1,0.5\n \t \n2,1.5\n", 3),
+        ("end", "item,a\n1,0.5\n2,1.5\n\n", 4),
+        ("two", "item,a\n1,0.5\n2,1.5\n\n\n3,2.5\n", 4),
+    ] {
+        for (eol, edit) in [
+            ("lf", (|t: &str| t.to_string()) as fn(&str) -> String),
+            ("crlf", |t: &str| crlf(t)),
+        ] {
+            let p = write(&d, &format!("items-{tag}-{eol}.csv"), edit(items));
+            assert_at(read_item_csv(&p), &p, line, "", "empty line");
+            // The same file's data-CSV counterpart (the data header, the same blank line)
+            // is refused in the same words.
+            let body = edit(items).replacen(&edit("item,a\n"), &edit(data), 1);
+            let q = write(&d, &format!("data-{tag}-{eol}.csv"), body);
+            let (e, f) = (
+                read_item_csv(&p).unwrap_err().to_string(),
+                read_user_csv(&q).unwrap_err().to_string(),
+            );
+            let tail = |m: &str, path: &std::path::Path| {
+                m.strip_prefix(&path.display().to_string())
+                    .unwrap()
+                    .to_string()
+            };
+            assert_eq!(
+                tail(&e, &p),
+                format!(":{line}: field ``: empty line"),
+                "{e}"
+            );
+            assert_eq!(
+                tail(&f, &q),
+                format!(":{}: field ``: empty line", line + 1),
+                "{f}"
+            );
+        }
+    }
+    // A blank first line leaves the file without a header.
+    let p = write(&d, "items-header.csv", "\nitem,a\n1,0.5\n");
+    assert_at(read_item_csv(&p), &p, 1, "header", "empty file");
+    // Blank lines inside a quoted header name are text, not lines.
+    let p = write(&d, "items-quoted.csv", "item,\"a\n\nb\"\n1,0.5\n");
+    let t = read_item_csv(&p).unwrap();
+    assert_eq!((t.features[0].as_str(), t.rows[0].line), ("a\n\nb", 4));
 }
