@@ -1,9 +1,11 @@
 //! The one CSV reader of the loaders (Instacart, temperature, item-feature tables): a fixed
 //! header, then records of exactly that many fields, each error naming file, line and field;
 //! the line numbers of all CSV readers ([`LineIndex`]); and the blank lines the readers of a
-//! user's files refuse ([`first_blank_line`]).
+//! user's files refuse ([`first_blank_line`]); and one record read back by its line, for a
+//! message that quotes a field as written ([`header_and_record`]).
 
 use crate::DataError;
+use std::io::BufRead;
 use std::path::Path;
 
 /// One data record: its 1-based line (the header is line 1) and its fields, trimmed.
@@ -151,4 +153,104 @@ pub(crate) fn first_blank_line(bytes: &[u8]) -> Option<usize> {
         }
     }
     (start < bytes.len() && bytes[start..].iter().all(u8::is_ascii_whitespace)).then_some(line)
+}
+
+/// The fields (trimmed) of the header and of the record starting on line `line` (> 1) of the
+/// CSV file `path`, with lines numbered as [`LineIndex`] numbers the records read: one more
+/// than the `\n` bytes before the record (a CRLF ends a line as an LF does; a quoted field
+/// may span lines). The file is streamed up to that record, for a message only: `None` if it
+/// cannot be read, is not a regular file (a pipe does not read the same twice), has no record
+/// starting on that line, or the record is not valid CSV in UTF-8.
+pub(crate) fn header_and_record(path: &Path, line: usize) -> Option<(Vec<String>, Vec<String>)> {
+    if line < 2 {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut records = RawRecords {
+        input: std::io::BufReader::new(file),
+        next_line: 1,
+    };
+    let (mut header, mut record) = (Vec::new(), Vec::new());
+    records.next_record(&mut header)?;
+    loop {
+        let at = records.next_record(&mut record)?;
+        if at == line {
+            return Some((fields(&header)?, fields(&record)?));
+        }
+        if at > line {
+            return None;
+        }
+    }
+}
+
+/// The fields (trimmed) of the one CSV record `bytes`.
+fn fields(bytes: &[u8]) -> Option<Vec<String>> {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes);
+    let mut rec = csv::StringRecord::new();
+    r.read_record(&mut rec).ok()?.then_some(())?;
+    Some(rec.iter().map(|f| f.trim().to_string()).collect())
+}
+
+/// The records of a CSV file as raw bytes, each with the line it starts on.
+struct RawRecords<R> {
+    /// The file, read a line at a time.
+    input: R,
+    /// The line the next record starts on.
+    next_line: usize,
+}
+
+/// Where a CSV scan is inside a record, as the csv crate reads quotes: only a field that
+/// starts with `"` is quoted; inside it `""` is a quote, and a `"` followed by anything else
+/// ends the quoting.
+#[derive(Clone, Copy, PartialEq)]
+enum Scan {
+    /// At the start of a field.
+    FieldStart,
+    /// In an unquoted field (or after a quoted one's closing quote).
+    Unquoted,
+    /// In a quoted field, where a line break is part of the field.
+    Quoted,
+    /// After a `"` in a quoted field: an escaped quote or the end of the quoting.
+    QuoteInQuoted,
+}
+
+impl Scan {
+    /// The state after the byte `b`.
+    fn step(self, b: u8) -> Scan {
+        match (self, b) {
+            (Scan::Quoted, b'"') => Scan::QuoteInQuoted,
+            (Scan::Quoted, _) => Scan::Quoted,
+            (Scan::QuoteInQuoted, b'"') => Scan::Quoted,
+            (Scan::FieldStart, b'"') => Scan::Quoted,
+            (_, b',' | b'\n' | b'\r') => Scan::FieldStart,
+            _ => Scan::Unquoted,
+        }
+    }
+}
+
+impl<R: BufRead> RawRecords<R> {
+    /// Reads the next record (its lines, terminators included) into `buf`; returns the line
+    /// it starts on, or `None` at the end of the file or on a read error.
+    fn next_record(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+        buf.clear();
+        let start = self.next_line;
+        let mut scan = Scan::FieldStart;
+        loop {
+            let from = buf.len();
+            if self.input.read_until(b'\n', buf).ok()? == 0 {
+                return (from > 0).then_some(start);
+            }
+            self.next_line += 1;
+            scan = buf[from..].iter().fold(scan, |s, &b| s.step(b));
+            if scan != Scan::Quoted {
+                return Some(start);
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! names the file, the line and the column.
 
 use crate::csvfile::{first_blank_line, records_of};
-use crate::{parse_real, DataError};
+use crate::{parse_real, written, DataError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -42,8 +42,8 @@ impl ItemTable {
     }
 
     /// The feature table of a model with `items` item rows: every item not listed is zeros
-    /// (a data row of such an item is refused where the data are read). An item id `≥ items` is an error naming the file, line and field
-    /// `item`.
+    /// (a data row of such an item is refused where the data are read). An item id `≥ items`
+    /// is an error naming the file, line and field `item`, quoted as written.
     pub fn table(&self, items: usize) -> Result<Vec<Vec<f64>>, DataError> {
         let mut out = vec![vec![0.0; self.features.len()]; items];
         for r in &self.rows {
@@ -52,7 +52,7 @@ impl ItemTable {
                     &self.file,
                     r.line,
                     "item",
-                    &r.item.to_string(),
+                    &written::integer(&self.file, r.line, "item", r.item),
                     format!(
                         "item id outside 0..={} (the model has {items} item rows)",
                         items.saturating_sub(1)

@@ -9,6 +9,7 @@
 //! * [`movielens`], [`instacart`], [`temperature`]: loaders for the original files and the
 //!   experiments' preprocessing and splits (§3–§6).
 //! * [`user_csv`]: the CSV layout of `efa train` (sequences of item, value observations).
+//! * [`written`]: a field of a user's file quoted as written, read back for a message.
 //! * [`sha256`], [`fingerprint`]: a file's size and SHA-256, to tell the paper's data files
 //!   from any other.
 //!
@@ -43,6 +44,7 @@ pub mod sha256;
 pub mod synthetic;
 pub mod temperature;
 pub mod user_csv;
+pub mod written;
 
 pub use error::{parse_real, DataError, Location};
 pub use item_samples::{

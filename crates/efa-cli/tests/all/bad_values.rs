@@ -95,25 +95,13 @@ fn values_that_round_onto_a_support_bound_in_f32_are_errors_naming_the_line() {
         ])
     };
     ok(&train(&beta, &good));
-    let tiny = format!("0.{}1", "0".repeat(49));
+    // The value is quoted as written: "1e-50" was quoted as parsed, "0.000…01" (50 digits).
     let cases = [
-        (
-            &beta,
-            "0.9999999999",
-            "0.9999999999",
-            "1",
-            "beta (0 < y < 1)",
-        ),
-        (&beta, "1e-50", tiny.as_str(), "0", "beta (0 < y < 1)"),
-        (
-            &gamma,
-            "1e-50",
-            tiny.as_str(),
-            "0",
-            "gamma (a finite y > 0)",
-        ),
+        (&beta, "0.9999999999", "1", "beta (0 < y < 1)"),
+        (&beta, "1e-50", "0", "beta (0 < y < 1)"),
+        (&gamma, "1e-50", "0", "gamma (a finite y > 0)"),
     ];
-    for (k, (cfg, value, shown, rounded, support)) in cases.into_iter().enumerate() {
+    for (k, (cfg, value, rounded, support)) in cases.into_iter().enumerate() {
         let bad = dir.join(format!("bad{k}.csv"));
         std::fs::write(
             &bad,
@@ -121,7 +109,7 @@ fn values_that_round_onto_a_support_bound_in_f32_are_errors_naming_the_line() {
         )
         .unwrap();
         let message = format!(
-            "{}:3: field `value` = \"{shown}\": rounds to {rounded} in f32 (the training dtype), \
+            "{}:3: field `value` = \"{value}\": rounds to {rounded} in f32 (the training dtype), \
              outside the support of {support}",
             bad.display()
         );
@@ -211,10 +199,10 @@ fn a_validation_test_or_evaluation_loss_that_is_not_finite_is_an_error_naming_th
     )
     .unwrap();
     std::fs::write(&huge, "seq,order,item,value\na,1,2,1\na,2,3,1e38\n").unwrap();
+    // The value as written: it was quoted as parsed, "100000000000000000000000000000000000000".
     let sample = format!(
-        "{}:3: seq `a`, item 3, value 1{} (family gaussian): loss inf, model output [",
+        "{}:3: seq `a`, item 3, value 1e38 (family gaussian): loss inf, model output [",
         huge.display(),
-        "0".repeat(38)
     );
     let run = |split: &str, out: &Path| {
         efa(&[
@@ -269,7 +257,8 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
     // Continuous inputs have no padding row, so item 0 is an item like any other: a table
     // giving it other features than training did was accepted (the comparison skipped row
     // 0), and an item the table lacks was reported at line 0 as field `item` = "0". A table
-    // with a blank line was read as if the line were not there.
+    // with a blank line was read as if the line were not there. A feature is quoted as
+    // written: `4.05e1` was quoted as parsed, "40.5".
     let dir = scratch::scratch("efa-badval-items");
     let text = std::fs::read_to_string(fixture("mixed_sites.toml"))
         .unwrap()
@@ -297,7 +286,7 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
     );
     let lines = table.lines().count();
     let with0 = dir.join("with0.csv");
-    std::fs::write(&with0, format!("{table}0,40.5,-100.25\n")).unwrap();
+    std::fs::write(&with0, format!("{table}0,4.05e1,-100.25\n")).unwrap();
     // A blank line: skipped without a word before, as the data CSV refuses it.
     let blank = dir.join("blank.csv");
     let mut with_blank: Vec<&str> = table.lines().collect();
@@ -325,8 +314,8 @@ fn an_item_table_unlike_the_training_one_at_item_0_or_lacking_an_item_is_an_erro
         assert_eq!(
             err.trim_end(),
             format!(
-                "error: {}:{}: field `latitude` = \"40.5\": item 0: the model was trained with \
-                 0 here (the item-feature table must be the training one)",
+                "error: {}:{}: field `latitude` = \"4.05e1\": item 0: the model was trained \
+                 with 0 here (the item-feature table must be the training one)",
                 with0.display(),
                 lines + 1
             )
@@ -407,4 +396,72 @@ fn reproduce_refuses_an_output_directory_it_cannot_create_before_the_runs() {
         "{err}"
     );
     assert!(o.stdout.is_empty(), "no run was trained or reported");
+}
+
+#[test]
+fn errors_quote_the_fields_of_a_file_as_written() {
+    // Fields were quoted as parsed: an item `+0099` as "99", a value `1.0e1` as "10", a lag
+    // `01` as "1", an item-table id `0099` as "99".
+    let dir = scratch::scratch("efa-badval-written");
+    let cfg = config(&dir, "poisson.toml", &[]);
+    let out = dir.join("run");
+    let train = |csv: &Path, items: Option<&Path>, cfg: &Path| {
+        let mut args = vec!["train", "--quiet", "--config", s(cfg), "--data", s(csv)];
+        if let Some(t) = items {
+            args.extend(["--items", s(t)]);
+        }
+        args.extend(["--out", s(&out)]);
+        efa(&args)
+    };
+    for (k, (rows, field, written, why)) in [
+        (
+            "a,1,+0099,1,0\na,2,2,1,0",
+            "item",
+            "+0099",
+            "item id out of range 1..=5",
+        ),
+        (
+            "a,1,2,1.0e1,0\na,2,2,1,0",
+            "value",
+            "1.0e1",
+            "the value table",
+        ),
+        (
+            "a,1,2,1,01\na,2,2,1,0",
+            "lag",
+            "01",
+            "a lag row needs a lag embedding",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let csv = dir.join(format!("bad{k}.csv"));
+        std::fs::write(&csv, format!("seq,order,item,value,lag\n{rows}\n")).unwrap();
+        fails(
+            &train(&csv, None, &cfg),
+            &format!(
+                "{}:2: field `{field}` = \"{written}\": {why}",
+                csv.display()
+            ),
+        );
+    }
+    // An item-feature table's id beyond the model's items.
+    let sites = std::fs::read_to_string(fixture("mixed_sites.toml"))
+        .unwrap()
+        .replace("max_epochs = 150", "max_epochs = 1");
+    let sites_cfg = dir.join("sites.toml");
+    std::fs::write(&sites_cfg, sites).unwrap();
+    let table = dir.join("items.csv");
+    let text = std::fs::read_to_string(fixture("mixed_sites_items.csv")).unwrap();
+    std::fs::write(&table, format!("{text}0099,40.5,-100.25\n")).unwrap();
+    let line = text.lines().count() + 1;
+    fails(
+        &train(&fixture("mixed_sites_train.csv"), Some(&table), &sites_cfg),
+        &format!(
+            "{}:{line}: field `item` = \"0099\": item id outside 0..=24",
+            table.display()
+        ),
+    );
+    assert!(!out.exists(), "nothing was written");
 }

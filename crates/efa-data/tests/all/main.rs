@@ -12,3 +12,4 @@ mod rating_samples;
 mod rng_synthetic;
 mod temperature;
 mod user_csv;
+mod written;

@@ -4,6 +4,7 @@
 
 use super::{UserConfig, UserSamples};
 use crate::{Evaluator, TrainError};
+use efa_data::written;
 use efa_nn::params::Params;
 use efa_tape::Tape;
 use ndarray::ArrayD;
@@ -85,14 +86,15 @@ fn describe(
 ) -> String {
     let r = &split.targets[i];
     let family = cfg.family.list()[r.family].family().name();
+    // The item and value as written in the file (`1e38`, not its 39 digits).
+    let item = written::integer(&split.file, r.line, "item", r.item);
+    let value = written::real(&split.file, r.line, "value", r.value);
     format!(
         "; the first {what} sample with a non-finite loss at these weights is {}:{}: seq `{}`, \
-         item {}, value {} (family {family}): loss {loss}, model output {z:?}",
+         item {item}, value {value} (family {family}): loss {loss}, model output {z:?}",
         split.file.display(),
         r.line,
         r.seq,
-        r.item,
-        r.value
     )
 }
 

@@ -4,13 +4,13 @@
 use super::UserConfig;
 use crate::TrainError;
 use efa_data::item_csv::ItemTable;
-use efa_data::DataError;
+use efa_data::{written, DataError};
 use efa_model::ModelConfig;
 
 /// Checks that `table` gives exactly the site table stored in `cfg` (a trained model's
 /// configuration): every listed item's features equal, and every item of the stored table
 /// with non-zero features listed. The error names the table's file, line and field of the
-/// first difference.
+/// first difference, the field as written there and the trained value in its shortest form.
 pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), TrainError> {
     let sites = match &cfg.model {
         ModelConfig::Efa(c) => c.continuous.as_ref().map(|c| &c.sites),
@@ -43,7 +43,7 @@ pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), Trai
             continue;
         }
         let Some(row) = table.get(item) else {
-            let trained: Vec<String> = s.iter().map(f64::to_string).collect();
+            let trained: Vec<String> = s.iter().map(|&x| written::shortest(x)).collect();
             return Err(DataError::in_file(
                 &table.file,
                 format!(
@@ -60,11 +60,11 @@ pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), Trai
             &table.file,
             row.line,
             &table.features[k],
-            &g[k].to_string(),
+            &written::real(&table.file, row.line, &table.features[k], g[k]),
             format!(
                 "item {item}: the model was trained with {} here (the item-feature table must \
                  be the training one)",
-                s[k]
+                written::shortest(s[k])
             ),
         )
         .into());

@@ -5,7 +5,7 @@
 use super::{Direction, UserConfig};
 use efa_data::item_csv::ItemTable;
 use efa_data::user_csv::{read_user_csv, UserRow, UserSequence};
-use efa_data::DataError;
+use efa_data::{written, DataError};
 use efa_expfam::{ExpfamError, Family};
 use efa_model::ModelConfig;
 use std::path::{Path, PathBuf};
@@ -63,8 +63,8 @@ pub fn read_csv(path: &Path, cfg: &UserConfig) -> Result<UserData, DataError> {
 /// support (and integer rows of a value table), lags below the lag embedding's rows and never
 /// on a target, items listed in the feature table, at least two rows (or, for EFA models, one
 /// row marked a target) and a target per sequence (lag rows need lag-0 rows), and no sequence longer than the model's positions.
-/// Every failure is a [`DataError::Parse`] naming the file, line and field; rows are checked
-/// in file order.
+/// Every failure is a [`DataError::Parse`] naming the file, line and field (quoted as written
+/// in the file: [`efa_data::written`]); rows are checked in file order.
 pub fn read_csv_with(
     path: &Path,
     cfg: &UserConfig,
@@ -144,19 +144,23 @@ impl<'a> Checks<'a> {
         let (cfg, n_items, first_item) = (self.cfg, self.n_items, self.first_item);
         let err =
             |line: usize, field: &str, value: &str, why: String| self.err(line, field, value, why);
-        let (n, fi, fv) = (r.line, r.item.to_string(), r.value.to_string());
+        // The fields as written, read back from the file only for a message.
+        let n = r.line;
+        let fi = || written::integer(self.path, n, "item", r.item);
+        let fv = || written::real(self.path, n, "value", r.value);
+        let fl = || written::integer(self.path, n, "lag", r.lag);
         if r.item < first_item || r.item >= n_items {
             let why = match first_item {
                 0 => format!("item id out of range 0..={} (the model has {n_items} item rows)", n_items - 1),
                 _ => format!("item id out of range 1..={} (the model has {n_items} item rows, row 0 is padding)", n_items - 1),
             };
-            return Err(err(n, "item", &fi, why));
+            return Err(err(n, "item", &fi(), why));
         }
         let Some((_, spec)) = cfg.family.of(r.item) else {
             return Err(err(
                 n,
                 "item",
-                &fi,
+                &fi(),
                 format!(
                     "item {} has no family: the [[family]] ranges are {}",
                     r.item,
@@ -165,18 +169,18 @@ impl<'a> Checks<'a> {
             ));
         };
         if let Err(why) = self.support(spec.family(), r) {
-            return Err(err(n, "value", &fv, why));
+            return Err(err(n, "value", &fv(), why));
         }
         if let Some(rows) = self.value_rows {
             if r.value.fract() != 0.0 || r.value < 0.0 || r.value > (rows - 3) as f64 {
-                return Err(err(n, "value", &fv, format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
+                return Err(err(n, "value", &fv(), format!("the value table (model.efa.values.rows = {rows}) needs an integer in 0..={}", rows - 3)));
             }
         }
         if r.lag > 0 {
             match self.lag_rows {
                 Some(l) if r.lag < l => {}
-                Some(l) => return Err(err(n, "lag", &r.lag.to_string(), format!("lag {} but the lag embedding has {l} rows (model.efa.continuous.lag_rows: lags 0..={})", r.lag, l - 1))),
-                None => return Err(err(n, "lag", &r.lag.to_string(), "a lag row needs a lag embedding (model.efa.continuous.lag_rows)".into())),
+                Some(l) => return Err(err(n, "lag", &fl(), format!("lag {} but the lag embedding has {l} rows (model.efa.continuous.lag_rows: lags 0..={})", r.lag, l - 1))),
+                None => return Err(err(n, "lag", &fl(), "a lag row needs a lag embedding (model.efa.continuous.lag_rows)".into())),
             }
             if r.target == Some(true) {
                 return Err(err(
@@ -192,7 +196,7 @@ impl<'a> Checks<'a> {
                 return Err(err(
                     n,
                     "item",
-                    &fi,
+                    &fi(),
                     format!(
                         "item {} has no row in the item-feature table {}",
                         r.item,
@@ -318,9 +322,14 @@ impl<'a> Checks<'a> {
     fn no_target(&self, s: &UserSequence, rows: &[Row], first: usize) -> DataError {
         let lag_only = rows.iter().all(|r| r.lag > 0);
         let (field, why) = if lag_only {
-            let lag = rows.iter().min_by_key(|r| r.line).map_or(0, |r| r.lag);
+            let lag = rows
+                .iter()
+                .min_by_key(|r| r.line)
+                .map_or(String::new(), |r| {
+                    written::integer(self.path, r.line, "lag", r.lag)
+                });
             (
-                ("lag", lag.to_string()),
+                ("lag", lag),
                 format!(
                     "sequence `{}` has only lag rows (lag > 0); its lag-0 rows (the targets \
                      and their own time) are missing",
