@@ -2,9 +2,9 @@
 //! read (a row's checks against the model, a non-finite loss, an item table unlike the
 //! training one): a value `1e-50` quoted as parsed would read `0.000…01` (52 characters), an
 //! item `+0099` would read `99`. No text is kept per row: the message reads its row's line
-//! back from the file ([`crate::csvfile`] numbers the lines as the readers do) and quotes the
-//! field if it still reads as the number parsed; otherwise (a file changed or gone since, a
-//! row made in code) the number in its shortest form ([`shortest`]).
+//! back from the file (lines numbered as the readers number them) and quotes the field if it
+//! still reads as the number parsed; otherwise (a file changed or gone since, a row made in
+//! code) the number in its shortest form ([`shortest`]).
 
 use crate::csvfile::header_and_record;
 use std::path::Path;

@@ -8,8 +8,8 @@
 //!
 //! ```text
 //! total    = 4·P·5 + S + W · max(train, eval)                  (bytes)
-//! train    = 4·3·P + 2·4·(N_train·F + B_train·F_t + R)          (values and their gradients)
-//! eval     = 4·P   +   4·(N_eval·F  + B_eval·F_t  + R)          (forward only)
+//! train    = 4·3·P + 2·4·(N_train·F + B_train·F_t + R + Q(N_train))  (values, gradients)
+//! eval     = 4·P   +   4·(N_eval·F  + B_eval·F_t  + R + Q(N_eval))   (forward only)
 //! ```
 //!
 //! * `5·P`: parameters, best parameters, Adam's m and v, and the summed minibatch gradient;
@@ -22,9 +22,10 @@
 //! * `F_t`, floats per target: `2·d + 2·Σ head_hidden + out_dim` (factor models `4·dim +
 //!   classes`).
 //! * `R`: the first block's projected tables, `(items + values.rows + max_len)·3·H·K` (the
-//!   tabled plan projects whole tables). With continuous inputs the site rows replace `items`
-//!   there, and every tape runs the site MLP over every site: `R` adds
-//!   `sites·(features + 2·hidden + dim)`.
+//!   tabled plan projects whole tables); with continuous inputs `items` is left out there.
+//! * `Q(N)`, continuous inputs: a tape runs the site MLP over the sites its batch reads, at
+//!   most `min(sites, N)`, and projects their rows in the first block:
+//!   `min(sites, N)·(features + 2·hidden + dim + 3·H·K)`.
 //! * `S`, the site table of continuous inputs outside the tapes: `sites·(96 + 88·features)`
 //!   bytes, the table's f64 rows with the copy the size check walks (the configuration as
 //!   JSON values) and its text in the model file ([`site_table_bytes`]).
@@ -104,7 +105,7 @@ pub struct MemoryEstimate {
     /// The site table of continuous inputs outside the tapes (`S`, 0 without).
     pub site_table: u64,
     /// The part of `total` that grows with the sites of continuous inputs: `site_table` and
-    /// the site MLP of every tape.
+    /// the tapes' site MLPs and projected site rows (`Q`).
     pub sites: u64,
     /// One training tape.
     pub train_tape: u64,
@@ -118,8 +119,9 @@ pub struct MemoryEstimate {
     pub total: u64,
 }
 
-/// Floats kept per position, per target, and of the projected tables (module docs).
-fn per_position(model: &ModelConfig) -> (u64, u64, u64) {
+/// Floats kept per position, per target, of the projected tables, and per site row of
+/// continuous inputs in the projected tables (module docs).
+fn per_position(model: &ModelConfig) -> (u64, u64, u64, u64) {
     let u = |x: usize| x as u64;
     match model {
         ModelConfig::Efa(c) => {
@@ -146,10 +148,15 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64) {
                             .saturating_add(u(ci.dim).saturating_mul(3))
                             .saturating_add(u(ci.fuse).saturating_mul(2)),
                     );
-                    rows = rows.saturating_add(u(ci.sites.len()));
                 }
                 None => rows = rows.saturating_add(u(c.items)),
             }
+            // With continuous inputs the site rows a tape reads (at most its positions) take
+            // the items' place in the projected tables: counted with the positions.
+            let per_site = match &c.continuous {
+                Some(_) => hk.saturating_mul(3),
+                None => 0,
+            };
             let hidden: u64 = c
                 .head_hidden
                 .iter()
@@ -158,35 +165,37 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64) {
                 .saturating_mul(2)
                 .saturating_add(hidden.saturating_mul(2))
                 .saturating_add(u(c.out_dim));
-            (f, ft, rows.saturating_mul(hk).saturating_mul(3))
+            (f, ft, rows.saturating_mul(hk).saturating_mul(3), per_site)
         }
-        ModelConfig::Fm(FmConfig::Rating { dim, .. }) => (3, u(*dim).saturating_mul(4), 0),
-        ModelConfig::Fm(FmConfig::Item { dim, classes, .. }) => {
-            (3, u(*dim).saturating_mul(4).saturating_add(u(*classes)), 0)
-        }
+        ModelConfig::Fm(FmConfig::Rating { dim, .. }) => (3, u(*dim).saturating_mul(4), 0, 0),
+        ModelConfig::Fm(FmConfig::Item { dim, classes, .. }) => (
+            3,
+            u(*dim).saturating_mul(4).saturating_add(u(*classes)),
+            0,
+            0,
+        ),
     }
 }
 
-/// The sites of `model`'s continuous inputs, their feature columns, and the floats a tape
-/// keeps for the site branch: the site MLP over every site ([`site_floats`]); zeros without
-/// continuous inputs.
-fn sites_of(model: &ModelConfig) -> (u64, u64, u64) {
+/// The sites of `model`'s continuous inputs, their feature columns, and the site MLP's widths
+/// `(hidden, dim)`; zeros without continuous inputs.
+fn sites_of(model: &ModelConfig) -> (u64, u64, (u64, u64)) {
     match model {
-        ModelConfig::Efa(c) => c.continuous.as_ref().map_or((0, 0, 0), |ci| {
-            let (sites, features) = (
+        ModelConfig::Efa(c) => c.continuous.as_ref().map_or((0, 0, (0, 0)), |ci| {
+            (
                 ci.sites.len() as u64,
                 ci.sites.first().map_or(0, Vec::len) as u64,
-            );
-            let floats = site_floats(sites, features, ci.hidden as u64, ci.dim as u64);
-            (sites, features, floats)
+                (ci.hidden as u64, ci.dim as u64),
+            )
         }),
-        _ => (0, 0, 0),
+        _ => (0, 0, (0, 0)),
     }
 }
 
-/// Floats a tape keeps for the site branch of continuous inputs, which runs over every one
-/// of `sites` rows of `features` columns: the input rows, the hidden layer before and after
-/// its activation (`hidden` wide) and the output (`dim` wide). Saturates.
+/// Floats a tape keeps for the site branch of continuous inputs run over `sites` rows of
+/// `features` columns (the sites its batch reads, at most its positions): the input rows, the
+/// hidden layer before and after its activation (`hidden` wide) and the output (`dim` wide).
+/// Saturates.
 pub fn site_floats(sites: u64, features: u64, hidden: u64, dim: u64) -> u64 {
     sites.saturating_mul(
         features
@@ -208,9 +217,16 @@ pub fn site_table_bytes(sites: u64, features: u64) -> u64 {
 pub fn estimate(model: &ModelConfig, params: &ParamCount, job: &Job) -> MemoryEstimate {
     let params = params.clone();
     let p = params.elements.saturating_mul(BYTES);
-    let (f, ft, tables) = per_position(model);
-    let (sites, features, site_floats) = sites_of(model);
-    let tables = tables.saturating_add(site_floats);
+    let (f, ft, tables, per_site) = per_position(model);
+    let (sites, features, (hidden, dim)) = sites_of(model);
+    // A tape's site MLP and projected site rows: over the sites its batch reads, at most its
+    // positions.
+    let site_rows = |positions: usize| {
+        let read = sites.min(positions as u64);
+        site_floats(read, features, hidden, dim)
+            .saturating_add(read.saturating_mul(per_site))
+            .saturating_mul(BYTES)
+    };
     let site_table = site_table_bytes(sites, features);
     // Bytes of the per-position and per-target values of a tape (without the tables).
     let values = |positions: usize, targets: usize| {
@@ -220,24 +236,29 @@ pub fn estimate(model: &ModelConfig, params: &ParamCount, job: &Job) -> MemoryEs
             .saturating_mul(BYTES)
     };
     let tables = tables.saturating_mul(BYTES);
+    let train_sites = site_rows(job.train_positions).saturating_mul(2);
+    let eval_sites = site_rows(job.eval_positions);
     let train_values = values(job.train_positions, job.train_targets).saturating_mul(2);
     let eval_values = values(job.eval_positions, job.eval_targets);
     let train_tape = p
         .saturating_mul(3)
         .saturating_add(train_values)
-        .saturating_add(tables.saturating_mul(2));
-    let eval_tape = p.saturating_add(eval_values).saturating_add(tables);
+        .saturating_add(tables.saturating_mul(2))
+        .saturating_add(train_sites);
+    let eval_tape = p
+        .saturating_add(eval_values)
+        .saturating_add(tables)
+        .saturating_add(eval_sites);
     let resident = p.saturating_mul(5);
     let threads = job.threads as u64;
     let total = resident
         .saturating_add(site_table)
         .saturating_add(threads.saturating_mul(train_tape.max(eval_tape)));
-    let site_tape = site_floats.saturating_mul(BYTES).saturating_mul(2);
     MemoryEstimate {
         params,
         resident,
         site_table,
-        sites: site_table.saturating_add(threads.saturating_mul(site_tape)),
+        sites: site_table.saturating_add(threads.saturating_mul(train_sites.max(eval_sites))),
         train_tape,
         eval_tape,
         positions: threads.saturating_mul(train_values.max(eval_values)),
@@ -246,7 +267,8 @@ pub fn estimate(model: &ModelConfig, params: &ParamCount, job: &Job) -> MemoryEs
 }
 
 /// Memory the process may use: `MemAvailable` of `/proc/meminfo` (Linux), else
-/// [`FALLBACK_MEMORY`]; with where the figure comes from.
+/// [`FALLBACK_MEMORY`], or the process's address-space limit (`ulimit -v`) when that is
+/// lower; with where the figure comes from.
 pub fn available_memory() -> (u64, &'static str) {
     let from_meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
         s.lines()
@@ -255,13 +277,38 @@ pub fn available_memory() -> (u64, &'static str) {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|kb| kb.saturating_mul(1024))
     });
-    match from_meminfo {
+    let system = match from_meminfo {
         Some(b) => (b, "MemAvailable in /proc/meminfo"),
         None => (
             FALLBACK_MEMORY,
             "the fixed cap of 8 GiB used where /proc/meminfo cannot be read",
         ),
+    };
+    match address_space_limit() {
+        Some(limit) if limit < system.0 => (
+            limit,
+            "the process's address-space limit, RLIMIT_AS (ulimit -v)",
+        ),
+        _ => system,
     }
+}
+
+/// The process's address-space limit (`RLIMIT_AS`, set by `ulimit -v`), if it has one.
+#[cfg(unix)]
+fn address_space_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes the `rlimit` it is given and reads nothing else.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+}
+
+/// No address-space limit is read off Unix.
+#[cfg(not(unix))]
+fn address_space_limit() -> Option<u64> {
+    None
 }
 
 /// Bytes as a short human figure (`1.5 GB`, decimal units).
@@ -322,8 +369,8 @@ pub fn check_memory_against(
         };
         format!(
             "the largest part is the site table of field model.efa.items ({sites} rows × \
-             {features} features), with the site MLP every tape runs over every site \
-             (model.efa.continuous.hidden = {hidden})"
+             {features} features), with the site MLP each tape runs over the sites its batch \
+             reads (model.efa.continuous.hidden = {hidden})"
         )
     } else if est.positions <= est.total / 2 {
         format!(
@@ -357,32 +404,26 @@ pub fn check_memory_against(
 }
 
 /// Checks, before a site table of `items` rows × `features` columns (from `file`) is built
-/// for the continuous inputs `ci`, that it and one training tape's site MLP over every site
-/// fit in [`available_memory`]; the error names field `model.efa.items` and the estimate.
-/// The rest of the job is checked by [`check_memory`] once the configuration is complete.
+/// for continuous inputs, that it and its copies (`S` of the module docs) fit in
+/// [`available_memory`]; the error names field `model.efa.items` and the estimate. The rest of
+/// the job (the tapes' site MLPs among it) is checked by [`check_memory`] once the
+/// configuration is complete.
 pub fn check_site_table(
     items: usize,
     features: usize,
-    ci: &efa_model::efa::ContinuousInputs,
     file: &std::path::Path,
 ) -> Result<(), TrainError> {
-    check_site_table_against(items, features, ci, file, available_memory())
+    check_site_table_against(items, features, file, available_memory())
 }
 
 /// [`check_site_table`] against a given `(bytes, source)` of available memory.
 pub fn check_site_table_against(
     items: usize,
     features: usize,
-    ci: &efa_model::efa::ContinuousInputs,
     file: &std::path::Path,
     (available, source): (u64, &str),
 ) -> Result<(), TrainError> {
-    let (sites, width) = (items as u64, features as u64);
-    let table = site_table_bytes(sites, width);
-    let floats = site_floats(sites, width, ci.hidden as u64, ci.dim as u64);
-    // A training tape keeps the values and their gradients.
-    let tape = floats.saturating_mul(BYTES).saturating_mul(2);
-    let need = table.saturating_add(tape);
+    let need = site_table_bytes(items as u64, features as u64);
     if need <= available {
         return Ok(());
     }
@@ -390,14 +431,10 @@ pub fn check_site_table_against(
         "model.efa.items",
         format!(
             "{items} item rows × {features} feature columns of {}: the site table needs about \
-             {} ({} for the table and its copies in the size check and the model file; {} for \
-             the site MLP a training tape runs over every site, \
-             `model.efa.continuous.hidden` = {}), but {} is available ({source})",
+             {} (the table and its copies in the size check and the model file), but {} is \
+             available ({source})",
             file.display(),
             human_bytes(need),
-            human_bytes(table),
-            human_bytes(tape),
-            ci.hidden,
             human_bytes(available)
         ),
     ))

@@ -13,6 +13,7 @@ mod reliability_kill;
 mod reliability_resume;
 mod reproduce_all;
 mod reproduce_seeds;
+mod sites;
 mod sizes;
 mod stdout;
 mod user_general;

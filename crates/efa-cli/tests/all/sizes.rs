@@ -12,7 +12,7 @@ use crate::common;
 use common::{efa, fixture, s};
 
 /// Exit status 2 and standard error starting with `error: {prefix}` and containing `part`.
-fn fails(o: &Output, prefix: &str, part: &str) {
+pub(crate) fn fails(o: &Output, prefix: &str, part: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.starts_with(&format!("error: {prefix}")), "{err}");
@@ -344,48 +344,6 @@ fn an_item_count_beyond_the_limit_with_an_item_table_is_refused_before_the_table
     assert!(!out.exists(), "nothing was written");
 }
 
-#[test]
-fn a_site_table_that_cannot_fit_in_memory_is_refused_before_it_is_built() {
-    // 10⁷ items × 2 features passes the size check (2·10⁷ values), but the memory estimate
-    // left the site table out: the table, its copies, and the site MLP each tape runs over
-    // every site (10⁷ × 2·4096 floats here, with gradients). The job passed the memory check
-    // and aborted on allocation. Run under a 4 GiB address space, so that it fails instead
-    // of exhausting the machine.
-    let dir = scratch::scratch("efa-sizes-site-memory");
-    let base = std::fs::read_to_string(fixture("mixed_sites.toml")).unwrap();
-    let text = base
-        .replace("items = 25 ", "items = 10000000 ")
-        .replace("hidden = 32", "hidden = 4096")
-        .replace("item_embedding = true", "item_embedding = false")
-        .replace("max_epochs = 150", "max_epochs = 1");
-    let cfg = dir.join("sites.toml");
-    std::fs::write(&cfg, text).unwrap();
-    let (items, data) = (
-        fixture("mixed_sites_items.csv"),
-        fixture("mixed_sites_train.csv"),
-    );
-    let out = dir.join("out");
-    for cmd in ["train", "audit"] {
-        let mut args = vec![cmd, "--config", s(&cfg), "--items", s(&items)];
-        args.extend(["--data", s(&data)]);
-        if cmd == "train" {
-            args.extend(["--out", s(&out), "--quiet"]);
-        }
-        let o = efa_limited(4 << 20, &args);
-        fails(
-            &o,
-            &format!(
-                "{}: field `model.efa.items`: 10000000 item rows × 2 feature columns of {}: \
-                 the site table needs about ",
-                cfg.display(),
-                items.display()
-            ),
-            "`model.efa.continuous.hidden` = 4096), but ",
-        );
-    }
-    assert!(!out.exists(), "nothing was written");
-}
-
 /// Rewrites the `efa.config` metadata of a safetensors file with `edit` (the header is
 /// re-padded with spaces to a multiple of 8 bytes).
 fn edit_config(file: &Path, edit: impl Fn(&mut serde_json::Value)) {
@@ -521,7 +479,7 @@ fn reproduce_with_zero_epochs_is_an_error_naming_the_flag() {
 
 /// `efa args…` with its address space limited to `kib` KiB (`ulimit -v`), so that a job
 /// asking for far more memory than it needs fails on allocation instead of swapping.
-fn efa_limited(kib: u64, args: &[&str]) -> Output {
+pub(crate) fn efa_limited(kib: u64, args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))

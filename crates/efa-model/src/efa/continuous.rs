@@ -128,7 +128,7 @@ pub(super) enum Sharing {
     /// Once per distinct input: a position's fused representation depends only on its value
     /// (or on being the target), its site and its lag indicator, so the branch and fusion
     /// MLPs run once per distinct combination (the value MLP once per distinct value, the
-    /// site MLP once per site) and are gathered at each position. Exact.
+    /// site MLP once per site the batch reads) and are gathered at each position. Exact.
     Distinct,
 }
 
@@ -254,7 +254,7 @@ fn distinct_ids(
 /// The fused representation `[U, width]` of the inputs: per input, the value MLP (or the
 /// mask row for a target) ‖ the site MLP ‖ the lag row, then the fusion MLP. With
 /// [`Sharing::Distinct`] the value MLP runs once per distinct value and the site MLP once per
-/// site (gathered); with [`Sharing::PerPosition`] both run once per input row.
+/// site the batch reads (gathered); with [`Sharing::PerPosition`] both run once per input row.
 pub(super) fn table<T: Real>(
     c: &ContinuousInputs,
     vars: &ContinuousVars,
@@ -290,13 +290,31 @@ pub(super) fn table<T: Real>(
     );
     pool::give(scalars);
     let values = vars.value_mlp.apply(tape, yv)?;
-    // Site branch once per site (gathered), or once per input row.
+    // Site branch once per site the batch reads (gathered), or once per input row.
     let f = c.sites[0].len();
     let (site_rows, site_ids) = match sharing {
-        Sharing::Distinct => (
-            pool::from_fn2((c.sites.len(), f), |(s, k)| T::from_f64(c.sites[s][k])),
-            pool::collect(u, inputs.site.iter().copied()),
-        ),
+        Sharing::Distinct => {
+            // The sites the batch reads, in increasing order: the site MLP runs over those
+            // rows, not over the whole table (which may hold millions of sites for a batch
+            // of a few hundred positions). A row's output depends on its own features only,
+            // and a site no position reads would take a zero gradient.
+            let mut used = pool::collect(u, inputs.site.iter().copied());
+            used.sort_unstable();
+            used.dedup();
+            if used.is_empty() {
+                used.push(0);
+            }
+            let rows = pool::from_fn2((used.len(), f), |(s, k)| T::from_f64(c.sites[used[s]][k]));
+            let ids = pool::collect(
+                u,
+                inputs
+                    .site
+                    .iter()
+                    .map(|s| used.binary_search(s).expect("every site read is in `used`")),
+            );
+            pool::give(used);
+            (rows, ids)
+        }
         Sharing::PerPosition => (
             pool::from_fn2((u.max(1), f), |(r, k)| {
                 inputs

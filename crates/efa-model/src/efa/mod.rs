@@ -90,7 +90,7 @@ pub enum Visibility {
 ///   as in the paper);
 /// * site branch: `s = Dense(dim)(relu(Dense(hidden)(sites[tokens[b, j]])))`, the per-site
 ///   features (e.g. latitude, longitude in degrees) selected by `Samples::tokens`; the MLP runs
-///   once per site and is gathered, which equals running it at every position;
+///   once per site the batch reads and is gathered, which equals running it at every position;
 /// * optional lag branch: `lag_emb[values[b, j]]` with the indicators in `Samples::values`;
 /// * optional item branch (`item_embedding`): `item_emb[tokens[b, j]]`, a learned row per
 ///   token, so that tokens with the same site features (a thermometer and a rain gauge at one

@@ -121,9 +121,9 @@ impl UserConfig {
     /// zeros, and a data row of such an item is an error when read with it,
     /// [`read_csv_with`]). Errors name the field (`model.efa.continuous`: a model without
     /// continuous inputs, or a table already given in the configuration; `model.efa.items`:
-    /// a table beyond the size limit, or one that with the site MLP over every site would not
-    /// fit in memory, checked before it is built: [`crate::memory::check_site_table`]) or the
-    /// table's file, line and field.
+    /// a table beyond the size limit, or one that with its copies would not fit in memory,
+    /// checked before it is built: [`crate::memory::check_site_table`]) or the table's file,
+    /// line and field.
     pub fn set_items(&mut self, table: &ItemTable) -> Result<(), TrainError> {
         let items = self.items();
         let ModelConfig::Efa(c) = &mut self.model else {
@@ -162,7 +162,7 @@ impl UserConfig {
                 ),
             ));
         }
-        crate::memory::check_site_table(items, table.features.len(), ci, &table.file)?;
+        crate::memory::check_site_table(items, table.features.len(), &table.file)?;
         ci.sites = table.table(items)?;
         Ok(())
     }

@@ -277,9 +277,10 @@ fn degenerate_settings_are_errors_naming_the_field_when_the_config_is_read() {
 }
 
 #[test]
-fn the_site_table_and_the_site_mlp_over_every_site_count_in_the_memory_estimate() {
-    // Continuous inputs keep a site table and run the site MLP over every site in every tape;
-    // the estimate left both out, so 10⁷ sites passed the check and aborted on allocation.
+fn the_site_table_and_the_sites_a_tape_reads_count_in_the_memory_estimate() {
+    // Continuous inputs keep a site table, and every tape runs the site MLP over the sites
+    // its batch reads (at most its positions) and projects their rows: the estimate left
+    // both out, so 10⁷ sites passed the check and aborted on allocation.
     let text = |sites: usize| {
         let rows = vec!["[0.5, 1.5]"; sites].join(", ");
         format!(
@@ -289,41 +290,51 @@ fn the_site_table_and_the_site_mlp_over_every_site_count_in_the_memory_estimate(
              batch_size = 16\nmax_epochs = 6\npatience = 3\nseed = 7\neval_batch = 64\n"
         )
     };
-    let (a, b) = (
-        ModelConfig::Efa(efa(&text(10))),
-        ModelConfig::Efa(efa(&text(1010))),
-    );
     let job = Job::new(&TrainConfig::paper(1, 0), 100, 5, 2);
-    let (ea, eb) = (
-        estimate(&a, &a.validate().unwrap(), &job),
-        estimate(&b, &b.validate().unwrap(), &job),
+    let (n_train, n_eval) = (job.train_positions, job.eval_positions);
+    assert!(
+        10 < n_train && n_train <= n_eval && n_eval < 1010,
+        "the cases below straddle the positions: {n_train}, {n_eval}"
     );
-    assert_eq!(ea.params, eb.params, "no parameter grows with the sites");
-    // 1000 more sites of 2 features: S grows by 1000·(96 + 88·2) bytes; a training tape by
-    // 1000·(3·H·K + 2 + 2·hidden + dim) floats, values and gradients.
-    assert_eq!(eb.site_table - ea.site_table, 1000 * (96 + 88 * 2));
+    let est = |sites: usize| {
+        let m = ModelConfig::Efa(efa(&text(sites)));
+        estimate(&m, &m.validate().unwrap(), &job)
+    };
+    let (e10, e20, e1010, e2010) = (est(10), est(20), est(1010), est(2010));
     assert_eq!(
-        eb.train_tape - ea.train_tape,
-        2 * 4 * 1000 * (3 * 2 * 4 + 2 + 2 * 16 + 4)
+        e10.params, e2010.params,
+        "no parameter grows with the sites"
+    );
+    // Floats per site row a tape reads: its 3·H·K projections, 2 features, the hidden layer
+    // before and after its activation and the output.
+    let per = (3 * 2 * 4 + 2 + 2 * 16 + 4) as u64;
+    // The table grows with every site: 96 + 88·2 bytes each.
+    assert_eq!(e2010.site_table - e1010.site_table, 1000 * (96 + 88 * 2));
+    // Below the positions the tapes grow with the sites (training: values and gradients) ...
+    assert_eq!(e20.train_tape - e10.train_tape, 2 * 4 * 10 * per);
+    assert_eq!(e20.eval_tape - e10.eval_tape, 4 * 10 * per);
+    // ... and past them not at all: a tape reads at most its positions' sites.
+    assert_eq!(e1010.train_tape, e2010.train_tape);
+    assert_eq!(e1010.eval_tape, e2010.eval_tape);
+    assert_eq!(
+        e1010.train_tape - e10.train_tape,
+        2 * 4 * (n_train as u64 - 10) * per
     );
     assert_eq!(
-        eb.total - ea.total,
-        (eb.site_table - ea.site_table) + 2 * (eb.train_tape - ea.train_tape)
+        e2010.total - e1010.total,
+        e2010.site_table - e1010.site_table
     );
     // Before the table is built: refused naming the field, against the memory given.
-    let c = efa(&text(10));
-    let ci = c.continuous.as_ref().unwrap();
-    let need = 1000 * (96 + 88 * 2) + 2 * 4 * 1000 * (2 + 2 * 16 + 4);
+    let need = 1000 * (96 + 88 * 2);
     let f = Path::new("items.csv");
-    assert!(check_site_table_against(1000, 2, ci, f, (need, "test")).is_ok());
-    let err = check_site_table_against(1000, 2, ci, f, (need - 1, "test"))
+    assert!(check_site_table_against(1000, 2, f, (need, "test")).is_ok());
+    let err = check_site_table_against(1000, 2, f, (need - 1, "test"))
         .unwrap_err()
         .to_string();
     assert_eq!(
         err,
         "field `model.efa.items`: 1000 item rows × 2 feature columns of items.csv: the site \
-         table needs about 576.0 kB (272.0 kB for the table and its copies in the size check \
-         and the model file; 304.0 kB for the site MLP a training tape runs over every site, \
-         `model.efa.continuous.hidden` = 16), but 576.0 kB is available (test)"
+         table needs about 272.0 kB (the table and its copies in the size check and the model \
+         file), but 272.0 kB is available (test)"
     );
 }
