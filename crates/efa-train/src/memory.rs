@@ -302,7 +302,7 @@ fn address_space_limit() -> Option<u64> {
     };
     // SAFETY: `getrlimit` writes the `rlimit` it is given and reads nothing else.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
 /// No address-space limit is read off Unix.
