@@ -140,7 +140,9 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64, u64) {
                 .saturating_add(block.saturating_mul(u(c.layers)));
             let mut rows = c.values.as_ref().map_or(0, |v| u(v.rows));
             rows = rows.saturating_add(c.positions.as_ref().map_or(0, |p| u(p.max_len)));
-            match &c.continuous {
+            // With continuous inputs the site rows a tape reads (at most its positions) take
+            // the items' place in the projected tables: counted with the positions.
+            let per_site = match &c.continuous {
                 Some(ci) => {
                     f = f.saturating_add(
                         u(ci.hidden)
@@ -148,14 +150,12 @@ fn per_position(model: &ModelConfig) -> (u64, u64, u64, u64) {
                             .saturating_add(u(ci.dim).saturating_mul(3))
                             .saturating_add(u(ci.fuse).saturating_mul(2)),
                     );
+                    hk.saturating_mul(3)
                 }
-                None => rows = rows.saturating_add(u(c.items)),
-            }
-            // With continuous inputs the site rows a tape reads (at most its positions) take
-            // the items' place in the projected tables: counted with the positions.
-            let per_site = match &c.continuous {
-                Some(_) => hk.saturating_mul(3),
-                None => 0,
+                None => {
+                    rows = rows.saturating_add(u(c.items));
+                    0
+                }
             };
             let hidden: u64 = c
                 .head_hidden
