@@ -1,7 +1,7 @@
 //! The one CSV reader of the loaders (Instacart, temperature, item-feature tables): a fixed
 //! header, then records of exactly that many fields, each error naming file, line and field;
-//! the line numbers of all CSV readers ([`LineIndex`]); and the blank lines the readers of a
-//! user's files refuse ([`first_blank_line`]); and one record read back by its line, for a
+//! the line numbers of all CSV readers ([`LineIndex`]); and the blank lines every CSV reader
+//! refuses ([`first_blank_line`]); and one record read back by its line, for a
 //! message that quotes a field as written ([`header_and_record`]).
 
 use crate::DataError;
@@ -12,13 +12,25 @@ use std::path::Path;
 pub(crate) type Record = (usize, Vec<String>);
 
 /// Reads `path` as comma-separated values with RFC 4180 quoting. The header must be exactly
-/// `want` (fields trimmed); every record must have `want.len()` fields; and there must be at
-/// least one record. Errors: [`DataError::Io`] if the file cannot be opened, otherwise
+/// `want` (fields trimmed); every record must have `want.len()` fields; there must be at
+/// least one record; and no line may be blank, as in the data CSV (the csv crate would skip it
+/// silently). Errors: [`DataError::Io`] if the file cannot be opened, otherwise
 /// [`DataError::Parse`] naming the line and the field (the header, the first missing column,
-/// the column holding invalid UTF-8, or the whole file when it has no record).
+/// the column holding invalid UTF-8, none for a blank line, or the whole file when it has no
+/// record).
 pub(crate) fn read_records(path: &Path, want: &[&str]) -> Result<Vec<Record>, DataError> {
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    records_of(path, &bytes, want)
+    match first_blank_line(&bytes) {
+        Some(1) => Err(DataError::parse(
+            path,
+            1,
+            "header",
+            "",
+            format!("empty file: expected the header {}", want.join(",")),
+        )),
+        Some(line) => Err(DataError::parse(path, line, "", "", "empty line")),
+        None => records_of(path, &bytes, want),
+    }
 }
 
 /// [`read_records`] of the contents `bytes` of `path`.

@@ -25,8 +25,6 @@ pub struct MlRow {
 pub struct MlRaw {
     /// Rows in file order.
     pub rows: Vec<MlRow>,
-    /// Blank lines seen (and ignored; counted so nothing disappears unnoticed).
-    pub blank_lines: usize,
     /// Distinct users.
     pub n_users: usize,
     /// Distinct items.
@@ -54,13 +52,13 @@ pub const TIMESTAMP_FLOOR: u64 = 100_000_000;
 /// `user_id` and `item_id`, or of a rating and an id ≤ 5, leaves every field in range and
 /// cannot be told from data.
 ///
-/// Every failure names file, 1-based line and field. Blank lines are skipped and counted in
-/// [`MlRaw::blank_lines`]; a file without any rating is an error.
+/// Every failure names file, 1-based line and field. A blank line (empty or whitespace only;
+/// the end of the file after a final newline is not a line) is an error, as in the data CSV;
+/// so is a file without any rating.
 pub fn load_u_data(path: &Path) -> Result<MlRaw, DataError> {
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
     let names = U_DATA_COLUMNS;
     let mut rows = Vec::new();
-    let mut blank_lines = 0;
     let mut seen: HashMap<(u32, u32), usize> = HashMap::new();
     let n_lines = bytes.split(|&b| b == b'\n').count();
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -72,8 +70,7 @@ pub fn load_u_data(path: &Path) -> Result<MlRaw, DataError> {
         let line = std::str::from_utf8(raw)
             .map_err(|e| DataError::parse(path, ln, "", "", format!("not valid UTF-8 ({e})")))?;
         if line.trim().is_empty() {
-            blank_lines += 1;
-            continue;
+            return Err(DataError::parse(path, ln, "", "", "empty line"));
         }
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() != 4 {
@@ -146,16 +143,12 @@ pub fn load_u_data(path: &Path) -> Result<MlRaw, DataError> {
         });
     }
     if rows.is_empty() {
-        return Err(DataError::in_file(
-            path,
-            format!("no ratings ({blank_lines} blank lines and nothing else)"),
-        ));
+        return Err(DataError::in_file(path, "no ratings (the file is empty)"));
     }
     let n_users = rows.iter().map(|r| r.user).collect::<HashSet<_>>().len();
     let n_items = rows.iter().map(|r| r.item).collect::<HashSet<_>>().len();
     Ok(MlRaw {
         rows,
-        blank_lines,
         n_users,
         n_items,
     })
@@ -204,8 +197,6 @@ pub const EXP2_TOP50: [u32; 50] = [
 pub struct MlReport {
     /// Rows read.
     pub rows_in: usize,
-    /// Blank lines of the file (skipped; no data).
-    pub blank_lines: usize,
     /// Exp-2 only: rows with rating − 2 ≤ 0.
     pub rows_low_rating: usize,
     /// Rows of movies outside the top 50.
@@ -224,15 +215,14 @@ pub struct MlReport {
 
 impl MlReport {
     /// One line for logs: rows read, then every removal with its count, e.g.
-    /// `100000 rows read (0 blank lines); removed: 82159 outside the top 50, …`.
+    /// `100000 rows read; removed: 82159 outside the top 50, …`.
     pub fn summary(&self) -> String {
         let groups: usize = self.dedup_groups.values().sum();
         format!(
-            "{} rows read ({} blank lines); removed: {} with rating - 2 <= 0, {} outside the \
+            "{} rows read; removed: {} with rating - 2 <= 0, {} outside the \
              top 50, {} rows of {} users with count / unique timestamps >= 2, {} users with one \
              rating, {} duplicate (user, timestamp) rows in {} groups",
             self.rows_in,
-            self.blank_lines,
             self.rows_low_rating,
             self.rows_not_top50,
             self.rows_timestamp_dup,
@@ -281,7 +271,6 @@ impl MlPrepared {
 pub fn preprocess(raw: &MlRaw, exp: MlExperiment) -> Result<MlPrepared, DataError> {
     let mut rep = MlReport {
         rows_in: raw.rows.len(),
-        blank_lines: raw.blank_lines,
         ..Default::default()
     };
     let mut rows: Vec<MlRow> = raw.rows.clone();

@@ -85,21 +85,48 @@ fn duplicate_ratings_empty_files_and_bad_bytes() {
     let p = with_line_3(&d, "dup.data", "196\t242\t5\t881250950");
     assert_at(load_u_data(&p), &p, 3, "item_id", "at line 1");
     let p = write(&d, "empty.data", "");
-    assert_at(load_u_data(&p), &p, 0, "", "no ratings");
-    let p = write(&d, "blank.data", "\n\n  \n");
-    assert_at(load_u_data(&p), &p, 0, "", "no ratings (3 blank lines");
+    assert_at(load_u_data(&p), &p, 0, "", "no ratings (the file is empty)");
     let p = write(
         &d,
         "bytes.data",
         b"196\t242\t3\t881250949\n1\t2\t\xff\t3\n".as_slice(),
     );
     assert_at(load_u_data(&p), &p, 2, "", "UTF-8");
-    // CRLF endings and blank lines are fine; blank lines are counted.
+    // CRLF endings are fine (blank lines are not: see below).
     let p = write(
         &d,
         "crlf.data",
-        "196\t242\t3\t881250949\r\n\r\n186\t302\t3\t891717742\r\n",
+        "196\t242\t3\t881250949\r\n186\t302\t3\t891717742\r\n",
     );
-    let raw = load_u_data(&p).unwrap();
-    assert_eq!((raw.rows.len(), raw.blank_lines), (2, 1));
+    assert_eq!(load_u_data(&p).unwrap().rows.len(), 2);
+}
+
+#[test]
+fn blank_lines_are_errors_naming_the_line() {
+    // u.data's blank lines were skipped (and counted); like the data CSV, the paper's other
+    // files and item tables, a blank line is now an error naming it. A single final newline,
+    // or none, is not a blank line.
+    let d = scratch("efa-data-ml-blank");
+    let (a, b) = ("196\t242\t3\t881250949", "186\t302\t3\t891717742");
+    for (eol, nl) in [("lf", "\n"), ("crlf", "\r\n")] {
+        for (end, text) in [
+            ("nl", format!("{a}{nl}{b}{nl}")),
+            ("no-nl", format!("{a}{nl}{b}")),
+        ] {
+            let p = write(&d, &format!("ok-{eol}-{end}.data"), text);
+            assert_eq!(load_u_data(&p).unwrap().rows[1].item, 302);
+        }
+        for (tag, text, line) in [
+            ("middle", format!("{a}{nl}{nl}{b}{nl}"), 2),
+            ("spaces", format!("{a}{nl} \t {nl}{b}{nl}"), 2),
+            ("first", format!("{nl}{a}{nl}{b}{nl}"), 1),
+            ("end", format!("{a}{nl}{b}{nl}{nl}"), 3),
+            ("end-spaces", format!("{a}{nl}{b}{nl}  "), 3),
+            ("only", format!("{nl}{nl}  {nl}"), 1),
+        ] {
+            let p = write(&d, &format!("{tag}-{eol}.data"), text);
+            let m = load_u_data(&p).unwrap_err().to_string();
+            assert_eq!(m, format!("{}:{line}: field ``: empty line", p.display()));
+        }
+    }
 }

@@ -27,10 +27,10 @@ fn exp1_preprocessing_and_split() {
     assert_eq!(raw.rows.len() - r.rows_not_top50, 17_841);
     assert_eq!(r.users_timestamp_dup, 39);
     assert_eq!(r.rows_dedup, 3_678);
-    // The log line carries the same counts (§3.1: 39 users, 3,678 dedup rows; no blank line).
+    // The log line carries the same counts (§3.1: 39 users, 3,678 dedup rows).
     let line = r.summary();
     assert!(
-        line.starts_with("100000 rows read (0 blank lines)")
+        line.starts_with("100000 rows read; removed: 0 with rating - 2 <= 0, 82159 outside")
             && line.contains(" 39 users with count / unique timestamps")
             && line.contains("3678 duplicate (user, timestamp) rows"),
         "{line}"
@@ -153,7 +153,7 @@ fn exp2_preprocessing_split_and_samples() {
 fn malformed_u_data_errors_name_file_line_field() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/movielens");
     let ok = load_u_data(&dir.join("u_small.data")).unwrap();
-    assert_eq!((ok.rows.len(), ok.blank_lines, ok.n_users), (6, 0, 2));
+    assert_eq!((ok.rows.len(), ok.n_users), (6, 2));
     let e = load_u_data(&dir.join("u_bad_rating.data"))
         .unwrap_err()
         .to_string();
