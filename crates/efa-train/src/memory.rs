@@ -421,19 +421,47 @@ pub fn check_site_table_against(
     items: usize,
     features: usize,
     file: &std::path::Path,
+    memory: (u64, &str),
+) -> Result<(), TrainError> {
+    let what = format!(
+        "{items} item rows × {features} feature columns of {}",
+        file.display()
+    );
+    site_table_fits("model.efa.items", &what, items, features, memory)
+}
+
+/// Checks, before the configuration is copied by the size check, that a site table given in
+/// it (`sites = [...]` of `model.efa.continuous`, or the table stored in a model file) of
+/// `rows` rows × `features` columns and its copies (`S` of the module docs) fit in `memory`,
+/// `(bytes, source)`: the check [`check_site_table`] makes of a table read from a file,
+/// naming field `model.efa.continuous.sites`.
+pub fn check_config_sites_against(
+    rows: usize,
+    features: usize,
+    memory: (u64, &str),
+) -> Result<(), TrainError> {
+    let what = format!("{rows} rows × {features} feature columns given in the configuration");
+    site_table_fits("model.efa.continuous.sites", &what, rows, features, memory)
+}
+
+/// The site table `what` of `rows` rows × `features` columns and its copies against
+/// `(available, source)`; the error names `field` and the estimate.
+fn site_table_fits(
+    field: &str,
+    what: &str,
+    rows: usize,
+    features: usize,
     (available, source): (u64, &str),
 ) -> Result<(), TrainError> {
-    let need = site_table_bytes(items as u64, features as u64);
+    let need = site_table_bytes(rows as u64, features as u64);
     if need <= available {
         return Ok(());
     }
     Err(TrainError::config(
-        "model.efa.items",
+        field,
         format!(
-            "{items} item rows × {features} feature columns of {}: the site table needs about \
-             {} (the table and its copies in the size check and the model file), but {} is \
-             available ({source})",
-            file.display(),
+            "{what}: the site table needs about {} (the table and its copies in the size check \
+             and the model file), but {} is available ({source})",
             human_bytes(need),
             human_bytes(available)
         ),

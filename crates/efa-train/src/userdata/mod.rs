@@ -53,9 +53,10 @@ pub use loss::UserLoss;
 pub use read::{read_csv, read_csv_with, Row, UserData, COLUMNS};
 pub use set::UserSet;
 
-use crate::memory::{check_memory, Job};
+use crate::memory::{available_memory, check_config_sites_against, check_memory_against, Job};
 use crate::recipe::TrainConfig;
 use crate::TrainError;
+use efa_model::efa::ContinuousInputs;
 use efa_model::fm::FmConfig;
 use efa_model::{ModelConfig, Objective};
 use efa_nn::params::ParamCount;
@@ -180,9 +181,14 @@ impl UserConfig {
     /// configuration can run (one sample as long as the model's positions allow, one thread;
     /// [`crate::memory`]) against the available memory. Returns the model's parameter count.
     pub fn validate(&self) -> Result<ParamCount, TrainError> {
+        self.validate_against(available_memory())
+    }
+
+    /// [`UserConfig::validate`] against a given `(bytes, source)` of available memory.
+    pub fn validate_against(&self, memory: (u64, &str)) -> Result<ParamCount, TrainError> {
         let bad = |field: &str, reason: String| Err(TrainError::config(field, reason));
-        if let ModelConfig::Efa(c) = &self.model {
-            if c.continuous.as_ref().is_some_and(|ci| ci.sites.is_empty()) {
+        if let Some(ci) = self.continuous() {
+            if ci.sites.is_empty() {
                 return bad(
                     "model.efa.continuous.sites",
                     "the item-feature table is missing: continuous inputs need one row of \
@@ -190,6 +196,11 @@ impl UserConfig {
                         .into(),
                 );
             }
+            // The site table against memory before the size check copies it, as a table
+            // read from a file is before it is built (features: its first row's, as the
+            // estimate counts them; rows of other widths are refused below).
+            let features = ci.sites[0].len();
+            check_config_sites_against(ci.sites.len(), features, memory)?;
         }
         let params = self.model.validate()?;
         let items = self.items();
@@ -312,7 +323,7 @@ impl UserConfig {
             ModelConfig::Fm(_) => (1, "one sample of 2 rows".to_string()),
         };
         let job = Job::new(&self.train, 1, longest, 1);
-        check_memory(&self.model, &params, &job, &origin)?;
+        check_memory_against(&self.model, &params, &job, &origin, memory)?;
         Ok(params)
     }
 
@@ -342,6 +353,14 @@ impl UserConfig {
 
     /// True for an EFA model with continuous inputs.
     pub fn is_continuous(&self) -> bool {
-        matches!(&self.model, ModelConfig::Efa(c) if c.continuous.is_some())
+        self.continuous().is_some()
+    }
+
+    /// The continuous inputs of an EFA model, if it has them.
+    fn continuous(&self) -> Option<&ContinuousInputs> {
+        match &self.model {
+            ModelConfig::Efa(c) => c.continuous.as_ref(),
+            _ => None,
+        }
     }
 }

@@ -338,3 +338,47 @@ fn the_site_table_and_the_sites_a_tape_reads_count_in_the_memory_estimate() {
          file), but 272.0 kB is available (test)"
     );
 }
+
+#[test]
+fn a_site_table_given_in_the_configuration_is_checked_against_memory_before_the_size_check() {
+    // A site table read from an item-feature file is checked against memory before it is
+    // built; one written in the configuration (`sites = [...]`) met the memory check only
+    // after the size check had copied it (the configuration as JSON values). Now it is
+    // checked first, in the same terms. (A table large enough to fail the check on this
+    // machine costs the TOML parser several times the estimate, so the memory is given.)
+    let rows = vec!["[0.5, 1.5]"; 1000].join(", ");
+    let text = format!(
+        "[family]\nkind = \"gaussian\"\n[model.efa]\nitems = 1000\nitem_dim = 8\nlayers = 1\n\
+         heads = 2\nkey_dim = 4\nout_dim = 2\n[model.efa.continuous]\nhidden = 16\ndim = 4\n\
+         fuse = 8\nsites = [{rows}]\n[train]\nlr = 0.01\nbatch_size = 16\nmax_epochs = 6\n\
+         patience = 3\nseed = 7\neval_batch = 64\n"
+    );
+    let (cfg, params) = UserConfig::from_toml(&text, Path::new("c.toml")).unwrap();
+    // The table and its copies: 1000 rows of 96 + 88·2 bytes.
+    let need = 1000 * (96 + 88 * 2);
+    let err = cfg
+        .validate_against((need - 1, "test"))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "field `model.efa.continuous.sites`: 1000 rows × 2 feature columns given in the \
+         configuration: the site table needs about 272.0 kB (the table and its copies in the \
+         size check and the model file), but 272.0 kB is available (test)"
+    );
+    // Room for the table but not for the job (a sample of 2 rows, as validate sizes it):
+    // the full check refuses it; with room for the job it passes, counting the same
+    // parameters.
+    let job = Job::new(&cfg.train, 1, 2, 1);
+    let total = estimate(&cfg.model, &params, &job).total;
+    assert!(need < total);
+    let err = cfg
+        .validate_against((total - 1, "test"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("not enough memory: the job needs about"),
+        "{err}"
+    );
+    assert_eq!(cfg.validate_against((total, "test")).unwrap(), params);
+}
