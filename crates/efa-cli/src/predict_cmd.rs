@@ -4,14 +4,16 @@
 //! Columns: `seq,order,item,value,eta,mean,variance` when every family has one natural
 //! parameter (with `[[family]]` ranges a `family` column after `value`); otherwise `eta_0..eta_{d−1}, mean_0.., variance_0..` with `d` the widest family's
 //! width (Gaussian, Gamma, Beta: two statistics; categorical: one per class), the columns a
-//! row's family does not have left empty.
+//! row's family does not have left empty. Every number (the value read, η, mean, variance) is
+//! written in its shortest form that reads back as it ([`written::shortest`]: `1e-50`, not
+//! its 52-character decimal).
 
 use crate::common::threads;
 use crate::CliError;
 use clap::Args;
 use efa_train::run::{load_saved, load_split, read_items, SavedModel};
 use efa_train::userdata::report::{predict_rows, RowPrediction};
-use efa_train::userdata::{Row, UserConfig};
+use efa_train::userdata::{written, Row, UserConfig};
 use efa_train::Evaluator;
 use ndarray::Array2;
 use std::fmt::Write as _;
@@ -95,15 +97,16 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         cols("variance")
     );
     for (row, p) in data.targets.iter().zip(&preds) {
-        let _ = write!(s, "{},{},{},{}", row.seq, row.order, row.item, row.value);
+        let value = written::shortest(row.value);
+        let _ = write!(s, "{},{},{},{value}", row.seq, row.order, row.item);
         if mixed {
             let _ = write!(s, ",{}", p.family.name());
         }
         for part in [&p.eta, &p.mean, &p.variance] {
             for k in 0..d {
                 match part.get(k) {
-                    Some(v) => {
-                        let _ = write!(s, ",{v}");
+                    Some(&v) => {
+                        let _ = write!(s, ",{}", written::shortest(v));
                     }
                     None => s.push(','),
                 }

@@ -106,6 +106,55 @@ fn train_evaluate_predict_round_trip() {
 }
 
 #[test]
+fn predict_writes_each_value_in_its_shortest_form() {
+    // pred.csv wrote the value column as parsed in Rust's positional form: `1e-50` came out
+    // as a 52-character decimal and `1E20` as 21 digits. Every number is now the shortest
+    // text that reads back as it (the form errors quote a number in when they do not quote
+    // the file): exponent form where the decimal is long.
+    let dir = tmpdir("shortest");
+    let out = dir.join("m");
+    // No value table: the values are not inputs, only echoed back.
+    ok(&train(&fixture("efa_gaussian_uni.toml"), &out, &[]));
+    let data = dir.join("values.csv");
+    std::fs::write(
+        &data,
+        "seq,order,item,value\na,1,1,0.5\na,2,2,1e-50\na,3,3,2.50\na,4,4,+3\na,5,5,1E20\n\
+         b,1,1,1\nb,2,2,-0.000001\nb,3,3,123456789012345678901234567890\nb,4,4, 0.1 \n",
+    )
+    .unwrap();
+    let p = efa(&["predict", "--model", s(&out), "--data", s(&data)]);
+    ok(&p);
+    let text = String::from_utf8(p.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "seq,order,item,value,eta,mean,variance");
+    // Unidirectional: every row but a sequence's first is a target.
+    let heads: Vec<String> = lines[1..]
+        .iter()
+        .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "a,2,2,1e-50",
+            "a,3,3,2.5",
+            "a,4,4,3",
+            "a,5,5,1e20",
+            "b,2,2,-0.000001",
+            "b,3,3,1.2345678901234568e29",
+            "b,4,4,0.1",
+        ]
+    );
+    // The predictions: numbers that read back, no longer than an f64's shortest form can be
+    // (`-1.2345678901234567e-308`); gaussian_known_var with s2 = 2: mean = 2η, variance 2.
+    for l in &lines[1..] {
+        let f: Vec<&str> = l.split(',').skip(4).collect();
+        assert!(f.iter().all(|x| x.len() <= 24), "{l}");
+        let x: Vec<f64> = f.iter().map(|x| x.parse().unwrap()).collect();
+        assert_eq!((x[1], f[2]), (2.0 * x[0], "2"), "{l}");
+    }
+}
+
+#[test]
 fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     let dir = tmpdir("crash");
     let cfg = fixture("efa_poisson.toml");

@@ -46,6 +46,7 @@ mod set;
 
 pub use build::{build, build_samples, check_job_memory, UserSamples};
 pub use efa_data::item_csv::{read_item_csv, ItemTable};
+pub use efa_data::written;
 pub use efa_data::Direction;
 pub use family::{Families, FamilyRange, FamilySpec};
 pub use items::check_items_match;
