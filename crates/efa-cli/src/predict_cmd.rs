@@ -6,7 +6,8 @@
 //! width (Gaussian, Gamma, Beta: two statistics; categorical: one per class), the columns a
 //! row's family does not have left empty. Every number (the value read, η, mean, variance) is
 //! written in its shortest form that reads back as it ([`written::shortest`]: `1e-50`, not
-//! its 52-character decimal).
+//! its 52-character decimal), and
+//! a sequence id in double quotes where CSV needs them (a comma, a quote, a line break).
 
 use crate::common::threads;
 use crate::CliError;
@@ -98,7 +99,8 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     );
     for (row, p) in data.targets.iter().zip(&preds) {
         let value = written::shortest(row.value);
-        let _ = write!(s, "{},{},{},{value}", row.seq, row.order, row.item);
+        let seq = csv_field(&row.seq);
+        let _ = write!(s, "{seq},{},{},{value}", row.order, row.item);
         if mixed {
             let _ = write!(s, ",{}", p.family.name());
         }
@@ -119,4 +121,15 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         None => crate::out::text(&s)?,
     }
     Ok(())
+}
+
+/// `field` as one CSV field (RFC 4180, as the data CSV is read): in double quotes, its quotes
+/// doubled, when it holds a comma, a quote or a line break; as it is otherwise. A sequence id
+/// may be any field the reader accepts, quoted in the input where it needed quotes.
+fn csv_field(field: &str) -> std::borrow::Cow<'_, str> {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\"")).into()
+    } else {
+        field.into()
+    }
 }

@@ -155,6 +155,56 @@ fn predict_writes_each_value_in_its_shortest_form() {
 }
 
 #[test]
+fn predict_quotes_sequence_ids_that_csv_needs_quoted() {
+    // The reader takes any quoted field as a sequence id (RFC 4180); pred.csv wrote it bare,
+    // so an id holding a comma, a quote or a line break broke the output's columns and rows.
+    let dir = tmpdir("quoted");
+    let out = dir.join("m");
+    ok(&train(&fixture("efa_gaussian_uni.toml"), &out, &[]));
+    let data = dir.join("ids.csv");
+    let ids = ["a,b", "say \"hi\"", "two\nlines", "plain"];
+    let mut csv = String::from("seq,order,item,value\n");
+    for (k, id) in ids.iter().enumerate() {
+        let field = if k < 3 {
+            format!("\"{}\"", id.replace('"', "\"\""))
+        } else {
+            id.to_string()
+        };
+        for t in 1..=2 {
+            csv.push_str(&format!("{field},{t},{t},{}.5\n", k + t));
+        }
+    }
+    std::fs::write(&data, csv).unwrap();
+    let p = efa(&["predict", "--model", s(&out), "--data", s(&data)]);
+    ok(&p);
+    let text = String::from_utf8(p.stdout).unwrap();
+    // One target per sequence (its second row), each record starting with its id as CSV
+    // writes it, followed by the row's order, item and value.
+    let want = [
+        "\"a,b\",2,2,2.5,",
+        "\"say \"\"hi\"\"\",2,2,3.5,",
+        "\"two\nlines\",2,2,4.5,",
+        "plain,2,2,5.5,",
+    ];
+    let body = text
+        .strip_prefix("seq,order,item,value,eta,mean,variance\n")
+        .unwrap_or_else(|| panic!("header: {text}"));
+    let mut rest = body;
+    for w in want {
+        assert!(rest.starts_with(w), "want {w:?} at {rest:?}");
+        let tail = &rest[w.len()..];
+        let end = tail
+            .find('\n')
+            .unwrap_or_else(|| panic!("no end of record: {rest:?}"));
+        // Then exactly η, mean and variance: nothing of the id spilled into them.
+        let nums: Vec<f64> = tail[..end].split(',').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(nums.len(), 3, "{rest:?}");
+        rest = &tail[end + 1..];
+    }
+    assert!(rest.is_empty(), "extra records: {rest:?}");
+}
+
+#[test]
 fn crashed_run_resumes_bit_identically_and_threads_do_not_matter() {
     let dir = tmpdir("crash");
     let cfg = fixture("efa_poisson.toml");
