@@ -10,9 +10,10 @@ use efa_model::{ForwardPlan, ModelConfig, Objective, Params, Samples};
 use efa_paper::{plan_of, ExperimentOptions, RunSettings};
 use efa_train::audit::{audit_model, ModelAudit};
 use efa_train::run;
-use efa_train::Evaluator;
+use efa_train::userdata::UserConfig;
+use efa_train::{Evaluator, TrainError};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Arguments of `efa audit`: an experiment subcommand, or `--config` with `--data`.
@@ -31,7 +32,8 @@ pub struct AuditArgs {
     #[arg(long, requires = "config")]
     items: Option<PathBuf>,
     /// With --config: audit at the trained weights of this `efa train` output directory (or
-    /// model file) instead of the initial weights.
+    /// model file) instead of the initial weights; its model, families, direction and loss
+    /// must be --config's.
     #[arg(long, requires = "config")]
     model: Option<PathBuf>,
     /// Samples in the audit batch (the first samples of the training split; default 6, and 64
@@ -265,13 +267,19 @@ fn config_jobs(
         .as_ref()
         .ok_or_else(|| CliError::new("--config needs --data"))?;
     let items = run::read_items(a.items.as_deref())?;
+    let (cfg, count) = run::read_config(config, items.as_ref())?;
     let (cfg, count, params) = match &a.model {
         Some(dir) => {
             let saved = run::load_saved(dir, items.as_ref())?;
+            let file = if dir.is_dir() {
+                dir.join(run::MODEL_FILE)
+            } else {
+                dir.clone()
+            };
+            check_same_model(&saved.config, &file, &cfg, config)?;
             (saved.config, saved.count, saved.params.cast::<f64>())
         }
         None => {
-            let (cfg, count) = run::read_config(config, items.as_ref())?;
             let p = cfg.model.init::<f64>(cfg.init_seed);
             (cfg, count, p)
         }
@@ -306,6 +314,84 @@ fn config_jobs(
         params,
         fit: None,
     }])
+}
+
+/// Checks that the model of `--model` (configuration `saved`, from `file`) is the model of
+/// `--config` (`cfg`, from `config`): what the audit depends on (the model, its families,
+/// direction and loss) must be equal; the training settings and the initialisation seed are
+/// not used at trained weights. An error names the model file and the first field that
+/// differs.
+fn check_same_model(
+    saved: &UserConfig,
+    file: &Path,
+    cfg: &UserConfig,
+    config: &Path,
+) -> Result<(), CliError> {
+    fn json<T: serde::Serialize>(x: &T) -> Result<serde_json::Value, CliError> {
+        serde_json::to_value(x).map_err(user)
+    }
+    let parts = |c: &UserConfig| -> Result<[serde_json::Value; 4], CliError> {
+        Ok([
+            json(&c.model)?,
+            json(&c.family)?,
+            json(&c.direction)?,
+            json(&c.loss)?,
+        ])
+    };
+    let names = ["model", "family", "direction", "loss"];
+    let (ours, theirs) = (parts(saved)?, parts(cfg)?);
+    let diff = names
+        .iter()
+        .zip(ours.iter().zip(&theirs))
+        .find_map(|(name, (a, b))| first_difference(name.to_string(), a, b));
+    let Some((field, a, b)) = diff else {
+        return Ok(());
+    };
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => Some("absent".to_string()),
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => None,
+        v => Some(v.to_string()),
+    };
+    let why = match (shown(a), shown(b)) {
+        (Some(a), Some(b)) => format!("{a} in the model, {b} in {}", config.display()),
+        _ => format!("the model's and {}'s differ", config.display()),
+    };
+    Err(TrainError::Metadata {
+        file: file.to_path_buf(),
+        key: run::CONFIG_KEY.into(),
+        field: Some(field),
+        reason: format!("{why}; --model must hold a model trained with --config"),
+    }
+    .into())
+}
+
+/// The first place (`path`, then `.key` or `[index]` below it) where the JSON values `a` and
+/// `b` differ, with the two values there; a key one side lacks is `null` there.
+fn first_difference<'a>(
+    path: String,
+    a: &'a serde_json::Value,
+    b: &'a serde_json::Value,
+) -> Option<(String, &'a serde_json::Value, &'a serde_json::Value)> {
+    use serde_json::Value;
+    const NULL: &Value = &Value::Null;
+    if a == b {
+        return None;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let (u, v) = (x.get(k).unwrap_or(NULL), y.get(k).unwrap_or(NULL));
+                first_difference(format!("{path}.{k}"), u, v)
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(format!("{path}[{i}]"), u, v)),
+        _ => Some((path, a, b)),
+    }
 }
 
 /// The JSON of one report: per tensor, every compared value with its location.

@@ -2,6 +2,7 @@
 //! generic code instead of one per file); each file is a module.
 
 mod audit;
+mod audit_inputs;
 mod bad_values;
 mod codegen;
 mod common;

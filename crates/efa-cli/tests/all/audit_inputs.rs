@@ -1,0 +1,108 @@
+//! What `efa audit` is asked to audit: `--config` with `--model` must name one model, and
+//! the audit's own settings are bounded. Each refusal is an error (exit 2) naming the file,
+//! field or flag, before any work.
+
+use std::path::{Path, PathBuf};
+
+use efa_testkit::scratch;
+
+use crate::common;
+use crate::sizes::fails;
+use common::{efa, fixture, s};
+
+/// `efa_poisson.toml` with `from` replaced by `to`, written to `dir/name`.
+fn edited(dir: &Path, name: &str, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(fixture("efa_poisson.toml")).unwrap();
+    assert!(text.contains(from), "{from}");
+    let p = dir.join(name);
+    std::fs::write(&p, text.replace(from, to)).unwrap();
+    p
+}
+
+#[test]
+fn an_audit_at_trained_weights_needs_the_models_own_config() {
+    // With --model, --config was not read at all: a missing file, or the configuration of
+    // another model, audited the model file's own configuration with exit 0, titled with
+    // the --config path.
+    let dir = scratch::scratch("efa-audit-config");
+    let (cfg, data) = (fixture("efa_poisson.toml"), fixture("counts_train.csv"));
+    let run = dir.join("run");
+    let o = efa(&[
+        "train",
+        "--config",
+        s(&cfg),
+        "--data",
+        s(&data),
+        "--out",
+        s(&run),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let model = run.join("model.safetensors");
+    let audit = |config: &Path| {
+        efa(&[
+            "audit",
+            "--config",
+            s(config),
+            "--data",
+            s(&data),
+            "--model",
+            s(&run),
+        ])
+    };
+    let missing = dir.join("missing.toml");
+    fails(
+        &audit(&missing),
+        &format!(
+            "{}: cannot read: No such file or directory",
+            missing.display()
+        ),
+        "",
+    );
+    let fm = fixture("fm_gaussian.toml");
+    fails(
+        &audit(&fm),
+        &format!(
+            "{}: metadata `efa.config`: field `model.efa`: the model's and {}'s differ; \
+             --model must hold a model trained with --config",
+            model.display(),
+            fm.display()
+        ),
+        "",
+    );
+    let heads = edited(&dir, "heads.toml", "heads = 2", "heads = 1");
+    fails(
+        &audit(&heads),
+        &format!(
+            "{}: metadata `efa.config`: field `model.efa.heads`: 2 in the model, 1 in {}",
+            model.display(),
+            heads.display()
+        ),
+        "",
+    );
+    let family = edited(
+        &dir,
+        "family.toml",
+        "kind = \"poisson\"",
+        "kind = \"negative_binomial\"\nr = 2.0",
+    );
+    fails(
+        &audit(&family),
+        &format!(
+            "{}: metadata `efa.config`: field `family.kind`: \"poisson\" in the model, \
+             \"negative_binomial\" in {}",
+            model.display(),
+            family.display()
+        ),
+        "",
+    );
+    // Training settings do not change what is audited.
+    let lr = edited(&dir, "lr.toml", "lr = 0.01", "lr = 0.02");
+    let o = audit(&lr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("efa (trained weights)") && out.contains("all gradients agree"),
+        "{out}"
+    );
+}
