@@ -219,9 +219,12 @@ pub fn audit_params(
                 let mut summary =
                     SummaryBuilder::new(&p.name, &p.shape, Compared::Directions { seed });
                 if n > 0 {
-                    for (k, d) in unit_directions(seed, n, nd).iter().enumerate() {
-                        let ana: f64 = g.iter().zip(d).map(|(a, b)| a * b).sum();
-                        let num = directional_difference(&mut eval, &mut x, d, &opts.fd);
+                    // The directions of `unit_directions(seed, n, nd)`, drawn one at a time.
+                    let mut rng = StdRng::seed_from_u64(seed);
+                    for k in 0..nd {
+                        let d = unit_direction(&mut rng, n);
+                        let ana: f64 = g.iter().zip(&d).map(|(a, b)| a * b).sum();
+                        let num = directional_difference(&mut eval, &mut x, &d, &opts.fd);
                         report.failures.extend(summary.record(
                             &opts.tol,
                             Location::Direction(k),

@@ -52,7 +52,7 @@ pub struct AuditArgs {
     #[arg(long, global = true, default_value = "init",
           value_parser = ["init", "sharp", "sharp-attention", "trained"])]
     weights: String,
-    /// With --precision --weights trained: epochs of training.
+    /// With --precision --weights trained: epochs of training (1–1000).
     #[arg(long, global = true, default_value_t = 3)]
     train_epochs: usize,
     /// Worker threads (the results do not depend on it).
@@ -68,7 +68,7 @@ pub struct AuditArgs {
     /// along seeded random directions.
     #[arg(long, global = true, default_value_t = 512)]
     max_full: usize,
-    /// Random directions per large parameter.
+    /// Random directions per large parameter (1–10,000).
     #[arg(long, global = true, default_value_t = 16)]
     directions: usize,
     /// Print one JSON object with every model's report, every compared element's analytic
@@ -99,6 +99,12 @@ pub(crate) struct FitInputs {
     pub config: efa_train::TrainConfig,
 }
 
+/// Most random directions per parameter (`--directions`): each costs two forward passes.
+const MAX_DIRECTIONS: usize = 10_000;
+/// Most epochs of `--weights trained` (`--train-epochs`; patience is as long, so every epoch
+/// runs), as `efa bench train --epochs`.
+const MAX_TRAIN_EPOCHS: usize = 1000;
+
 /// The weights `--weights` names.
 fn weights_spec(a: &AuditArgs) -> Result<crate::precision_cmd::WeightsSpec, CliError> {
     use efa_train::precision::Weights;
@@ -112,8 +118,11 @@ fn weights_spec(a: &AuditArgs) -> Result<crate::precision_cmd::WeightsSpec, CliE
              model)",
         ));
     }
-    if a.train_epochs == 0 {
-        return Err(CliError::new("--train-epochs must be at least 1"));
+    if !(1..=MAX_TRAIN_EPOCHS).contains(&a.train_epochs) {
+        return Err(CliError::new(format!(
+            "--train-epochs {}: must be in 1..={MAX_TRAIN_EPOCHS}",
+            a.train_epochs
+        )));
     }
     Ok(crate::precision_cmd::WeightsSpec {
         weights,
@@ -127,9 +136,14 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
     if batch == 0 {
         return Err(CliError::new("--batch must be at least 1"));
     }
-    if a.threads == 0 {
-        return Err(CliError::new("--threads must be at least 1"));
+    crate::common::check_threads(a.threads, "")?;
+    if !(1..=MAX_DIRECTIONS).contains(&a.directions) {
+        return Err(CliError::new(format!(
+            "--directions {}: must be in 1..={MAX_DIRECTIONS}",
+            a.directions
+        )));
     }
+    let spec = a.precision.then(|| weights_spec(&a)).transpose()?;
     let jobs = match (&a.experiment, &a.config) {
         (Some(_), Some(_)) => {
             return Err(CliError::new(
@@ -145,8 +159,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             ))
         }
     };
-    if a.precision {
-        let spec = weights_spec(&a)?;
+    if let Some(spec) = spec {
         // --plan audits that plan beside general (the f32 comparison's baseline).
         let plans: Vec<ForwardPlan> = match a.plan {
             Some(p) if p != ForwardPlan::General => vec![ForwardPlan::General, p],

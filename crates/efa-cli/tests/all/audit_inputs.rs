@@ -106,3 +106,46 @@ fn an_audit_at_trained_weights_needs_the_models_own_config() {
         "{out}"
     );
 }
+
+#[test]
+fn audit_settings_out_of_range_are_errors_naming_the_flag() {
+    let (cfg, data) = (fixture("efa_poisson.toml"), fixture("counts_train.csv"));
+    let too_many = (crate::sizes::max_threads() + 1).to_string();
+    let threads = format!("--threads {too_many}: at most");
+    let cases: [(&[&str], &str); 5] = [
+        // No random direction: the parameters above --max-full were reported as passed with
+        // nothing compared.
+        (
+            &["--directions", "0"],
+            "--directions 0: must be in 1..=10000",
+        ),
+        // 10¹² directions were drawn at once: it aborted on allocation.
+        (
+            &["--directions", "1000000000000", "--max-full", "0"],
+            "--directions 1000000000000: must be in 1..=10000",
+        ),
+        // Any thread count was accepted (and unused) without --precision, and refused with
+        // it as "field `threads`".
+        (&["--threads", &too_many], &threads),
+        (&["--precision", "--threads", &too_many], &threads),
+        (&["--threads", "0"], "--threads must be at least 1"),
+    ];
+    for (extra, msg) in cases {
+        let mut args = vec!["audit", "--config", s(&cfg), "--data", s(&data)];
+        args.extend(extra);
+        fails(&efa(&args), msg, "");
+    }
+    // Training the weights for 10¹² epochs (with as much patience) ran without end.
+    let o = efa(&[
+        "audit",
+        "synthetic",
+        "--users",
+        "8",
+        "--precision",
+        "--weights",
+        "trained",
+        "--train-epochs",
+        "1000000000000",
+    ]);
+    fails(&o, "--train-epochs 1000000000000: must be in 1..=1000", "");
+}

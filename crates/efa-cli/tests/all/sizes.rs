@@ -19,7 +19,7 @@ pub(crate) fn fails(o: &Output, prefix: &str, part: &str) {
     assert!(err.contains(part), "{err}");
 }
 
-fn max_threads() -> usize {
+pub(crate) fn max_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (4 * cores).clamp(4, 1024)
 }
