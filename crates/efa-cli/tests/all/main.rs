@@ -8,6 +8,7 @@ mod codegen;
 mod common;
 mod domain_families;
 mod expfam_check;
+mod model_files;
 mod paper_data;
 mod reliability;
 mod reliability_kill;

@@ -382,8 +382,45 @@ impl Loaded<'_> {
     }
 }
 
+/// The safetensors crate's limit on a header's length (`MAX_HEADER_SIZE`, not exported).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Reads a safetensors file as far as its header declares: the 8-byte header length, the
+/// header (when that length is within the format's limit), then the data the header's
+/// offsets reach and one byte more (so that a longer file is still refused by [`parse`]).
+/// A file that is no safetensors file, such as a large CSV or `/dev/zero`, is thus refused
+/// after at most its header, instead of being read whole first; a damaged header reads
+/// nothing past itself but one byte.
 fn read(path: &Path) -> Result<Vec<u8>, TrainError> {
-    std::fs::read(path).map_err(|e| TrainError::io(path, "cannot read", e))
+    use std::io::Read;
+    let err = |e| TrainError::io(path, "cannot read", e);
+    let mut file = std::fs::File::open(path).map_err(err)?;
+    let mut bytes = Vec::new();
+    let mut more = |bytes: &mut Vec<u8>, n: u64| (&mut file).take(n).read_to_end(bytes);
+    more(&mut bytes, 8).map_err(err)?;
+    let Ok(len) = <[u8; 8]>::try_from(bytes.as_slice()) else {
+        return Ok(bytes);
+    };
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER_BYTES {
+        return Ok(bytes);
+    }
+    more(&mut bytes, n).map_err(err)?;
+    let data = declared_data_bytes(&bytes[8..]).unwrap_or(0);
+    more(&mut bytes, data.saturating_add(1)).map_err(err)?;
+    Ok(bytes)
+}
+
+/// The data bytes a safetensors header declares (the largest end offset of its tensors), or
+/// `None` when it is not a JSON object.
+fn declared_data_bytes(header: &[u8]) -> Option<u64> {
+    let v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+    Some(
+        v.values()
+            .filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64())
+            .max()
+            .unwrap_or(0),
+    )
 }
 
 /// Writes a model file: one tensor per parameter under its own name, plus `meta` and the
