@@ -62,3 +62,46 @@ fn a_file_that_is_no_model_is_refused_after_its_header_not_read_whole() {
     let o = efa(&["evaluate", "--model", s(&model), "--data", s(&data)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn an_item_table_given_with_a_model_without_continuous_inputs_names_both_files() {
+    // `efa evaluate --items` with a model that has no continuous inputs named neither the
+    // model file nor the table: "field `model.efa.continuous`: an item-feature table was
+    // given, …".
+    let dir = scratch::scratch("efa-model-items");
+    let data = fixture("counts_train.csv");
+    let run = dir.join("run");
+    let cfg = fixture("efa_poisson.toml");
+    let o = efa(&[
+        "train",
+        "--config",
+        s(&cfg),
+        "--data",
+        s(&data),
+        "--out",
+        s(&run),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let items = fixture("mixed_sites_items.csv");
+    for cmd in ["evaluate", "predict"] {
+        let o = efa(&[
+            cmd,
+            "--model",
+            s(&run),
+            "--items",
+            s(&items),
+            "--data",
+            s(&data),
+        ]);
+        fails(
+            &o,
+            &format!(
+                "{}: metadata `efa.config`: field `model.efa.continuous`: the model has no \
+                 continuous inputs, but the item-feature table {} was given",
+                run.join("model.safetensors").display(),
+                items.display()
+            ),
+            "",
+        );
+    }
+}

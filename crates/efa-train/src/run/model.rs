@@ -48,7 +48,20 @@ pub fn load_saved(path: &Path, items: Option<&ItemTable>) -> Result<SavedModel, 
     };
     let (config, count) = read_model_config(&file)?;
     if let Some(t) = items {
-        check_items_match(&config, t)?;
+        // A field of the configuration is named as one of the model file's metadata.
+        check_items_match(&config, t).map_err(|e| match e {
+            TrainError::Config {
+                file: None,
+                field,
+                reason,
+            } => TrainError::Metadata {
+                file: file.clone(),
+                key: CONFIG_KEY.into(),
+                field: Some(field),
+                reason,
+            },
+            e => e,
+        })?;
     }
     let (params, _) = load_model_layout(&file, &config.model.layout())?;
     Ok(SavedModel {

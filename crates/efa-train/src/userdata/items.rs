@@ -10,7 +10,9 @@ use efa_model::ModelConfig;
 /// Checks that `table` gives exactly the site table stored in `cfg` (a trained model's
 /// configuration): every listed item's features equal, and every item of the stored table
 /// with non-zero features listed. The error names the table's file, line and field of the
-/// first difference, the field as written there and the trained value in its shortest form.
+/// first difference, the field as written there and the trained value in its shortest form;
+/// for a model without continuous inputs, the field `model.efa.continuous` and the table's
+/// file.
 pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), TrainError> {
     let sites = match &cfg.model {
         ModelConfig::Efa(c) => c.continuous.as_ref().map(|c| &c.sites),
@@ -19,7 +21,10 @@ pub fn check_items_match(cfg: &UserConfig, table: &ItemTable) -> Result<(), Trai
     let Some(sites) = sites else {
         return Err(TrainError::config(
             "model.efa.continuous",
-            "an item-feature table was given, but the model has no continuous inputs",
+            format!(
+                "the model has no continuous inputs, but the item-feature table {} was given",
+                table.file.display()
+            ),
         ));
     };
     let given = table.table(sites.len())?;
