@@ -11,12 +11,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let written = (|| {
+        // Errors name the file asked for: `<path>.tmp` is this function's own business.
         let mut f =
-            std::fs::File::create(&tmp).map_err(|e| TrainError::io(&tmp, "cannot create", e))?;
+            std::fs::File::create(&tmp).map_err(|e| TrainError::io(path, "cannot create", e))?;
         f.write_all(bytes)
-            .map_err(|e| TrainError::io(&tmp, "cannot write", e))?;
+            .map_err(|e| TrainError::io(path, "cannot write", e))?;
         f.sync_all()
-            .map_err(|e| TrainError::io(&tmp, "cannot fsync", e))?;
+            .map_err(|e| TrainError::io(path, "cannot fsync", e))?;
         drop(f);
         std::fs::rename(&tmp, path)
             .map_err(|e| TrainError::io(path, "cannot rename the temporary file over it", e))

@@ -312,6 +312,21 @@ fn unravel_is_row_major() {
 }
 
 #[test]
+fn a_failed_atomic_write_names_the_file_asked_for_not_its_temporary() {
+    // A write into a directory that does not exist named `<file>.tmp`, a file the caller
+    // never asked for (`efa predict --out missing/pred.csv`: "missing/pred.csv.tmp: cannot
+    // create").
+    let dir = scratch::scratch("efa-ckmissing");
+    let target = dir.join("missing").join("pred.csv");
+    let e = write_atomic(&target, b"abc").unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}: cannot create: ", target.display())),
+        "{e}"
+    );
+    assert!(!e.contains(".tmp"), "{e}");
+}
+
+#[test]
 fn a_failed_atomic_write_leaves_no_temporary_file() {
     let dir = scratch::scratch("efa-cktmp");
     // The target is a non-empty directory: creating and writing `<target>.tmp` works, the
