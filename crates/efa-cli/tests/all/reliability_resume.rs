@@ -161,6 +161,25 @@ fn refused_resumes_change_nothing_in_the_run_directory() {
 }
 
 #[test]
+fn a_resume_from_a_directory_without_a_checkpoint_creates_nothing() {
+    // `--resume missing/` created `missing/` (the run directory defaults to the resumed one)
+    // and then failed on the checkpoint it could not read, leaving an empty run directory.
+    let dir = scratch::scratch("efa-resume-missing");
+    let cfg = fixture("efa_poisson.toml");
+    let (data, valid) = (fixture("counts_train.csv"), fixture("counts_valid.csv"));
+    let missing = dir.join("missing");
+    let o = train(&cfg, &data, &valid, &[p("--resume"), &missing]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let ck = missing.join("checkpoint.safetensors");
+    assert!(
+        err.starts_with(&format!("error: {}: cannot read: ", ck.display())),
+        "{err}"
+    );
+    assert!(!missing.exists(), "{} was created", missing.display());
+}
+
+#[test]
 fn damaged_or_non_finite_model_files_are_errors() {
     let dir = scratch::scratch("efa-badmodel");
     let cfg = fixture("efa_poisson.toml");

@@ -151,6 +151,12 @@ impl Run {
             return Err(TrainError::config("checkpoint_every", "must be at least 1"));
         }
         let lead = opts.group.rank() == 0;
+        if let Some(r) = &opts.resume {
+            // A resume without a readable checkpoint (a mistyped directory) is refused before
+            // the run directory, which defaults to it, is created.
+            let ck = r.checkpoint_file();
+            std::fs::File::open(&ck).map_err(|e| TrainError::io(&ck, "cannot read", e))?;
+        }
         if lead {
             opts.out.create()?;
         }
