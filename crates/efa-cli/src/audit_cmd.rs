@@ -167,7 +167,7 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             None => ForwardPlan::ALL.to_vec(),
         };
         let threads = efa_train::Threads::new(a.threads).map_err(user)?;
-        return crate::precision_cmd::run(&jobs, &plans, &spec, &threads, a.json);
+        return crate::precision_cmd::run(&jobs, (&plans, a.plan), &spec, &threads, a.json);
     }
     let opts = CheckOptions {
         mode: Mode::Auto {
@@ -319,9 +319,16 @@ fn config_jobs(
         ),
         objective: cfg.objective(),
         batch: split.samples.select(&idx),
-        plan: match cfg.model {
-            ModelConfig::Efa(_) => a.plan,
-            ModelConfig::Fm(_) => None,
+        plan: match (&cfg.model, a.plan) {
+            (ModelConfig::Fm(_), Some(p)) => {
+                return Err(CliError::new(format!(
+                    "--plan {}: forward plans are the EFA model's; {} is a factor model (FM), \
+                     which has one forward",
+                    p.name(),
+                    config.display()
+                )))
+            }
+            (_, plan) => plan,
         },
         model: cfg.model,
         params,

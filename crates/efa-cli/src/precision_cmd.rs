@@ -53,9 +53,11 @@ fn weights_of(job: &Job, spec: &WeightsSpec) -> Result<efa_model::Params<f64>, C
 }
 
 /// Runs the precision audit of every job and prints tables (or one JSON object).
+/// With `forced` (`--plan`), an error when that plan runs on none of the jobs (each skipped
+/// it, or is a factor model), after the reports.
 pub fn run(
     jobs: &[Job],
-    plans: &[ForwardPlan],
+    (plans, forced): (&[ForwardPlan], Option<ForwardPlan>),
     spec: &WeightsSpec,
     threads: &Threads,
     json_out: bool,
@@ -75,6 +77,8 @@ pub fn run(
         )?;
     }
     let (mut reports, mut missed) = (Vec::new(), 0);
+    // Why the forced plan did not run, per job; `ran` counts the jobs where it did.
+    let (mut ran, mut not_run) = (0, Vec::new());
     for job in jobs {
         let start = Instant::now();
         let params = weights_of(job, spec)?;
@@ -87,6 +91,17 @@ pub fn run(
             threads,
         )?;
         let seconds = start.elapsed().as_secs_f64();
+        if let Some(p) = forced {
+            if audit.rows.iter().any(|r| r.plan == Some(p)) {
+                ran += 1;
+            } else {
+                let why = match audit.skipped.iter().find(|(q, _)| *q == p) {
+                    Some((_, why)) => why.clone(),
+                    None => "a factor model has no forward plans".into(),
+                };
+                not_run.push(format!("{}: {why}", job.title));
+            }
+        }
         let misses: Vec<String> = audit
             .f64_misses()
             .into_iter()
@@ -113,6 +128,13 @@ pub fn run(
             "models": reports,
         });
         outln!("{}", serde_json::to_string_pretty(&doc).map_err(user)?)?;
+    }
+    if let Some(p) = forced.filter(|_| ran == 0) {
+        return Err(CliError::new(format!(
+            "--plan {}: the plan applies to none of the models audited ({})",
+            p.name(),
+            not_run.join("; ")
+        )));
     }
     if missed > 0 {
         return Err(CliError::failed(format!(

@@ -1,6 +1,6 @@
 //! What `efa audit` is asked to audit: `--config` with `--model` must name one model, and
 //! the audit's own settings are bounded. Each refusal is an error (exit 2) naming the file,
-//! field or flag, before any work.
+//! field or flag, before any work; a forced `--plan` that audits nothing is an error too.
 
 use std::path::{Path, PathBuf};
 
@@ -148,4 +148,45 @@ fn audit_settings_out_of_range_are_errors_naming_the_flag() {
         "1000000000000",
     ]);
     fails(&o, "--train-epochs 1000000000000: must be in 1..=1000", "");
+}
+
+#[test]
+fn a_forced_plan_that_audits_nothing_is_an_error() {
+    // `--plan` on a factor model was dropped without a word (FM has one forward), and a
+    // precision audit whose forced plan applied to no model listed it as skipped and exited
+    // 0: the plan the user asked about was never audited.
+    let data = fixture("counts_train.csv");
+    let fm = fixture("fm_gaussian.toml");
+    for extra in [&[][..], &["--precision"][..]] {
+        let mut args = vec!["audit", "--config", s(&fm), "--data", s(&data)];
+        args.extend(["--plan", "tabled"]);
+        args.extend_from_slice(extra);
+        fails(
+            &efa(&args),
+            &format!(
+                "--plan tabled: forward plans are the EFA model's; {} is a factor model (FM)",
+                fm.display()
+            ),
+            "",
+        );
+    }
+    // The one-block model with padding takes neither query-stream (causal only) nor
+    // two-block-fold (two blocks).
+    let cfg = fixture("efa_poisson.toml");
+    for (plan, why) in [
+        ("query-stream", "it needs direction = causal"),
+        ("two-block-fold", "it needs layers = 2, the model has 1"),
+    ] {
+        let args = ["audit", "--config", s(&cfg), "--data", s(&data)];
+        let o = efa(&[&args[..], &["--precision", "--plan", plan]].concat());
+        fails(
+            &o,
+            &format!("--plan {plan}: the plan applies to none of the models audited ("),
+            why,
+        );
+    }
+    // A plan that applies still audits (and passes).
+    let args = ["audit", "--config", s(&cfg), "--data", s(&data)];
+    let o = efa(&[&args[..], &["--precision", "--plan", "tabled"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
