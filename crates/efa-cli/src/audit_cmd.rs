@@ -280,10 +280,15 @@ fn config_jobs(
         .as_ref()
         .ok_or_else(|| CliError::new("--config needs --data"))?;
     let items = run::read_items(a.items.as_deref())?;
-    let (cfg, count) = run::read_config(config, items.as_ref())?;
     let (cfg, count, params) = match &a.model {
         Some(dir) => {
             let saved = run::load_saved(dir, items.as_ref())?;
+            // Without --items, continuous inputs take the model's stored site table, as
+            // `efa evaluate` does.
+            let (cfg, _) = match &items {
+                Some(t) => run::read_config(config, Some(t))?,
+                None => run::read_config_for(config, &saved.config)?,
+            };
             let file = if dir.is_dir() {
                 dir.join(run::MODEL_FILE)
             } else {
@@ -293,6 +298,7 @@ fn config_jobs(
             (saved.config, saved.count, saved.params.cast::<f64>())
         }
         None => {
+            let (cfg, count) = run::read_config(config, items.as_ref())?;
             let p = cfg.model.init::<f64>(cfg.init_seed);
             (cfg, count, p)
         }

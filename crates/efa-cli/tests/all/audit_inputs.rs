@@ -190,3 +190,46 @@ fn a_forced_plan_that_audits_nothing_is_an_error() {
     let o = efa(&[&args[..], &["--precision", "--plan", "tabled"]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn a_trained_model_with_continuous_inputs_is_audited_without_its_item_table() {
+    // Once --config was read with --model, a configuration whose site table comes from an
+    // item-feature table needed --items again, where `efa evaluate` takes the model's stored
+    // table: "field `model.efa.continuous.sites`: the item-feature table is missing".
+    let dir = scratch::scratch("efa-audit-sites");
+    let text = std::fs::read_to_string(fixture("mixed_sites.toml")).unwrap();
+    assert!(text.contains("max_epochs = 150"));
+    let cfg = dir.join("sites.toml");
+    std::fs::write(&cfg, text.replace("max_epochs = 150", "max_epochs = 1")).unwrap();
+    let (items, data) = (
+        fixture("mixed_sites_items.csv"),
+        fixture("mixed_sites_train.csv"),
+    );
+    let run = dir.join("run");
+    let o = efa(&[
+        "train",
+        "--config",
+        s(&cfg),
+        "--items",
+        s(&items),
+        "--data",
+        s(&data),
+        "--out",
+        s(&run),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let audit = [
+        "audit",
+        "--config",
+        s(&cfg),
+        "--data",
+        s(&data),
+        "--model",
+        s(&run),
+    ];
+    for extra in [&[][..], &["--items", s(&items)][..]] {
+        let o = efa(&[&audit[..], &["--batch", "2"], extra].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}

@@ -34,6 +34,17 @@ pub fn read_config(
     UserConfig::from_toml_with_items(&text, path, items)
 }
 
+/// [`read_config`] of the configuration a trained model (configuration `saved`) was given,
+/// without an item-feature table: a site table the file leaves out is the model's stored one
+/// ([`UserConfig::from_toml_for`]).
+pub fn read_config_for(
+    path: &Path,
+    saved: &UserConfig,
+) -> Result<(UserConfig, ParamCount), TrainError> {
+    let text = read_text(path)?;
+    UserConfig::from_toml_for(&text, path, saved)
+}
+
 /// The text of a configuration file.
 pub(super) fn read_text(path: &Path) -> Result<String, TrainError> {
     std::fs::read_to_string(path).map_err(|e| TrainError::io(path, "cannot read", e))

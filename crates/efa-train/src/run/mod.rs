@@ -38,7 +38,9 @@ mod resume;
 mod train;
 
 pub use crate::fsio::runlock::LOCK_FILE;
-pub use inputs::{input_digests, load_split, read_config, read_items, INPUT_DATA, INPUT_VALID};
+pub use inputs::{
+    input_digests, load_split, read_config, read_config_for, read_items, INPUT_DATA, INPUT_VALID,
+};
 pub use model::{load_saved, model_meta, SavedModel};
 pub use report::{write_timings, Losses, RunTimes, TrainReport};
 pub use resume::{check_checkpoint, load_checkpoint};

@@ -110,6 +110,28 @@ impl UserConfig {
         Ok((cfg, params))
     }
 
+    /// [`UserConfig::from_toml`] of the configuration a trained model was given (`saved`, as
+    /// stored in its model file): continuous inputs whose site table the file leaves out (it
+    /// came from an item-feature table) take the model's stored table before the checks, as
+    /// `efa evaluate` and `efa predict` take it without `--items`.
+    pub fn from_toml_for(
+        text: &str,
+        path: &Path,
+        saved: &UserConfig,
+    ) -> Result<(Self, ParamCount), TrainError> {
+        let mut cfg: UserConfig = toml::from_str(text).map_err(|e| TrainError::Parse {
+            file: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        if let (Some(ci), Some(stored)) = (cfg.continuous_mut(), saved.continuous()) {
+            if ci.sites.is_empty() {
+                ci.sites = stored.sites.clone();
+            }
+        }
+        let params = cfg.validate().map_err(|e| e.in_file(path))?;
+        Ok((cfg, params))
+    }
+
     /// The configuration as TOML text (what [`UserConfig::from_toml`] reads back).
     pub fn to_toml(&self) -> Result<String, TrainError> {
         toml::to_string(self).map_err(|e| TrainError::Parse {
@@ -361,6 +383,14 @@ impl UserConfig {
     fn continuous(&self) -> Option<&ContinuousInputs> {
         match &self.model {
             ModelConfig::Efa(c) => c.continuous.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// [`UserConfig::continuous`], mutable.
+    fn continuous_mut(&mut self) -> Option<&mut ContinuousInputs> {
+        match &mut self.model {
+            ModelConfig::Efa(c) => c.continuous.as_mut(),
             _ => None,
         }
     }
