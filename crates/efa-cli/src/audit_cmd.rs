@@ -189,7 +189,8 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             a.directions
         )?;
     }
-    let (mut failed, mut audited, mut reports) = (0, 0, Vec::new());
+    // `ran` counts the jobs that audited the forced plan; `not_run` says why the others did not.
+    let (mut failed, mut ran, mut not_run, mut reports) = (0, 0, Vec::new(), Vec::new());
     for job in &jobs {
         let eval = Evaluator::new(&job.model, &job.objective).with_plan(job.plan);
         if let Err(e) = job.model.plan_for(&job.batch, job.plan) {
@@ -198,12 +199,18 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
                 outln!("\n{}: skipped: {why}", job.title)?;
             }
             reports.push(json!({"model": job.title, "skipped": why}));
+            not_run.push(format!("{}: {why}", job.title));
             continue;
         }
         let start = Instant::now();
         let audit = audit_model(&eval, &job.params, &job.batch, &opts)?;
         let seconds = start.elapsed().as_secs_f64();
-        audited += 1;
+        if job.plan == a.plan {
+            ran += 1;
+        } else {
+            // A factor model of an experiment: its one forward, not the forced plan.
+            not_run.push(format!("{}: {}", job.title, crate::precision_cmd::FM_PLANS));
+        }
         if !audit.passed() {
             failed += 1;
         }
@@ -219,10 +226,8 @@ pub fn run(a: AuditArgs) -> Result<(), CliError> {
             serde_json::to_string_pretty(&json!({"models": reports})).map_err(user)?
         )?;
     }
-    if audited == 0 {
-        return Err(CliError::new(
-            "no model was audited: the forced --plan applies to none of them",
-        ));
+    if let Some(p) = a.plan.filter(|_| ran == 0) {
+        return Err(crate::precision_cmd::plan_ran_nowhere(p, &not_run));
     }
     if failed > 0 {
         return Err(CliError::failed(format!("{failed} model audit(s) failed")));

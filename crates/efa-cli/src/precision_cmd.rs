@@ -97,7 +97,7 @@ pub fn run(
             } else {
                 let why = match audit.skipped.iter().find(|(q, _)| *q == p) {
                     Some((_, why)) => why.clone(),
-                    None => "a factor model has no forward plans".into(),
+                    None => FM_PLANS.into(),
                 };
                 not_run.push(format!("{}: {why}", job.title));
             }
@@ -130,11 +130,7 @@ pub fn run(
         outln!("{}", serde_json::to_string_pretty(&doc).map_err(user)?)?;
     }
     if let Some(p) = forced.filter(|_| ran == 0) {
-        return Err(CliError::new(format!(
-            "--plan {}: the plan applies to none of the models audited ({})",
-            p.name(),
-            not_run.join("; ")
-        )));
+        return Err(plan_ran_nowhere(p, &not_run));
     }
     if missed > 0 {
         return Err(CliError::failed(format!(
@@ -142,6 +138,19 @@ pub fn run(
         )));
     }
     Ok(())
+}
+
+/// Why a factor model does not run a forced `--plan`.
+pub(crate) const FM_PLANS: &str = "a factor model has a single forward (plan `general`)";
+
+/// The error of a forced `--plan` that ran on none of the audited models, with why per model
+/// (`not_run`).
+pub(crate) fn plan_ran_nowhere(plan: ForwardPlan, not_run: &[String]) -> CliError {
+    CliError::new(format!(
+        "--plan {}: the plan applies to none of the models audited ({})",
+        plan.name(),
+        not_run.join("; ")
+    ))
 }
 
 fn tensor_json(e: &TensorError) -> serde_json::Value {

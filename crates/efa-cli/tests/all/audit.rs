@@ -120,7 +120,12 @@ fn a_forced_plan_is_audited_or_skipped_with_the_reason() {
         "{out}"
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no model was audited"), "{err}");
+    assert!(
+        err.starts_with(
+            "error: --plan query-stream: the plan applies to none of the models audited ("
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -152,9 +152,9 @@ fn audit_settings_out_of_range_are_errors_naming_the_flag() {
 
 #[test]
 fn a_forced_plan_that_audits_nothing_is_an_error() {
-    // `--plan` on a factor model was dropped without a word (FM has one forward), and a
-    // precision audit whose forced plan applied to no model listed it as skipped and exited
-    // 0: the plan the user asked about was never audited.
+    // `--plan` on a factor model (one forward) was dropped without a word, with `--config` or
+    // an experiment's factor models alone; and a precision audit whose forced plan applied to
+    // no model listed it as skipped and exited 0: the plan asked about was never audited.
     let data = fixture("counts_train.csv");
     let fm = fixture("fm_gaussian.toml");
     for extra in [&[][..], &["--precision"][..]] {
@@ -185,6 +185,13 @@ fn a_forced_plan_that_audits_nothing_is_an_error() {
             why,
         );
     }
+    // An experiment's factor models alone (`--model fm`) run their one forward, not the plan.
+    let args = ["audit", "synthetic", "--users", "40", "--model", "fm"];
+    fails(
+        &efa(&[&args[..], &["--plan", "tabled"]].concat()),
+        "--plan tabled: the plan applies to none of the models audited (",
+        "a factor model has a single forward (plan `general`)",
+    );
     // A plan that applies still audits (and passes).
     let args = ["audit", "--config", s(&cfg), "--data", s(&data)];
     let o = efa(&[&args[..], &["--precision", "--plan", "tabled"]].concat());
