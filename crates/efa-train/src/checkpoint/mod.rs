@@ -407,6 +407,19 @@ fn read(path: &Path) -> Result<Vec<u8>, TrainError> {
     }
     more(&mut bytes, n).map_err(err)?;
     let data = declared_data_bytes(&bytes[8..]).unwrap_or(0);
+    // Room for what the header declares, at most what the file holds, reserved at once (read
+    // into by doubling, a large model's buffer took up to twice its size).
+    let left = std::fs::metadata(path).map_or(0, |m| m.len().saturating_sub(8 + n));
+    let room = usize::try_from(data.min(left)).unwrap_or(0);
+    bytes
+        .try_reserve_exact(room.saturating_add(1))
+        .map_err(|_| {
+            TrainError::io(
+                path,
+                "cannot read",
+                std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+            )
+        })?;
     more(&mut bytes, data.saturating_add(1)).map_err(err)?;
     Ok(bytes)
 }
