@@ -11,13 +11,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let written = (|| {
-        // Errors name the file asked for: `<path>.tmp` is this function's own business.
-        let mut f =
-            std::fs::File::create(&tmp).map_err(|e| TrainError::io(path, "cannot create", e))?;
+        // Errors name the file asked for, and the temporary the failure may belong to (a
+        // name one `.tmp` too long, a directory of that name).
+        let io = |what, e| TrainError::io(path, what, e);
+        let mut f = std::fs::File::create(&tmp)
+            .map_err(|e| io("cannot create (through its temporary `<file>.tmp`)", e))?;
         f.write_all(bytes)
-            .map_err(|e| TrainError::io(path, "cannot write", e))?;
+            .map_err(|e| io("cannot write (through its temporary `<file>.tmp`)", e))?;
         f.sync_all()
-            .map_err(|e| TrainError::io(path, "cannot fsync", e))?;
+            .map_err(|e| io("cannot fsync (through its temporary `<file>.tmp`)", e))?;
         drop(f);
         std::fs::rename(&tmp, path)
             .map_err(|e| TrainError::io(path, "cannot rename the temporary file over it", e))

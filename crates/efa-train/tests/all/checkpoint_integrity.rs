@@ -320,10 +320,13 @@ fn a_failed_atomic_write_names_the_file_asked_for_not_its_temporary() {
     let target = dir.join("missing").join("pred.csv");
     let e = write_atomic(&target, b"abc").unwrap_err().to_string();
     assert!(
-        e.starts_with(&format!("{}: cannot create: ", target.display())),
+        e.starts_with(&format!(
+            "{}: cannot create (through its temporary `<file>.tmp`): ",
+            target.display()
+        )),
         "{e}"
     );
-    assert!(!e.contains(".tmp"), "{e}");
+    assert!(!e.contains("pred.csv.tmp"), "{e}");
 }
 
 #[test]
