@@ -19,6 +19,23 @@ fn edited(dir: &Path, name: &str, from: &str, to: &str) -> PathBuf {
     p
 }
 
+/// Runs `efa train --config cfg --data data --out out --quiet` with `extra` and checks it
+/// succeeded.
+pub(crate) fn trained(cfg: &Path, data: &Path, out: &Path, extra: &[&str]) {
+    let args = [
+        "train",
+        "--config",
+        s(cfg),
+        "--data",
+        s(data),
+        "--out",
+        s(out),
+        "--quiet",
+    ];
+    let o = efa(&[&args[..], extra].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn an_audit_at_trained_weights_needs_the_models_own_config() {
     // With --model, --config was not read at all: a missing file, or the configuration of
@@ -27,17 +44,7 @@ fn an_audit_at_trained_weights_needs_the_models_own_config() {
     let dir = scratch::scratch("efa-audit-config");
     let (cfg, data) = (fixture("efa_poisson.toml"), fixture("counts_train.csv"));
     let run = dir.join("run");
-    let o = efa(&[
-        "train",
-        "--config",
-        s(&cfg),
-        "--data",
-        s(&data),
-        "--out",
-        s(&run),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    trained(&cfg, &data, &run, &[]);
     let model = run.join("model.safetensors");
     let audit = |config: &Path| {
         efa(&[
@@ -213,19 +220,7 @@ fn a_trained_model_with_continuous_inputs_is_audited_without_its_item_table() {
         fixture("mixed_sites_train.csv"),
     );
     let run = dir.join("run");
-    let o = efa(&[
-        "train",
-        "--config",
-        s(&cfg),
-        "--items",
-        s(&items),
-        "--data",
-        s(&data),
-        "--out",
-        s(&run),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    trained(&cfg, &data, &run, &["--items", s(&items)]);
     let audit = [
         "audit",
         "--config",

@@ -3,6 +3,7 @@
 
 use efa_testkit::scratch;
 
+use crate::audit_inputs::trained;
 use crate::common;
 use crate::sizes::{efa_limited, fails};
 use common::{efa, fixture, s};
@@ -38,16 +39,7 @@ fn a_file_that_is_no_model_is_refused_after_its_header_not_read_whole() {
     // its end are still refused, a model without them still loads.
     let run = dir.join("run");
     let cfg = fixture("efa_poisson.toml");
-    let o = efa(&[
-        "train",
-        "--config",
-        s(&cfg),
-        "--data",
-        s(&data),
-        "--out",
-        s(&run),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    trained(&cfg, &data, &run, &[]);
     let model = run.join("model.safetensors");
     let longer = dir.join("longer.safetensors");
     let mut bytes = std::fs::read(&model).unwrap();
@@ -72,16 +64,7 @@ fn an_item_table_given_with_a_model_without_continuous_inputs_names_both_files()
     let data = fixture("counts_train.csv");
     let run = dir.join("run");
     let cfg = fixture("efa_poisson.toml");
-    let o = efa(&[
-        "train",
-        "--config",
-        s(&cfg),
-        "--data",
-        s(&data),
-        "--out",
-        s(&run),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    trained(&cfg, &data, &run, &[]);
     let items = fixture("mixed_sites_items.csv");
     for cmd in ["evaluate", "predict"] {
         let o = efa(&[

@@ -99,10 +99,7 @@ impl UserConfig {
         path: &Path,
         items: Option<&ItemTable>,
     ) -> Result<(Self, ParamCount), TrainError> {
-        let mut cfg: UserConfig = toml::from_str(text).map_err(|e| TrainError::Parse {
-            file: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let mut cfg = Self::parse(text, path)?;
         if let Some(t) = items {
             cfg.set_items(t).map_err(|e| e.in_file(path))?;
         }
@@ -119,10 +116,7 @@ impl UserConfig {
         path: &Path,
         saved: &UserConfig,
     ) -> Result<(Self, ParamCount), TrainError> {
-        let mut cfg: UserConfig = toml::from_str(text).map_err(|e| TrainError::Parse {
-            file: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let mut cfg = Self::parse(text, path)?;
         if let (Some(ci), Some(stored)) = (cfg.continuous_mut(), saved.continuous()) {
             if ci.sites.is_empty() {
                 ci.sites = stored.sites.clone();
@@ -130,6 +124,14 @@ impl UserConfig {
         }
         let params = cfg.validate().map_err(|e| e.in_file(path))?;
         Ok((cfg, params))
+    }
+
+    /// The TOML text `text` of `path`, parsed (not checked).
+    fn parse(text: &str, path: &Path) -> Result<Self, TrainError> {
+        toml::from_str(text).map_err(|e| TrainError::Parse {
+            file: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })
     }
 
     /// The configuration as TOML text (what [`UserConfig::from_toml`] reads back).
