@@ -105,26 +105,31 @@ fn train_evaluate_predict_round_trip() {
     assert!(lines[1].starts_with("t0,10,"), "{}", lines[1]);
 }
 
+/// pred.csv of `efa predict` on the data CSV `csv`, with a model trained on
+/// `efa_gaussian_uni.toml` (in a scratch directory named for `tag`).
+fn predicted(tag: &str, csv: &str) -> String {
+    let dir = tmpdir(tag);
+    let out = dir.join("m");
+    ok(&train(&fixture("efa_gaussian_uni.toml"), &out, &[]));
+    let data = dir.join("data.csv");
+    std::fs::write(&data, csv).unwrap();
+    let p = efa(&["predict", "--model", s(&out), "--data", s(&data)]);
+    ok(&p);
+    String::from_utf8(p.stdout).unwrap()
+}
+
 #[test]
 fn predict_writes_each_value_in_its_shortest_form() {
     // pred.csv wrote the value column as parsed in Rust's positional form: `1e-50` came out
     // as a 52-character decimal and `1E20` as 21 digits. Every number is now the shortest
     // text that reads back as it (the form errors quote a number in when they do not quote
     // the file): exponent form where the decimal is long.
-    let dir = tmpdir("shortest");
-    let out = dir.join("m");
     // No value table: the values are not inputs, only echoed back.
-    ok(&train(&fixture("efa_gaussian_uni.toml"), &out, &[]));
-    let data = dir.join("values.csv");
-    std::fs::write(
-        &data,
+    let text = predicted(
+        "shortest",
         "seq,order,item,value\na,1,1,0.5\na,2,2,1e-50\na,3,3,2.50\na,4,4,+3\na,5,5,1E20\n\
          b,1,1,1\nb,2,2,-0.000001\nb,3,3,123456789012345678901234567890\nb,4,4, 0.1 \n",
-    )
-    .unwrap();
-    let p = efa(&["predict", "--model", s(&out), "--data", s(&data)]);
-    ok(&p);
-    let text = String::from_utf8(p.stdout).unwrap();
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "seq,order,item,value,eta,mean,variance");
     // Unidirectional: every row but a sequence's first is a target.
@@ -158,10 +163,6 @@ fn predict_writes_each_value_in_its_shortest_form() {
 fn predict_quotes_sequence_ids_that_csv_needs_quoted() {
     // The reader takes any quoted field as a sequence id (RFC 4180); pred.csv wrote it bare,
     // so an id holding a comma, a quote or a line break broke the output's columns and rows.
-    let dir = tmpdir("quoted");
-    let out = dir.join("m");
-    ok(&train(&fixture("efa_gaussian_uni.toml"), &out, &[]));
-    let data = dir.join("ids.csv");
     let ids = ["a,b", "say \"hi\"", "two\nlines", "plain"];
     let mut csv = String::from("seq,order,item,value\n");
     for (k, id) in ids.iter().enumerate() {
@@ -174,10 +175,7 @@ fn predict_quotes_sequence_ids_that_csv_needs_quoted() {
             csv.push_str(&format!("{field},{t},{t},{}.5\n", k + t));
         }
     }
-    std::fs::write(&data, csv).unwrap();
-    let p = efa(&["predict", "--model", s(&out), "--data", s(&data)]);
-    ok(&p);
-    let text = String::from_utf8(p.stdout).unwrap();
+    let text = predicted("quoted", &csv);
     // One target per sequence (its second row), each record starting with its id as CSV
     // writes it, followed by the row's order, item and value.
     let want = [
